@@ -1,0 +1,252 @@
+"""Broker and topic configuration, with Kafka's property names, types and defaults.
+
+Users bring `server.properties` habits and topic configs from real clusters, so the keys are Kafka's own
+(`min.insync.replicas`, not `min_isr`). Values may be given as Python values or as the strings a properties file
+or an admin client would send ("2", "true"). Every unknown key and every value of the wrong type or out of range
+is rejected with the key named, because a silently ignored typo in a test cluster's config is a test that
+checks nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalite.common.errors import InvalidConfigError
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value.strip())
+    raise ValueError(f"expected an integer, got {value!r}")
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ValueError(f"expected a number, got {value!r}")
+
+
+def _parse_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"expected a string, got {value!r}")
+
+
+def _parse_optional_str(value: Any) -> str | None:
+    return None if value is None else _parse_str(value)
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "int": _parse_int, "long": _parse_int, "boolean": _parse_bool, "double": _parse_float,
+    "string": _parse_str, "nullable string": _parse_optional_str,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One property: Kafka's name, its type and default, and the range Kafka accepts."""
+
+    name: str
+    type: str
+    default: Any
+    doc: str
+    at_least: float | None = None
+    at_most: float | None = None
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    def parse(self, value: Any) -> Any:
+        try:
+            parsed = _PARSERS[self.type](value)
+        except ValueError as exc:
+            raise InvalidConfigError(f"Invalid value {value!r} for configuration {self.name}: {exc}") from None
+        if parsed is None:
+            return parsed
+        if self.at_least is not None and parsed < self.at_least:
+            raise InvalidConfigError(
+                f"Invalid value {value!r} for configuration {self.name}: must be at least {self.at_least:g}")
+        if self.at_most is not None and parsed > self.at_most:
+            raise InvalidConfigError(
+                f"Invalid value {value!r} for configuration {self.name}: must be at most {self.at_most:g}")
+        if self.choices and parsed not in self.choices:
+            raise InvalidConfigError(
+                f"Invalid value {value!r} for configuration {self.name}: must be one of {', '.join(self.choices)}")
+        return parsed
+
+
+def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
+    return {key.name: key for key in keys}
+
+
+BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
+    ConfigKey("broker.id", "int", 0, "The broker's id; the cluster numbers its brokers 1..N.", at_least=0),
+    ConfigKey("broker.rack", "nullable string", None, "Rack of the broker, used for rack-aware replica assignment."),
+    ConfigKey("listeners", "string", "NATIVE://127.0.0.1:0",
+              "Comma-separated NAME://host:port listeners; port 0 picks a free port so parallel runs never clash."),
+    ConfigKey("num.partitions", "int", 1, "Default partition count of new topics.", at_least=1),
+    ConfigKey("default.replication.factor", "int", 1, "Default replication factor of new topics.", at_least=1),
+    ConfigKey("min.insync.replicas", "int", 1,
+              "Fewest in-sync replicas an acks=-1 produce needs, else NOT_ENOUGH_REPLICAS.", at_least=1),
+    ConfigKey("unclean.leader.election.enable", "boolean", False,
+              "Whether a replica outside the ISR may become leader, at the price of losing acknowledged records."),
+    ConfigKey("replica.lag.time.max.ms", "long", 30000,
+              "A follower that has not caught up for this long leaves the ISR.", at_least=1),
+    ConfigKey("coordination.session.timeout.ms", "int", 18000,
+              "Coordination-service session timeout: a broker that stops heartbeating for this long is dead.",
+              at_least=1, aliases=("zookeeper.session.timeout.ms",)),
+    ConfigKey("auto.leader.rebalance.enable", "boolean", True,
+              "Whether the controller moves leadership back to preferred replicas on a schedule."),
+    ConfigKey("leader.imbalance.check.interval.seconds", "long", 300,
+              "How often the controller checks leader imbalance.", at_least=1),
+    ConfigKey("leader.imbalance.per.broker.percentage", "int", 10,
+              "Share of a broker's partitions not led by it that triggers a rebalance.", at_least=0, at_most=100),
+    ConfigKey("controlled.shutdown.enable", "boolean", True,
+              "Whether a stopping broker first asks the controller to move its leaderships away."),
+    ConfigKey("log.segment.bytes", "int", 1 << 30, "Size at which a segment rolls.", at_least=14),
+    ConfigKey("log.roll.ms", "long", 7 * _DAY_MS, "Age at which a segment rolls.", at_least=1),
+    ConfigKey("log.retention.ms", "long", 7 * _DAY_MS, "Age after which whole segments are deleted; -1: never.",
+              at_least=-1),
+    ConfigKey("log.retention.bytes", "long", -1, "Size above which old segments are deleted; -1: unlimited.",
+              at_least=-1),
+    ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch the broker accepts.", at_least=0),
+    ConfigKey("delete.topic.enable", "boolean", True, "Whether topics may be deleted."),
+    ConfigKey("auto.create.topics.enable", "boolean", True,
+              "Whether a Metadata request for an unknown topic creates it with the defaults."),
+    ConfigKey("socket.request.max.bytes", "int", 100 * 1024 * 1024, "Largest request frame a listener accepts.",
+              at_least=1),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower asks for per partition.", at_least=0),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "How long a follower's fetch may wait for data.",
+              at_least=0),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed follower fetch.", at_least=0),
+    ConfigKey("controller.socket.timeout.ms", "int", 30000,
+              "How long the controller waits for a broker to answer a request.", at_least=1),
+    ConfigKey("controlled.shutdown.max.retries", "int", 3, "Tries of a controlled shutdown.", at_least=0),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Pause between controlled-shutdown tries.",
+              at_least=0),
+)
+
+TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
+    ConfigKey("cleanup.policy", "string", "delete", "Retention policy of old segments.", choices=("delete",)),
+    ConfigKey("min.insync.replicas", "int", 1, "See the broker property.", at_least=1),
+    ConfigKey("unclean.leader.election.enable", "boolean", False, "See the broker property."),
+    ConfigKey("segment.bytes", "int", 1 << 30, "Size at which a segment rolls.", at_least=14),
+    ConfigKey("segment.ms", "long", 7 * _DAY_MS, "Age at which a segment rolls.", at_least=1),
+    ConfigKey("retention.ms", "long", 7 * _DAY_MS, "Age after which segments are deleted; -1: never.",
+              at_least=-1),
+    ConfigKey("retention.bytes", "long", -1, "Size above which old segments are deleted; -1: unlimited.",
+              at_least=-1),
+    ConfigKey("max.message.bytes", "int", 1048588, "Largest record batch accepted.", at_least=0),
+    ConfigKey("message.timestamp.type", "string", "CreateTime", "Which timestamp records keep.",
+              choices=("CreateTime", "LogAppendTime")),
+)
+
+# Where a topic config takes its default when the topic does not override it: Kafka's broker-level names.
+TOPIC_DEFAULT_FROM_BROKER: dict[str, str] = {
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "max.message.bytes": "message.max.bytes",
+}
+
+
+def _canonical_keys(keys: Mapping[str, ConfigKey]) -> dict[str, str]:
+    names = {name: name for name in keys}
+    for key in keys.values():
+        names.update({alias: key.name for alias in key.aliases})
+    return names
+
+
+class _Config(Mapping[str, Any]):
+    """A validated, read-only map of property name to parsed value, defaults filled in."""
+
+    _keys: dict[str, ConfigKey]
+    _kind: str
+
+    def __init__(self, values: Mapping[str, Any] | None = None,
+                 defaults: Mapping[str, Any] | None = None) -> None:
+        names = _canonical_keys(self._keys)
+        parsed: dict[str, Any] = {name: key.default for name, key in self._keys.items()}
+        parsed.update(defaults or {})
+        self._overrides: dict[str, Any] = {}
+        for given, value in (values or {}).items():
+            name = names.get(given)
+            if name is None:
+                raise InvalidConfigError(f"Unknown {self._kind} configuration {given!r}")
+            parsed[name] = self._overrides[name] = self._keys[name].parse(value)
+        self._values = parsed
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[_canonical_keys(self._keys).get(name, name)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """Only what was set explicitly: what a describe-configs call reports as non-default."""
+        return dict(self._overrides)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._overrides!r})"
+
+
+class BrokerConfig(_Config):
+    """A broker's configuration (Kafka's `KafkaConfig`)."""
+
+    _keys = BROKER_CONFIG_KEYS
+    _kind = "broker"
+
+    def with_overrides(self, values: Mapping[str, Any]) -> BrokerConfig:
+        return BrokerConfig({**self.overrides, **values})
+
+    @property
+    def broker_id(self) -> int:
+        return self._values["broker.id"]
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self._values["coordination.session.timeout.ms"]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """The topic configs a topic gets from this broker when it does not override them."""
+        return {topic_key: self._values[broker_key] for topic_key, broker_key in TOPIC_DEFAULT_FROM_BROKER.items()}
+
+
+class TopicConfig(_Config):
+    """A topic's configuration: its overrides on top of the broker's defaults."""
+
+    _keys = TOPIC_CONFIG_KEYS
+    _kind = "topic"
+
+    @classmethod
+    def for_broker(cls, values: Mapping[str, Any] | None, broker: BrokerConfig) -> TopicConfig:
+        return cls(values, defaults=broker.topic_defaults())

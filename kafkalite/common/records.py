@@ -1,0 +1,169 @@
+"""Records and record batches: the unit every layer moves around.
+
+A `RecordBatch` mirrors Kafka's RecordBatch v2 header, but its records travel as one msgpack payload encoded
+once by the producer. Brokers, logs and replicas only ever look at the header: appending, replicating and
+serving a batch of a thousand records costs the same as a batch of one, and only a consumer (or a timestamp
+lookup) decodes the payload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import msgpack
+
+from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
+
+RECORD_BATCH_OVERHEAD = 61
+"""Kafka's v2 batch header size, counted so that byte limits (max.message.bytes, fetch sizes) mean what they
+mean in Kafka."""
+
+NO_TIMESTAMP = -1
+
+Header = tuple[str, bytes | None]
+
+# The fields Kafka's CRC covers: attributes, last offset delta, first and max timestamp, producer id, producer
+# epoch, base sequence, record count. Base offset and partition leader epoch are left out because the leader
+# rewrites them after the producer computed the checksum.
+_CRC_FIELDS = struct.Struct(">hiqqqhii")
+_WIRE_FIELDS = 11
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record as users produce and consume it."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int = NO_TIMESTAMP
+    headers: tuple[Header, ...] = ()
+
+
+def _checksum(payload: bytes, attributes: int, record_count: int, first_timestamp: int, max_timestamp: int,
+              producer_id: int, producer_epoch: int, base_sequence: int) -> int:
+    try:
+        header = _CRC_FIELDS.pack(attributes, record_count - 1, first_timestamp, max_timestamp, producer_id,
+                                  producer_epoch, base_sequence, record_count)
+    except struct.error as exc:
+        raise CorruptMessageError(f"record batch header field out of range: {exc}") from None
+    return zlib.crc32(payload, zlib.crc32(header))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """Kafka's RecordBatch v2 header over a msgpack payload of records encoded once.
+
+    The payload is a msgpack array of `[timestamp_delta, key, value, headers]` arrays; timestamps are stored
+    as deltas from `first_timestamp`, as in Kafka, which keeps them small on the wire.
+    """
+
+    base_offset: int
+    partition_leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    first_timestamp: int
+    max_timestamp: int
+    attributes: int
+    crc: int
+    payload: bytes
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.record_count - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count
+
+    @property
+    def size_in_bytes(self) -> int:
+        return RECORD_BATCH_OVERHEAD + len(self.payload)
+
+    @classmethod
+    def from_records(cls, records: Sequence[Record], *, base_offset: int = 0, partition_leader_epoch: int = -1,
+                     producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                     attributes: int = 0, default_timestamp: int | None = None) -> RecordBatch:
+        """Encode `records` once; a record without a timestamp gets `default_timestamp` if one is given."""
+        if not records:
+            raise InvalidRecordError("a record batch must hold at least one record")
+        fill = NO_TIMESTAMP if default_timestamp is None else default_timestamp
+        timestamps = [r.timestamp if r.timestamp >= 0 else fill for r in records]
+        first_timestamp = timestamps[0]
+        max_timestamp = max(timestamps)
+        try:
+            payload = msgpack.packb(
+                [[ts - first_timestamp, r.key, r.value, r.headers] for ts, r in zip(timestamps, records)])
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidRecordError(f"record cannot be encoded: {exc}") from None
+        count = len(records)
+        crc = _checksum(payload, attributes, count, first_timestamp, max_timestamp, producer_id, producer_epoch,
+                        base_sequence)
+        return cls(base_offset, partition_leader_epoch, producer_id, producer_epoch, base_sequence, count,
+                   first_timestamp, max_timestamp, attributes, crc, payload)
+
+    def records(self) -> list[Record]:
+        """Decode the payload, the only place records come back to life (consumers and timestamp lookups)."""
+        try:
+            raw = msgpack.unpackb(self.payload, use_list=False)
+            base = self.first_timestamp
+            return [Record(key, value, base + delta, headers) for delta, key, value, headers in raw]
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {exc}") \
+                from None
+
+    def offsets_and_records(self) -> Iterator[tuple[int, Record]]:
+        return enumerate(self.records(), self.base_offset)
+
+    def with_offset(self, base_offset: int, partition_leader_epoch: int) -> RecordBatch:
+        """The batch as the leader stores it; the payload object is shared and the crc stays valid."""
+        return dataclasses.replace(self, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch)
+
+    def validate(self, *, deep: bool = False) -> None:
+        """Check the crc (cheap, no decoding); `deep` also decodes and checks the records against the header.
+
+        Raises CorruptMessageError, so the request edge can answer CORRUPT_MESSAGE.
+        """
+        expected = _checksum(self.payload, self.attributes, self.record_count, self.first_timestamp,
+                             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence)
+        if expected != self.crc:
+            raise CorruptMessageError(
+                f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
+                f"computed {expected})")
+        if not deep:
+            return
+        records = self.records()
+        if len(records) != self.record_count:
+            raise CorruptMessageError(f"record batch at offset {self.base_offset} claims {self.record_count} "
+                                      f"records but holds {len(records)}")
+        for record in records:
+            if not (isinstance(record.key, bytes | None) and isinstance(record.value, bytes | None)
+                    and isinstance(record.headers, tuple)):
+                raise CorruptMessageError(f"record batch at offset {self.base_offset} holds a malformed record")
+
+    def to_wire(self) -> list[int | bytes]:
+        return [self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
+                self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp, self.attributes,
+                self.crc, self.payload]
+
+    @classmethod
+    def from_wire(cls, obj: object) -> RecordBatch:
+        """Rebuild a batch from `to_wire`'s list, rejecting shapes a well-behaved peer never sends.
+
+        The crc is not checked here: the receiver decides when to pay for `validate()`.
+        """
+        if not isinstance(obj, list | tuple) or len(obj) != _WIRE_FIELDS:
+            raise CorruptMessageError(f"a record batch is a list of {_WIRE_FIELDS} fields")
+        *fields, payload = obj
+        if not all(isinstance(f, int) and not isinstance(f, bool) for f in fields) \
+                or not isinstance(payload, bytes):
+            raise CorruptMessageError("record batch fields must be integers followed by a bytes payload")
+        batch = cls(*fields, payload)
+        if batch.record_count < 1:
+            raise CorruptMessageError(f"record batch has record count {batch.record_count}")
+        return batch

@@ -1,0 +1,436 @@
+"""Kafka's use of the coordination service: its paths, what it stores there, and session handling.
+
+This is kafkalite's `KafkaZkClient`: the one place that knows `/brokers/ids/<id>` holds endpoints and
+`/brokers/topics/<t>/partitions/<p>/state` holds a LeaderAndIsr. The broker and the controller share one
+client per node, as a Kafka broker and its controller share one ZooKeeper session; when that session expires
+the client opens a new one and tells its state-change handlers, so the broker can register again and the
+controller can resign and stand for election again.
+
+Watches are one-shot. Handlers registered here are called when a watch on their path fires; they re-arm the
+watch themselves by reading the path again with `watch=True`, exactly as Kafka's controller does when it
+processes the event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import trio
+
+from kafkalite.common.types import TopicPartition
+from kafkalite.coordination.errors import (
+    BadVersionError,
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kafkalite.coordination.service import (
+    CheckOp,
+    CoordinationService,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    Op,
+    Session,
+    SetDataOp,
+    WatchedEvent,
+)
+
+log = logging.getLogger(__name__)
+
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+TOPIC_CONFIG_PATH = "/config/topics"
+
+# The persistent paths Kafka creates at start, so that watches on their children can always be set.
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
+                    TOPIC_CONFIG_PATH)
+
+
+def encode(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def decode(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partition_state_path(tp: TopicPartition) -> str:
+    return f"{TOPICS_PATH}/{tp.topic}/partitions/{tp.partition}/state"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+@dataclass(frozen=True, slots=True)
+class EndPoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """What a broker registers about itself; `epoch` is its znode's creation zxid (KIP-380's broker epoch)."""
+
+    id: int
+    endpoints: tuple[EndPoint, ...]
+    rack: str | None = None
+    epoch: int = -1
+
+    def endpoint(self, listener: str) -> EndPoint | None:
+        return next((ep for ep in self.endpoints if ep.listener == listener), None)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """A partition's leader, leader epoch and ISR, and the version of the znode it was read from (zkVersion)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int = 0
+
+    def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
+        """Every leadership or ISR change the controller makes bumps the leader epoch, as in Kafka."""
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), self.zk_version)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsrAndControllerEpoch:
+    leader_and_isr: LeaderAndIsr
+    controller_epoch: int
+
+
+def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
+    lai = state.leader_and_isr
+    return encode({"leader": lai.leader, "leader_epoch": lai.leader_epoch, "isr": list(lai.isr),
+                   "controller_epoch": state.controller_epoch})
+
+
+def decode_partition_state(data: bytes, zk_version: int) -> LeaderIsrAndControllerEpoch:
+    raw = decode(data)
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(raw["leader"], raw["leader_epoch"], tuple(raw["isr"]), zk_version), raw["controller_epoch"])
+
+
+class ControllerMovedError(Exception):
+    """A controller write failed its `/controller_epoch` check: another broker has been elected since."""
+
+
+@dataclass
+class _Handlers:
+    znode: dict[str, Callable[[WatchedEvent], None]] = field(default_factory=dict)
+    child: dict[str, Callable[[WatchedEvent], None]] = field(default_factory=dict)
+    state: dict[str, Callable[[], None]] = field(default_factory=dict)
+
+
+class KafkaZkClient:
+    """One node's connection to the coordination service, with Kafka's reads and writes on top."""
+
+    def __init__(self, service: CoordinationService, owner: str, session_timeout_ms: int) -> None:
+        self.service = service
+        self.owner = owner
+        self.session_timeout_ms = session_timeout_ms
+        self._handlers = _Handlers()
+        self.session = self._connect()
+
+    def _connect(self) -> Session:
+        session = self.service.connect(self.session_timeout_ms, owner=self.owner)
+        session.add_listener(self._dispatch)
+        return session
+
+    # -- session lifecycle ------------------------------------------------------------------------------------------
+
+    async def run(self, checkpoint: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Heartbeat the session; when it expires, open a new one and let the state handlers re-register.
+
+        `checkpoint` is awaited before every heartbeat: a paused node (a GC pause) stops heartbeating, so its
+        session expires after the timeout exactly as a frozen JVM's would.
+        """
+        interval = self.session_timeout_ms / 3000
+        while True:
+            if checkpoint is not None:
+                await checkpoint()
+            try:
+                self.session.heartbeat()
+            except ConnectionLossError:
+                pass  # cut off from the service: the session runs out unless the link heals in time
+            except SessionExpiredError:
+                if self.session.closed and not self.session.expired:
+                    return
+                await self._reconnect()
+                continue
+            await trio.sleep(interval)
+
+    async def _reconnect(self) -> None:
+        log.info("coordination session of %s expired; opening a new one", self.owner)
+        while True:
+            try:
+                self.session = self._connect()
+                break
+            except ConnectionLossError:
+                await trio.sleep(self.session_timeout_ms / 3000)
+        for handler in list(self._handlers.state.values()):
+            handler()
+
+    def close(self) -> None:
+        self.session.close()
+
+    def register_state_change_handler(self, name: str, on_new_session: Callable[[], None]) -> None:
+        self._handlers.state[name] = on_new_session
+
+    def register_znode_change_handler(self, path: str, handler: Callable[[WatchedEvent], None]) -> None:
+        self._handlers.znode[path] = handler
+
+    def register_child_change_handler(self, path: str, handler: Callable[[WatchedEvent], None]) -> None:
+        self._handlers.child[path] = handler
+
+    def unregister_handlers(self, *paths: str) -> None:
+        for path in paths:
+            self._handlers.znode.pop(path, None)
+            self._handlers.child.pop(path, None)
+
+    def _dispatch(self, event: WatchedEvent) -> None:
+        if event.type is EventType.SESSION_EXPIRED:
+            return  # `run` notices the expiry and reconnects
+        table = self._handlers.child if event.type is EventType.NODE_CHILDREN_CHANGED else self._handlers.znode
+        handler = table.get(event.path)
+        if handler is None and event.type is EventType.NODE_DELETED:
+            handler = self._handlers.child.get(event.path)
+        if handler is not None:
+            handler(event)
+
+    # -- generic --------------------------------------------------------------------------------------------------
+
+    def ensure_persistent_paths(self) -> None:
+        for path in PERSISTENT_PATHS:
+            try:
+                self.session.create(path, make_parents=True)
+            except NodeExistsError:
+                pass
+
+    def exists(self, path: str, *, watch: bool = False) -> bool:
+        return self.session.exists(path, watch=watch) is not None
+
+    def get_children(self, path: str, *, watch: bool = False) -> list[str]:
+        try:
+            return self.session.get_children(path, watch=watch)
+        except NoNodeError:
+            if watch:
+                self.session.exists(path, watch=True)
+            return []
+
+    def get_data(self, path: str, *, watch: bool = False) -> tuple[Any, int] | None:
+        """(decoded data, version), or None when the node does not exist (a watch then waits for its creation)."""
+        try:
+            data, stat = self.session.get(path, watch=watch)
+        except NoNodeError:
+            if watch:
+                self.session.exists(path, watch=True)
+            return None
+        return (decode(data) if data else None), stat.version
+
+    def create_persistent(self, path: str, value: Any = None) -> None:
+        self.session.create(path, encode(value) if value is not None else b"", make_parents=True)
+
+    def delete_recursive(self, path: str) -> None:
+        for child in self.get_children(path):
+            self.delete_recursive(f"{path}/{child}")
+        try:
+            self.session.delete(path)
+        except NoNodeError:
+            pass
+
+    # -- brokers --------------------------------------------------------------------------------------------------
+
+    def register_broker(self, broker: BrokerInfo) -> int:
+        """Create the ephemeral `/brokers/ids/<id>`; returns the broker epoch (the znode's czxid)."""
+        data = encode({"endpoints": [[ep.listener, ep.host, ep.port, ep.security_protocol]
+                                     for ep in broker.endpoints], "rack": broker.rack})
+        path = broker_path(broker.id)
+        self.session.create(path, data, ephemeral=True, make_parents=True)
+        _, stat = self.session.get(path)
+        return stat.czxid
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, stat = self.session.get(broker_path(broker_id))
+        except NoNodeError:
+            return None
+        raw = decode(data)
+        return BrokerInfo(broker_id, tuple(EndPoint(*ep) for ep in raw["endpoints"]), raw["rack"], stat.czxid)
+
+    def get_all_brokers(self, *, watch: bool = False) -> dict[int, BrokerInfo]:
+        brokers = {}
+        for child in self.get_children(BROKER_IDS_PATH, watch=watch):
+            info = self.get_broker(int(child))
+            if info is not None:
+                brokers[info.id] = info
+        return brokers
+
+    # -- controller election ----------------------------------------------------------------------------------------
+
+    def get_controller_id(self, *, watch: bool = False) -> int | None:
+        found = self.get_data(CONTROLLER_PATH, watch=watch)
+        return None if found is None else found[0]["brokerid"]
+
+    def try_elect_controller(self, broker_id: int, timestamp_ms: int) -> bool:
+        """Create the ephemeral `/controller`; whoever creates it first is the controller (seed 004)."""
+        try:
+            self.session.create(CONTROLLER_PATH, encode({"version": 1, "brokerid": broker_id,
+                                                         "timestamp": timestamp_ms}), ephemeral=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def increment_controller_epoch(self) -> tuple[int, int]:
+        """Bump `/controller_epoch` with a version check; returns (epoch, zk version) for fencing later writes.
+
+        Losing the race here means another broker was elected meanwhile: ControllerMovedError.
+        """
+        found = self.get_data(CONTROLLER_EPOCH_PATH)
+        if found is None:
+            try:
+                self.session.create(CONTROLLER_EPOCH_PATH, encode(1))
+            except NodeExistsError:
+                raise ControllerMovedError("another controller created the controller epoch") from None
+            return 1, 0
+        epoch, version = found
+        try:
+            stat = self.session.set(CONTROLLER_EPOCH_PATH, encode(epoch + 1), version=version)
+        except BadVersionError:
+            raise ControllerMovedError("another controller bumped the controller epoch") from None
+        return epoch + 1, stat.version
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        return self.get_data(CONTROLLER_EPOCH_PATH)
+
+    def controller_multi(self, epoch_zk_version: int, ops: Sequence[Op]) -> list[object]:
+        """Every controller write: the ops plus a check that `/controller_epoch` is still ours."""
+        try:
+            return self.session.multi([CheckOp(CONTROLLER_EPOCH_PATH, epoch_zk_version), *ops])
+        except BadVersionError as exc:
+            if getattr(exc, "index", None) == 0:
+                raise ControllerMovedError(f"controller epoch znode version is no longer {epoch_zk_version}") \
+                    from None
+            raise
+
+    # -- topics and partitions --------------------------------------------------------------------------------------
+
+    def get_all_topics(self, *, watch: bool = False) -> list[str]:
+        return self.get_children(TOPICS_PATH, watch=watch)
+
+    def get_replica_assignment(self, topic: str, *, watch: bool = False) -> dict[int, list[int]] | None:
+        found = self.get_data(topic_path(topic), watch=watch)
+        if found is None or found[0] is None:
+            return None
+        return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
+
+    def create_topic(self, topic: str, assignment: dict[int, list[int]], config: dict[str, Any]) -> None:
+        """Write a new topic's assignment and config in one transaction; the controller's watch does the rest.
+
+        NodeExistsError if the topic exists: TOPIC_ALREADY_EXISTS to the caller, and nothing half-created.
+        """
+        self.session.multi([
+            CreateOp(topic_config_path(topic), encode({"version": 1, "config": config})),
+            CreateOp(topic_path(topic), encode({"version": 1, "partitions": {
+                str(p): replicas for p, replicas in sorted(assignment.items())}})),
+        ])
+
+    def set_replica_assignment_op(self, topic: str, assignment: dict[int, list[int]]) -> Op:
+        return SetDataOp(topic_path(topic), encode({"version": 1, "partitions": {
+            str(p): replicas for p, replicas in sorted(assignment.items())}}))
+
+    def get_topic_config(self, topic: str) -> dict[str, Any]:
+        found = self.get_data(topic_config_path(topic))
+        return {} if found is None or found[0] is None else dict(found[0]["config"])
+
+    def get_partition_state(self, tp: TopicPartition, *, watch: bool = False) -> LeaderIsrAndControllerEpoch | None:
+        try:
+            data, stat = self.session.get(partition_state_path(tp), watch=watch)
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, stat.version)
+
+    def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> list[Op]:
+        base = f"{TOPICS_PATH}/{tp.topic}/partitions"
+        ops: list[Op] = []
+        if not self.exists(base):
+            ops.append(CreateOp(base))
+        if not self.exists(f"{base}/{tp.partition}"):
+            ops.append(CreateOp(f"{base}/{tp.partition}"))
+        ops.append(CreateOp(partition_state_path(tp), encode_partition_state(state)))
+        return ops
+
+    def update_partition_state_op(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> Op:
+        """A version-checked write of the partition state: it fails if anyone changed it since we read it."""
+        return SetDataOp(partition_state_path(tp), encode_partition_state(state),
+                         version=state.leader_and_isr.zk_version)
+
+    def conditional_update_partition_state(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch
+                                           ) -> int | None:
+        """The leader's ISR update: a version-checked set; the new zk version, or None if the version moved on."""
+        try:
+            stat = self.session.set(partition_state_path(tp), encode_partition_state(state),
+                                    version=state.leader_and_isr.zk_version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    def create_isr_change_notification(self, partitions: Sequence[TopicPartition]) -> str:
+        return self.session.create(
+            f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
+            encode({"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition}
+                                                  for tp in partitions]}),
+            sequential=True, make_parents=True)
+
+    def get_isr_change_notifications(self, *, watch: bool = False) -> list[str]:
+        return self.get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=watch)
+
+    def read_isr_change_notification(self, name: str) -> list[TopicPartition]:
+        found = self.get_data(f"{ISR_CHANGE_NOTIFICATION_PATH}/{name}")
+        if found is None:
+            return []
+        return [TopicPartition(p["topic"], p["partition"]) for p in found[0]["partitions"]]
+
+    def delete_isr_change_notifications(self, names: Sequence[str], epoch_zk_version: int) -> None:
+        ops: list[Op] = [DeleteOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{name}") for name in names
+                         if self.exists(f"{ISR_CHANGE_NOTIFICATION_PATH}/{name}")]
+        if ops:
+            self.controller_multi(epoch_zk_version, ops)
+
+
+__all__ = [
+    "BROKER_IDS_PATH", "TOPICS_PATH", "CONTROLLER_PATH", "CONTROLLER_EPOCH_PATH", "DELETE_TOPICS_PATH",
+    "REASSIGN_PARTITIONS_PATH", "PREFERRED_REPLICA_ELECTION_PATH", "ISR_CHANGE_NOTIFICATION_PATH",
+    "TOPIC_CONFIG_PATH", "BrokerInfo", "EndPoint", "LeaderAndIsr", "LeaderIsrAndControllerEpoch",
+    "KafkaZkClient", "ControllerMovedError", "SessionExpiredError", "encode", "decode", "topic_path",
+    "partition_state_path", "broker_path", "delete_topic_path",
+]

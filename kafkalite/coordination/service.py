@@ -1,0 +1,488 @@
+"""The coordination service: ZooKeeper's contract, in memory, on Trio's clock.
+
+Kafka's controller is correct only because of a few ZooKeeper guarantees, and this module keeps exactly
+those: every write gets a new zxid (Kafka reads a broker's epoch off its znode's czxid); conditional writes
+compare versions (the controller fences itself with `/controller_epoch`'s version, leaders fence ISR writes
+with the partition state's); `multi` is all or nothing; ephemeral nodes die with their session; watches are
+one-shot and reach each session in the order the changes happened.
+
+Operations are plain synchronous calls: the service lives in the same process, so an `await` would only add
+scheduling points where another task could observe half an operation. Time enters only through sessions:
+`run()` expires every session whose owner stopped heartbeating, on `trio.current_time()`, so a MockClock
+drives session timeouts in tests.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import trio
+from sortedcontainers import SortedSet
+
+from kafkalite.coordination.errors import (
+    BadArgumentsError,
+    BadVersionError,
+    ConnectionLossError,
+    CoordinationError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+)
+
+log = logging.getLogger(__name__)
+
+ANY_VERSION = -1
+
+
+class EventType(enum.Enum):
+    NODE_CREATED = "NodeCreated"
+    NODE_DELETED = "NodeDeleted"
+    NODE_DATA_CHANGED = "NodeDataChanged"
+    NODE_CHILDREN_CHANGED = "NodeChildrenChanged"
+    SESSION_EXPIRED = "SessionExpired"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedEvent:
+    type: EventType
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeStat:
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: float
+    mtime: float
+    version: int
+    cversion: int
+    ephemeral_owner: int
+    data_length: int
+    num_children: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+    sequential: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetDataOp:
+    path: str
+    data: bytes
+    version: int = ANY_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    path: str
+    version: int = ANY_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOp:
+    path: str
+    version: int
+
+
+Op = CreateOp | SetDataOp | DeleteOp | CheckOp
+
+
+@dataclass(slots=True)
+class _Znode:
+    data: bytes
+    czxid: int
+    ctime: float
+    ephemeral_owner: int
+    mzxid: int = 0
+    pzxid: int = 0
+    mtime: float = 0.0
+    version: int = 0
+    cversion: int = 0
+    children: SortedSet = field(default_factory=SortedSet)
+
+    def stat(self) -> ZnodeStat:
+        return ZnodeStat(self.czxid, self.mzxid, self.pzxid, self.ctime, self.mtime, self.version, self.cversion,
+                         self.ephemeral_owner, len(self.data), len(self.children))
+
+
+def _split(path: str) -> tuple[str, str]:
+    parent, _, name = path.rpartition("/")
+    return parent or "/", name
+
+
+def validate_path(path: str) -> str:
+    """ZooKeeper's path rules: absolute, no empty, `.` or `..` components, no trailing slash but on the root."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise BadArgumentsError(str(path), "path must start with /")
+    if path == "/":
+        return path
+    if path.endswith("/"):
+        raise BadArgumentsError(path, "path must not end with /")
+    for component in path[1:].split("/"):
+        if component in ("", ".", ".."):
+            raise BadArgumentsError(path, f"invalid path component {component!r}")
+    return path
+
+
+class _Transaction:
+    """One atomic write: its zxid, the undo steps to roll it back, and the watch events to fire on commit."""
+
+    def __init__(self, zxid: int) -> None:
+        self.zxid = zxid
+        self.undo: list[Callable[[], None]] = []
+        self.events: list[WatchedEvent] = []
+
+
+class CoordinationService:
+    """The znode tree, the sessions and the watches."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, _Znode] = {"/": _Znode(b"", 0, 0.0, 0)}
+        self._zxid = 0
+        self._next_session_id = 1
+        self._sessions: dict[int, Session] = {}
+        self._unreachable: set[str] = set()
+        self._data_watches: dict[str, set[int]] = {}
+        self._child_watches: dict[str, set[int]] = {}
+        self._deliveries: deque[tuple[Session, WatchedEvent]] = deque()
+        self._delivering = False
+        self._wakeup = trio.Event()
+
+    @property
+    def zxid(self) -> int:
+        return self._zxid
+
+    # -- sessions -------------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Expire sessions whose deadline passed; sleeps until the earliest deadline, so idle costs nothing."""
+        task_status.started()
+        while True:
+            now = trio.current_time()
+            for session in [s for s in self._sessions.values() if s._deadline <= now]:
+                log.info("session 0x%x of %s expired", session.session_id, session.owner or "?")
+                self._end_session(session, expired=True)
+            earliest = min((s._deadline for s in self._sessions.values()), default=math.inf)
+            self._wakeup = trio.Event()
+            with trio.move_on_at(earliest):
+                await self._wakeup.wait()
+
+    def connect(self, timeout_ms: int, *, owner: str = "") -> Session:
+        if owner in self._unreachable:
+            raise ConnectionLossError("/", f"{owner} cannot reach the coordination service")
+        session = Session(self, self._next_session_id, owner, timeout_ms / 1000)
+        self._next_session_id += 1
+        self._sessions[session.session_id] = session
+        self._wakeup.set()
+        return session
+
+    def set_reachable(self, owner: str, reachable: bool) -> None:
+        """Fault hook: an unreachable owner's calls fail with ConnectionLoss and its heartbeats are lost."""
+        if reachable:
+            self._unreachable.discard(owner)
+        else:
+            self._unreachable.add(owner)
+
+    def expire(self, session_id: int) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            self._end_session(session, expired=True)
+
+    def _end_session(self, session: Session, *, expired: bool) -> None:
+        if session._ended:
+            return
+        session._ended = True
+        session._expired = expired
+        del self._sessions[session.session_id]
+        for watches in (self._data_watches, self._child_watches):
+            for path in [p for p, ids in watches.items() if session.session_id in ids]:
+                watches[path].discard(session.session_id)
+                if not watches[path]:
+                    del watches[path]
+        ephemerals = sorted((p for p, n in self._nodes.items() if n.ephemeral_owner == session.session_id),
+                            reverse=True)
+        if ephemerals:
+            txn = self._begin()
+            for path in ephemerals:
+                self._delete(txn, path, ANY_VERSION)
+            self._commit(txn)
+        if expired:
+            self._queue(session, WatchedEvent(EventType.SESSION_EXPIRED, ""))
+            self._deliver()
+
+    def _check_session(self, session: Session, path: str) -> None:
+        if session._ended:
+            state = "expired" if session._expired else "closed"
+            raise SessionExpiredError(path, f"session 0x{session.session_id:x} is {state}")
+        if session.owner in self._unreachable:
+            raise ConnectionLossError(path, f"{session.owner} cannot reach the coordination service")
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+
+    def _get_node(self, path: str) -> _Znode:
+        node = self._nodes.get(validate_path(path))
+        if node is None:
+            raise NoNodeError(path, "no node")
+        return node
+
+    def _watch(self, watches: dict[str, set[int]], path: str, session: Session) -> None:
+        watches.setdefault(path, set()).add(session.session_id)
+
+    def get(self, session: Session, path: str, watch: bool) -> tuple[bytes, ZnodeStat]:
+        self._check_session(session, path)
+        node = self._get_node(path)
+        if watch:
+            self._watch(self._data_watches, path, session)
+        return node.data, node.stat()
+
+    def exists(self, session: Session, path: str, watch: bool) -> ZnodeStat | None:
+        self._check_session(session, path)
+        node = self._nodes.get(validate_path(path))
+        if watch:
+            self._watch(self._data_watches, path, session)
+        return None if node is None else node.stat()
+
+    def get_children(self, session: Session, path: str, watch: bool) -> list[str]:
+        self._check_session(session, path)
+        node = self._get_node(path)
+        if watch:
+            self._watch(self._child_watches, path, session)
+        return list(node.children)
+
+    def dump(self) -> dict[str, tuple[bytes, ZnodeStat]]:
+        """Every znode with its data and stat, for tests and debugging."""
+        return {path: (node.data, node.stat()) for path, node in self._nodes.items()}
+
+    # -- writes ---------------------------------------------------------------------------------------------------
+
+    def write(self, session: Session, ops: Sequence[Op], *, make_parents: bool = False) -> list[object]:
+        """Apply `ops` as one transaction: all of them, or (on the first failure) none of them."""
+        for op in ops:
+            self._check_session(session, op.path)
+        txn = self._begin()
+        results: list[object] = []
+        try:
+            for index, op in enumerate(ops):
+                try:
+                    results.append(self._apply(txn, session, op, make_parents))
+                except CoordinationError as exc:
+                    exc.index = index
+                    raise
+        except BaseException:
+            for undo in reversed(txn.undo):
+                undo()
+            raise
+        self._commit(txn)
+        return results
+
+    def _begin(self) -> _Transaction:
+        return _Transaction(self._zxid + 1)
+
+    def _commit(self, txn: _Transaction) -> None:
+        if not txn.undo:
+            return  # a read-only multi (only checks) is not a transaction
+        self._zxid = txn.zxid
+        for event in txn.events:
+            watches = self._child_watches if event.type is EventType.NODE_CHILDREN_CHANGED else \
+                self._data_watches
+            fired = watches.pop(event.path, set())
+            if event.type is EventType.NODE_DELETED:
+                fired |= self._child_watches.pop(event.path, set())
+            for session_id in sorted(fired):
+                session = self._sessions.get(session_id)
+                if session is not None:
+                    self._queue(session, event)
+        self._deliver()
+
+    def _apply(self, txn: _Transaction, session: Session, op: Op, make_parents: bool) -> object:
+        if isinstance(op, CreateOp):
+            return self._create(txn, session, op, make_parents)
+        if isinstance(op, SetDataOp):
+            return self._set(txn, op.path, op.data, op.version)
+        if isinstance(op, DeleteOp):
+            self._delete(txn, op.path, op.version)
+            return None
+        node = self._get_node(op.path)
+        if op.version != ANY_VERSION and node.version != op.version:
+            raise BadVersionError(op.path, f"version is {node.version}, expected {op.version}")
+        return None
+
+    def _create(self, txn: _Transaction, session: Session, op: CreateOp, make_parents: bool) -> str:
+        path = validate_path(op.path) if not op.sequential else op.path
+        parent_path, name = _split(path)
+        validate_path(parent_path)
+        if parent_path not in self._nodes and make_parents:
+            self._create(txn, session, CreateOp(parent_path), make_parents=True)
+        parent = self._nodes.get(parent_path)
+        if parent is None:
+            raise NoNodeError(parent_path, f"parent of {path} does not exist")
+        if parent.ephemeral_owner:
+            raise NoChildrenForEphemeralsError(path, "ephemeral nodes cannot have children")
+        if op.sequential:
+            name = f"{name}{parent.cversion:010d}"
+            path = validate_path(f"{parent_path.rstrip('/')}/{name}")
+        if path in self._nodes:
+            raise NodeExistsError(path, "node exists")
+        now = trio.current_time()
+        node = _Znode(op.data, txn.zxid, now, session.session_id if op.ephemeral else 0, txn.zxid, txn.zxid, now)
+        old_parent = (parent.cversion, parent.pzxid)
+        self._nodes[path] = node
+        parent.children.add(name)
+        parent.cversion += 1
+        parent.pzxid = txn.zxid
+
+        def undo() -> None:
+            del self._nodes[path]
+            parent.children.discard(name)
+            parent.cversion, parent.pzxid = old_parent
+
+        txn.undo.append(undo)
+        txn.events.append(WatchedEvent(EventType.NODE_CREATED, path))
+        txn.events.append(WatchedEvent(EventType.NODE_CHILDREN_CHANGED, parent_path))
+        return path
+
+    def _set(self, txn: _Transaction, path: str, data: bytes, version: int) -> ZnodeStat:
+        node = self._get_node(path)
+        if version != ANY_VERSION and node.version != version:
+            raise BadVersionError(path, f"version is {node.version}, expected {version}")
+        old = (node.data, node.version, node.mzxid, node.mtime)
+        node.data, node.version, node.mzxid, node.mtime = data, node.version + 1, txn.zxid, trio.current_time()
+
+        def undo() -> None:
+            node.data, node.version, node.mzxid, node.mtime = old
+
+        txn.undo.append(undo)
+        txn.events.append(WatchedEvent(EventType.NODE_DATA_CHANGED, path))
+        return node.stat()
+
+    def _delete(self, txn: _Transaction, path: str, version: int) -> None:
+        if validate_path(path) == "/":
+            raise BadArgumentsError(path, "the root cannot be deleted")
+        node = self._get_node(path)
+        if version != ANY_VERSION and node.version != version:
+            raise BadVersionError(path, f"version is {node.version}, expected {version}")
+        if node.children:
+            raise NotEmptyError(path, f"node has {len(node.children)} children")
+        parent_path, name = _split(path)
+        parent = self._nodes[parent_path]
+        old_parent = (parent.cversion, parent.pzxid)
+        del self._nodes[path]
+        parent.children.discard(name)
+        parent.cversion += 1
+        parent.pzxid = txn.zxid
+
+        def undo() -> None:
+            self._nodes[path] = node
+            parent.children.add(name)
+            parent.cversion, parent.pzxid = old_parent
+
+        txn.undo.append(undo)
+        txn.events.append(WatchedEvent(EventType.NODE_DELETED, path))
+        txn.events.append(WatchedEvent(EventType.NODE_CHILDREN_CHANGED, parent_path))
+
+    # -- watch delivery -------------------------------------------------------------------------------------------
+
+    def _queue(self, session: Session, event: WatchedEvent) -> None:
+        self._deliveries.append((session, event))
+
+    def _deliver(self) -> None:
+        """Deliver queued events in order; a listener that writes queues its events behind the current ones."""
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
+            while self._deliveries:
+                session, event = self._deliveries.popleft()
+                session._deliver(event)
+        finally:
+            self._delivering = False
+
+
+class Session:
+    """A client's session: its calls, its ephemeral nodes and the events of the watches it set."""
+
+    def __init__(self, service: CoordinationService, session_id: int, owner: str, timeout: float) -> None:
+        self._service = service
+        self.session_id = session_id
+        self.owner = owner
+        self.timeout = timeout
+        self._deadline = trio.current_time() + timeout
+        self._ended = False
+        self._expired = False
+        self._send, self.events = trio.open_memory_channel[WatchedEvent](math.inf)
+        self._listeners: list[Callable[[WatchedEvent], None]] = []
+
+    def __repr__(self) -> str:
+        return f"Session(0x{self.session_id:x}, owner={self.owner!r})"
+
+    @property
+    def expired(self) -> bool:
+        return self._expired
+
+    @property
+    def closed(self) -> bool:
+        return self._ended
+
+    def add_listener(self, callback: Callable[[WatchedEvent], None]) -> None:
+        """Have `callback` called with each event, synchronously, once the write that fired it is complete."""
+        self._listeners.append(callback)
+
+    def _deliver(self, event: WatchedEvent) -> None:
+        self._send.send_nowait(event)
+        for listener in self._listeners:
+            listener(event)
+
+    def heartbeat(self) -> None:
+        self._service._check_session(self, "/")
+        self._deadline = trio.current_time() + self.timeout
+
+    async def keep_alive(self) -> None:
+        """Heartbeat every third of the timeout until the session ends (returns) or the caller is cancelled."""
+        while not self._ended:
+            try:
+                self.heartbeat()
+            except ConnectionLossError:
+                pass
+            except SessionExpiredError:
+                return
+            await trio.sleep(self.timeout / 3)
+
+    def close(self) -> None:
+        """End the session now: its ephemeral nodes go at once instead of after the timeout."""
+        self._service._end_session(self, expired=False)
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
+               make_parents: bool = False) -> str:
+        return self._service.write(self, [CreateOp(path, data, ephemeral, sequential)],
+                                   make_parents=make_parents)[0]  # type: ignore[return-value]
+
+    def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat]:
+        return self._service.get(self, path, watch)
+
+    def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> ZnodeStat:
+        return self._service.write(self, [SetDataOp(path, data, version)])[0]  # type: ignore[return-value]
+
+    def delete(self, path: str, version: int = ANY_VERSION) -> None:
+        self._service.write(self, [DeleteOp(path, version)])
+
+    def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
+        return self._service.exists(self, path, watch)
+
+    def get_children(self, path: str, *, watch: bool = False) -> list[str]:
+        return self._service.get_children(self, path, watch)
+
+    def multi(self, ops: Sequence[Op]) -> list[object]:
+        """All of `ops` or none; on failure the failing op's error, with `.index` set to its position."""
+        return self._service.write(self, ops)

@@ -1,0 +1,241 @@
+"""A partition's log: segments that roll by size and age, retention, truncation and offset lookups.
+
+Batches are stored exactly as they arrived (only the leader rewrites two header fields, sharing the payload),
+and every operation works on whole batches through sorted indexes, so appending and reading cost the same
+for a batch of one record as for a batch of a thousand.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafkalite.common.clock import now_ms
+from kafkalite.common.errors import InvalidRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from kafkalite.common.records import RecordBatch
+from kafkalite.log.epoch_cache import LeaderEpochCache
+from kafkalite.log.segment import LogSegment
+
+_WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The topic-level log settings, named after Kafka's (log.segment.bytes, log.roll.ms, ...)."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = _WEEK_MS
+    retention_ms: int = _WEEK_MS
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+
+
+class UnexpectedAppendOffsetError(InvalidRecordError):
+    """A follower was handed a batch that does not continue its log (Kafka's UnexpectedAppendOffsetException).
+
+    It means the fetcher lost track of its position; appending would leave a hole or overwrite history.
+    """
+
+
+class Log:
+    def __init__(self, config: LogConfig = LogConfig(), *, clock_ms: Callable[[], int] = now_ms,
+                 log_start_offset: int = 0, name: str = "") -> None:
+        self.config = config
+        self.name = name
+        self._clock_ms = clock_ms
+        self._log_start_offset = log_start_offset
+        self._segments: list[LogSegment] = [LogSegment(log_start_offset, clock_ms())]
+        self._segment_bases: list[int] = [log_start_offset]
+        self.leader_epoch_cache = LeaderEpochCache()
+
+    # -- state --------------------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size_in_bytes for segment in self._segments)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    # -- appends --------------------------------------------------------------------------------------------
+
+    def append_as_leader(self, batch: RecordBatch, leader_epoch: int) -> RecordBatch:
+        """Assign the batch its offsets and epoch and store it; returns the stored batch.
+
+        The crc is not checked here: the broker validates once at the request edge, and the offsets and epoch
+        rewritten here are outside the crc.
+        """
+        if batch.size_in_bytes > self.config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"{self._label()}batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
+                f"({self.config.max_message_bytes})")
+        stored = batch.with_offset(self.log_end_offset, leader_epoch)
+        self._append(stored)
+        return stored
+
+    def append_as_follower(self, batch: RecordBatch) -> None:
+        """Store a batch fetched from the leader, keeping the leader's offsets and epoch.
+
+        max.message.bytes is not enforced: the leader already accepted the batch, and a follower that refused
+        it could never catch up.
+        """
+        if batch.base_offset != self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"{self._label()}follower append of batch at offsets {batch.base_offset}..{batch.last_offset} "
+                f"does not continue the log end offset {self.log_end_offset}")
+        self._append(batch)
+
+    def _append(self, batch: RecordBatch) -> None:
+        epoch = batch.partition_leader_epoch
+        latest = self.leader_epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.leader_epoch_cache.assign(epoch, batch.base_offset)
+        active = self._segments[-1]
+        if not active.is_empty() and (
+                active.size_in_bytes + batch.size_in_bytes > self.config.segment_bytes
+                or self._clock_ms() - active.created_ms >= self.config.segment_ms):
+            active = self._roll()
+        active.append(batch)
+
+    def _roll(self) -> LogSegment:
+        segment = LogSegment(self.log_end_offset, self._clock_ms())
+        self._segments.append(segment)
+        self._segment_bases.append(segment.base_offset)
+        return segment
+
+    # -- reads --------------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> list[RecordBatch]:
+        """Whole batches from the one holding `start_offset`.
+
+        A batch that starts before `start_offset` is returned whole (the consumer skips the records before
+        its position, as Kafka's do). The result stops before exceeding `max_bytes`, except that with
+        `min_one_batch` the first batch is returned however large, so an oversized batch cannot stall a
+        consumer. `max_offset` (exclusive; the high watermark for consumers) hides batches starting at or
+        above it.
+        """
+        end_offset = self.log_end_offset
+        if start_offset < self._log_start_offset or start_offset > end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self._label()}offset {start_offset} is out of range: the log holds "
+                f"[{self._log_start_offset}, {end_offset})")
+        if start_offset == end_offset or (max_offset is not None and start_offset >= max_offset):
+            return []
+        result: list[RecordBatch] = []
+        remaining = max_bytes
+        for index in range(bisect.bisect_right(self._segment_bases, start_offset) - 1, len(self._segments)):
+            segment = self._segments[index]
+            batches = segment.read(start_offset, remaining, max_offset, min_one_batch and not result)
+            result.extend(batches)
+            if batches:
+                remaining -= sum(batch.size_in_bytes for batch in batches)
+                if remaining <= 0 or batches[-1].next_offset != segment.next_offset:
+                    break
+            elif not segment.is_empty():
+                break
+        return result
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets by time: the first offset whose record timestamp is >= `timestamp`, and that timestamp.
+
+        Segments and batches whose largest timestamp is below the target are skipped without decoding.
+        """
+        for segment in self._segments:
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # -- truncation and retention -----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= `offset`, for a follower whose suffix diverged from the leader's.
+
+        Truncation is at batch boundaries, as in Kafka: if `offset` falls inside a batch, that whole batch
+        goes too, and the new log end offset is that batch's base offset. The log keeps at least one
+        (possibly empty) segment, whose end becomes the active end.
+        """
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        index = bisect.bisect_right(self._segment_bases, offset) - 1
+        new_end = self._segments[index].truncate_to(offset)
+        keep = index + 1 if (index == 0 or new_end > self._segments[index].base_offset) else index
+        del self._segments[keep:]
+        del self._segment_bases[keep:]
+        self._log_start_offset = min(self._log_start_offset, new_end)
+        self.leader_epoch_cache.truncate_from_end(new_end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and restart empty at `offset` (a follower far behind a leader's log start)."""
+        self._segments = [LogSegment(offset, self._clock_ms())]
+        self._segment_bases = [offset]
+        self._log_start_offset = offset
+        self.leader_epoch_cache.clear()
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """Move the log start forward (DeleteRecords, or a follower following its leader's log start).
+
+        Keeping it at or below the high watermark is the caller's job; the segments it passes are removed by
+        the next `delete_old_segments`.
+        """
+        if offset <= self._log_start_offset:
+            return
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self._label()}cannot move the log start offset to {offset}, beyond the log end offset "
+                f"{self.log_end_offset}")
+        self._log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (time, size, log start offset) to whole old segments; returns how many went.
+
+        Only a prefix of segments is deleted, and never the active one, so the log stays contiguous and keeps
+        somewhere to append.
+        """
+        now = self._clock_ms()
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        size = self.size_in_bytes
+        deleted = 0
+        while deleted < len(self._segments) - 1:
+            segment = self._segments[deleted]
+            newest = segment.largest_timestamp if segment.largest_timestamp >= 0 else segment.created_ms
+            if not ((retention_ms >= 0 and newest < now - retention_ms)
+                    or (retention_bytes >= 0 and size - segment.size_in_bytes >= retention_bytes)
+                    or self._segments[deleted + 1].base_offset <= self._log_start_offset):
+                break
+            size -= segment.size_in_bytes
+            deleted += 1
+        if deleted:
+            del self._segments[:deleted]
+            del self._segment_bases[:deleted]
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        return deleted
+
+    def _label(self) -> str:
+        return f"{self.name}: " if self.name else ""
+
+    def __repr__(self) -> str:
+        return (f"Log({self.name!r}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})")

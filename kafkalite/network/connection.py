@@ -1,0 +1,145 @@
+"""The client end of a native TCP connection to one broker.
+
+Requests are pipelined: any number of tasks may `send` on one connection at once, each request goes out as
+soon as the previous one is written, and responses, which a broker returns in request order, are matched to
+the oldest request in flight and checked against its correlation id (a mismatch means the stream is out of
+step and nothing after it can be trusted). There is no background reader task, so a connection needs no
+nursery: whichever waiting task holds the receive lock reads frames and hands each to its owner.
+
+Any failure of the byte stream breaks the connection for good: every waiting and later `send` raises
+NETWORK_EXCEPTION, the code Kafka's clients retry on after reconnecting.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import trio
+
+from kafkalite.common.errors import NetworkExceptionError
+from kafkalite.network.codec import (
+    FrameDecoder, FrameTooLargeError, MalformedRequestError, RequestHeader, decode_response, encode_request,
+)
+from kafkalite.network.requests import RESPONSE_TYPES, SUPPORTED_VERSIONS, Request
+
+_RECEIVE_BYTES = 256 * 1024
+
+
+class _InFlight:
+    __slots__ = ("correlation_id", "response_type", "response", "error")
+
+    def __init__(self, correlation_id: int, response_type: type) -> None:
+        self.correlation_id = correlation_id
+        self.response_type = response_type
+        self.response: Any = None
+        self.error: NetworkExceptionError | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.response is not None or self.error is not None
+
+
+class Connection:
+    """One TCP connection speaking the native protocol; safe to share between tasks."""
+
+    def __init__(self, stream: trio.SocketStream, client_id: str = "", *,
+                 max_response_bytes: int | None = None) -> None:
+        self.client_id = client_id
+        self._stream = stream
+        self._peer = "broker"
+        self._decoder = FrameDecoder(max_response_bytes)
+        self._send_lock = trio.Lock()
+        self._receive_lock = trio.Lock()
+        self._in_flight: deque[_InFlight] = deque()
+        self._next_correlation_id = 0
+        self._broken: str | None = None
+
+    @classmethod
+    async def open(cls, host: str, port: int, client_id: str = "", *,
+                   max_response_bytes: int | None = None) -> Connection:
+        """Connect to a broker's native listener; NETWORK_EXCEPTION if nobody answers there."""
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            raise NetworkExceptionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        connection = cls(stream, client_id, max_response_bytes=max_response_bytes)
+        connection._peer = f"{host}:{port}"
+        return connection
+
+    @property
+    def closed(self) -> bool:
+        return self._broken is not None
+
+    async def send(self, request: Request) -> Any:
+        """Send `request` and return its response (the type `RESPONSE_TYPES` names for its API key).
+
+        Cancelling a send abandons the wait, not the request: the broker may still act on it, and its
+        response is read and dropped when it arrives. Cancelling while the request is being written breaks the
+        connection, since a half-written frame leaves the stream out of step.
+        """
+        self._raise_if_broken()
+        api_key = request.api_key
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(RequestHeader(api_key, SUPPORTED_VERSIONS[api_key][1], correlation_id,
+                                             self.client_id), request)
+        entry = _InFlight(correlation_id, RESPONSE_TYPES[api_key])
+        async with self._send_lock:
+            self._raise_if_broken()
+            self._in_flight.append(entry)
+            try:
+                await self._stream.send_all(frame)
+            except BaseException as exc:
+                self._break(f"sending to {self._peer} failed: {exc!r}")
+                if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
+                    raise NetworkExceptionError(self._broken) from exc
+                raise
+        async with self._receive_lock:
+            while not entry.done:
+                await self._receive_one()
+        if entry.error is not None:
+            raise entry.error
+        return entry.response
+
+    async def aclose(self) -> None:
+        self._break(f"connection to {self._peer} was closed")
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _receive_one(self) -> None:
+        """Read one response and complete its request; on any stream failure, break the connection."""
+        try:
+            while (frame := self._decoder.next_frame()) is None:
+                data = await self._stream.receive_some(_RECEIVE_BYTES)
+                if not data:
+                    raise NetworkExceptionError(f"{self._peer} closed the connection")
+                self._decoder.feed(data)
+            if not self._in_flight:
+                raise NetworkExceptionError(f"{self._peer} sent a response to no request")
+            entry = self._in_flight.popleft()
+            correlation_id, response = decode_response(frame, entry.response_type)
+            if correlation_id != entry.correlation_id:
+                raise NetworkExceptionError(f"{self._peer} answered correlation id {correlation_id}, "
+                                            f"expected {entry.correlation_id}")
+            entry.response = response
+        except (NetworkExceptionError, FrameTooLargeError, MalformedRequestError, trio.BrokenResourceError,
+                trio.ClosedResourceError) as exc:
+            self._break(exc.message if isinstance(exc, NetworkExceptionError) else
+                        f"connection to {self._peer} failed: {exc}")
+
+    def _break(self, reason: str) -> None:
+        if self._broken is None:
+            self._broken = reason
+        for entry in self._in_flight:
+            entry.error = NetworkExceptionError(self._broken)
+        self._in_flight.clear()
+
+    def _raise_if_broken(self) -> None:
+        if self._broken is not None:
+            raise NetworkExceptionError(self._broken)

@@ -1,0 +1,492 @@
+"""Request and response types, one pair per Kafka API key, shared by every transport.
+
+The in-process path hands these objects to a broker's `KafkaApis` as they are; the TCP listener encodes the
+same objects as msgpack. Field names are Kafka's request schema fields in snake_case, so Kafka's protocol
+documentation describes them. Record batches travel as `RecordBatch` objects and are never re-encoded on the
+in-process path.
+
+Conventions, as in Kafka: an error that concerns the whole request goes in the response's `error_code`; an
+error about one partition goes in that partition's entry and the other partitions are still served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import ClassVar
+
+from kafkalite.common.records import RecordBatch
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    API_VERSIONS = 18
+    INIT_PRODUCER_ID = 22
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    OFFSET_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+
+
+# Sentinels Kafka gives meaning to.
+NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # in UpdateMetadata: the topic is being deleted, drop it from the metadata cache
+CONSUMER_REPLICA_ID = -1  # Fetch/ListOffsets from a client rather than a follower
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent a request and on which listener: the parts of Kafka's request header a handler needs."""
+
+    source: int | str  # broker id for inter-broker traffic, a client name otherwise
+    listener: str = "NATIVE"
+    client_id: str = ""
+    correlation_id: int = 0
+
+
+class Request:
+    api_key: ClassVar[ApiKey]
+
+
+class Response:
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Controller -> broker (seeds 000, 001, 003)
+
+
+@dataclass(slots=True)
+class LeaderAndIsrPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    is_new: bool = False
+
+
+@dataclass(slots=True)
+class BrokerEndpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(slots=True)
+class LiveBroker:
+    id: int
+    endpoints: list[BrokerEndpoint]
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class LeaderAndIsrRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.LEADER_AND_ISR
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: list[LeaderAndIsrPartitionState]
+    live_leaders: list[LiveBroker]
+
+
+@dataclass(slots=True)
+class PartitionError:
+    topic: str
+    partition: int
+    error_code: int
+
+
+@dataclass(slots=True)
+class LeaderAndIsrResponse(Response):
+    error_code: int
+    partition_errors: list[PartitionError] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class UpdateMetadataPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class UpdateMetadataRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.UPDATE_METADATA
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: list[UpdateMetadataPartitionState]
+    live_brokers: list[LiveBroker]
+
+
+@dataclass(slots=True)
+class UpdateMetadataResponse(Response):
+    error_code: int
+
+
+@dataclass(slots=True)
+class StopReplicaPartition:
+    topic: str
+    partition: int
+    delete_partition: bool
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class StopReplicaRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.STOP_REPLICA
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: list[StopReplicaPartition]
+
+
+@dataclass(slots=True)
+class StopReplicaResponse(Response):
+    error_code: int
+    partition_errors: list[PartitionError] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ControlledShutdownRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.CONTROLLED_SHUTDOWN
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(slots=True)
+class ControlledShutdownResponse(Response):
+    error_code: int
+    remaining_partitions: list[tuple[str, int]] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Replication and clients
+
+
+@dataclass(slots=True)
+class ProducePartitionData:
+    topic: str
+    partition: int
+    batches: list[RecordBatch]
+
+
+@dataclass(slots=True)
+class ProduceRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.PRODUCE
+    acks: int
+    timeout_ms: int
+    partitions: list[ProducePartitionData]
+    transactional_id: str | None = None
+
+
+@dataclass(slots=True)
+class ProducePartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ProduceResponse(Response):
+    partitions: list[ProducePartitionResponse]
+
+
+@dataclass(slots=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int = 1048576
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.FETCH
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    partitions: list[FetchPartition]
+    max_bytes: int = 52428800
+    isolation_level: int = READ_UNCOMMITTED
+    broker_epoch: int = -1  # a follower's own broker epoch, so a leader can ignore fetches from a dead incarnation
+
+
+@dataclass(slots=True)
+class FetchPartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    batches: list[RecordBatch] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchResponse(Response):
+    error_code: int
+    partitions: list[FetchPartitionResponse] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ListOffsetsPartition:
+    topic: str
+    partition: int
+    timestamp: int  # EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, or epoch milliseconds
+    current_leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class ListOffsetsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.LIST_OFFSETS
+    replica_id: int
+    partitions: list[ListOffsetsPartition]
+    isolation_level: int = READ_UNCOMMITTED
+
+
+@dataclass(slots=True)
+class ListOffsetsPartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ListOffsetsResponse(Response):
+    partitions: list[ListOffsetsPartitionResponse]
+
+
+@dataclass(slots=True)
+class OffsetForLeaderPartition:
+    topic: str
+    partition: int
+    leader_epoch: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class OffsetsForLeaderEpochRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    replica_id: int
+    partitions: list[OffsetForLeaderPartition]
+
+
+@dataclass(slots=True)
+class EpochEndOffset:
+    topic: str
+    partition: int
+    error_code: int
+    leader_epoch: int = UNDEFINED_EPOCH
+    end_offset: int = UNDEFINED_EPOCH_OFFSET
+
+
+@dataclass(slots=True)
+class OffsetsForLeaderEpochResponse(Response):
+    partitions: list[EpochEndOffset]
+
+
+@dataclass(slots=True)
+class MetadataRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.METADATA
+    topics: list[str] | None = None  # None: every topic
+    allow_auto_topic_creation: bool = False
+
+
+@dataclass(slots=True)
+class MetadataBroker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class MetadataPartition:
+    error_code: int
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MetadataTopic:
+    error_code: int
+    name: str
+    partitions: list[MetadataPartition] = field(default_factory=list)
+    is_internal: bool = False
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class MetadataResponse(Response):
+    brokers: list[MetadataBroker]
+    cluster_id: str
+    controller_id: int
+    topics: list[MetadataTopic]
+
+
+@dataclass(slots=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    assignments: dict[int, list[int]] | None = None  # partition -> replicas, instead of the two counts
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CreateTopicsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
+    topics: list[CreatableTopic]
+    timeout_ms: int = 30000
+    validate_only: bool = False
+
+
+@dataclass(slots=True)
+class CreatableTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(slots=True)
+class CreateTopicsResponse(Response):
+    topics: list[CreatableTopicResult]
+
+
+@dataclass(slots=True)
+class DeleteTopicsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
+    topic_names: list[str]
+    timeout_ms: int = 30000
+
+
+@dataclass(slots=True)
+class DeletableTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteTopicsResponse(Response):
+    responses: list[DeletableTopicResult]
+
+
+@dataclass(slots=True)
+class InitProducerIdRequest(Request):
+    """Asks for a producer id and epoch, which make a producer's retries idempotent (KIP-98).
+
+    With `producer_id` and `producer_epoch` of a live producer the broker bumps the epoch instead (KIP-360).
+    """
+
+    api_key: ClassVar[ApiKey] = ApiKey.INIT_PRODUCER_ID
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(slots=True)
+class InitProducerIdResponse(Response):
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    error_message: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Version negotiation: answered by a TCP listener itself, before any handler sees a request
+
+
+@dataclass(slots=True)
+class ApiVersionsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.API_VERSIONS
+    client_software_name: str = ""
+    client_software_version: str = ""
+
+
+@dataclass(slots=True)
+class ApiVersion:
+    api_key: int
+    min_version: int
+    max_version: int
+
+
+@dataclass(slots=True)
+class ApiVersionsResponse(Response):
+    error_code: int
+    api_keys: list[ApiVersion] = field(default_factory=list)
+
+
+REQUEST_TYPES: dict[ApiKey, type[Request]] = {
+    cls.api_key: cls for cls in (
+        LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest, ControlledShutdownRequest,
+        ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
+        CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
+    )
+}
+
+RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
+    ApiKey.LEADER_AND_ISR: LeaderAndIsrResponse,
+    ApiKey.UPDATE_METADATA: UpdateMetadataResponse,
+    ApiKey.STOP_REPLICA: StopReplicaResponse,
+    ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownResponse,
+    ApiKey.PRODUCE: ProduceResponse,
+    ApiKey.FETCH: FetchResponse,
+    ApiKey.LIST_OFFSETS: ListOffsetsResponse,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetsForLeaderEpochResponse,
+    ApiKey.METADATA: MetadataResponse,
+    ApiKey.CREATE_TOPICS: CreateTopicsResponse,
+    ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
+    ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
+    ApiKey.API_VERSIONS: ApiVersionsResponse,
+}
+
+# The versions a TCP listener accepts, {api_key: (min_version, max_version)}; every schema is still at version 0.
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {key: (0, 0) for key in REQUEST_TYPES}

@@ -1,0 +1,134 @@
+"""The in-process network between brokers, the controller and in-process clients, with fault hooks.
+
+A request to a broker runs as a task in that broker's own nursery, not in the sender's task. That is what
+makes `kill_broker` a faithful crash: cancelling the broker's scope cancels every request it was serving, just
+as a process dying drops its connections, and a handler can never keep writing to a dead broker's log. A
+broker that is paused holds requests at its door until it resumes, like a JVM in a long GC pause.
+
+Ordering is the sender's business, as in Kafka: the controller keeps one in-flight request per broker
+(`ControllerChannelManager`), so requests to one broker are handled in the order they were sent.
+
+Faults: `partition(*groups)` cuts every link between nodes of different groups; `heal()` restores them. A
+send over a cut link, or to a broker that is down, fails at once with NETWORK_EXCEPTION: in one process there
+is no TCP timeout to wait for, and the callers' retry loops supply the delay Kafka's clients would see.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from kafkalite.common.errors import NetworkExceptionError
+from kafkalite.network.requests import Request, RequestContext, Response
+
+log = logging.getLogger(__name__)
+
+NodeId = int | str
+Handler = Callable[[Request, RequestContext], Awaitable[Response]]
+
+
+class PauseGate:
+    """Lets a node be frozen without losing its state: every loop of the node awaits `checkpoint()`."""
+
+    def __init__(self) -> None:
+        self._resumed = trio.Event()
+        self._resumed.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._resumed.is_set()
+
+    def pause(self) -> None:
+        if not self.paused:
+            self._resumed = trio.Event()
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    async def checkpoint(self) -> None:
+        if self.paused:
+            await self._resumed.wait()
+
+
+@dataclass
+class _Node:
+    handler: Handler
+    nursery: trio.Nursery
+    gate: PauseGate
+
+
+class Transport:
+    """Delivers requests to registered nodes and answers with their responses."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[NodeId, _Node] = {}
+        self._group_of: dict[NodeId, int] = {}
+
+    def register(self, node_id: NodeId, handler: Handler, nursery: trio.Nursery, gate: PauseGate) -> None:
+        self._nodes[node_id] = _Node(handler, nursery, gate)
+
+    def unregister(self, node_id: NodeId) -> None:
+        self._nodes.pop(node_id, None)
+
+    def is_registered(self, node_id: NodeId) -> bool:
+        return node_id in self._nodes
+
+    # -- faults ---------------------------------------------------------------------------------------------------
+
+    def partition(self, *groups: Iterable[NodeId]) -> None:
+        """Cut the links between every pair of nodes in different groups; nodes in no group keep all links."""
+        self._group_of = {node: index for index, group in enumerate(groups) for node in group}
+
+    def heal(self) -> None:
+        self._group_of = {}
+
+    def link_up(self, a: NodeId, b: NodeId) -> bool:
+        group_a, group_b = self._group_of.get(a), self._group_of.get(b)
+        return group_a is None or group_b is None or group_a == group_b
+
+    # -- delivery -------------------------------------------------------------------------------------------------
+
+    async def send(self, source: NodeId, destination: NodeId, request: Request,
+                   context: RequestContext | None = None) -> Any:
+        """Run `request` on `destination` and return its response; NETWORK_EXCEPTION if it cannot get there.
+
+        The caller's cancellation abandons the wait but not the handler, as a client closing its socket
+        does not undo what the broker already started; the handler dies only with its broker.
+        """
+        node = self._nodes.get(destination)
+        if node is None:
+            raise NetworkExceptionError(f"Broker {destination} is not available (connection refused)")
+        if not self.link_up(source, destination):
+            raise NetworkExceptionError(f"The link between {source} and {destination} is cut")
+        context = context or RequestContext(source=source)
+        done = trio.Event()
+        outcome: list[Any] = []
+
+        async def serve() -> None:
+            try:
+                await node.gate.checkpoint()
+                outcome.append(("ok", await node.handler(request, context)))
+            except BaseException as exc:  # delivered to the caller; a cancelled broker is a dropped connection
+                outcome.append(("error", exc))
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                done.set()
+
+        try:
+            node.nursery.start_soon(serve)
+        except RuntimeError:  # the broker's nursery is closing: it is going down
+            raise NetworkExceptionError(f"Broker {destination} is shutting down") from None
+        await done.wait()
+        kind, value = outcome[0]
+        if kind == "ok":
+            if not self.link_up(source, destination):
+                raise NetworkExceptionError(f"The link between {source} and {destination} was cut")
+            return value
+        if isinstance(value, Exception):
+            raise value
+        raise NetworkExceptionError(f"Broker {destination} disconnected while handling {type(request).__name__}")

@@ -1,0 +1,138 @@
+"""Broker: Kafka's KafkaServer, the composition of one broker's parts and its life in the cluster.
+
+A broker lives inside its node's nursery. It registers its request handler on the transport, registers
+itself in the coordination service (the ephemeral `/brokers/ids/<id>`, whose creation zxid is its broker
+epoch), and runs its background tasks there; a crash is that nursery being cancelled. When its coordination
+session expires and a new one opens, it registers again and takes the new broker epoch, so requests the
+controller addressed to the old incarnation are refused (STALE_BROKER_EPOCH).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.config import BrokerConfig
+from kafkalite.common.errors import NetworkExceptionError
+from kafkalite.coordination.errors import ConnectionLossError, NodeExistsError, SessionExpiredError
+from kafkalite.coordination.kafka_zk import BrokerInfo, EndPoint, KafkaZkClient
+from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
+    RequestContext, Response
+from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.server.kafka_apis import Controller, KafkaApis
+from kafkalite.server.log_manager import LogManager
+from kafkalite.server.metadata_cache import MetadataCache
+from kafkalite.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
+    """`NAME://host:port,...` as Kafka's `listeners` property spells it."""
+    endpoints = []
+    for item in filter(None, (part.strip() for part in listeners.split(","))):
+        name, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not port.isdigit():
+            raise errors.InvalidConfigError(f"Invalid listener {item!r} in listeners: expected NAME://host:port")
+        endpoints.append(EndPoint(name, host, int(port)))
+    return tuple(endpoints)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, log_manager: LogManager,
+                 gate: PauseGate) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.broker_epoch = -1
+        self.zk = zk
+        self.transport = transport
+        self.log_manager = log_manager
+        self.gate = gate
+        self.endpoints = parse_listeners(config["listeners"])
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.replica_manager = ReplicaManager(config, zk, transport, log_manager, self.metadata_cache, gate,
+                                              self._current_broker_epoch)
+        self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
+                              self._current_broker_epoch)
+        self._new_session = trio.Event()
+
+    def _current_broker_epoch(self) -> int:
+        return self.broker_epoch
+
+    def set_controller(self, controller: Controller) -> None:
+        self.apis.controller = controller
+
+    async def handle(self, request: Request, context: RequestContext) -> Response:
+        return await self.apis.handle(request, context)
+
+    async def startup(self, nursery: trio.Nursery, endpoints: Sequence[EndPoint] | None = None) -> None:
+        """Start serving and register; `endpoints` replaces the configured ones (e.g. ports actually bound)."""
+        if endpoints is not None:
+            self.endpoints = tuple(endpoints)
+        self.zk.ensure_persistent_paths()
+        self.transport.register(self.broker_id, self.handle, nursery, self.gate)
+        self.replica_manager.startup(nursery)
+        await self._register()
+        self.zk.register_state_change_handler(f"broker-{self.broker_id}", self._on_new_session)
+        nursery.start_soon(self._register_on_new_session)
+        nursery.start_soon(self.log_manager.run_retention, self.gate)
+
+    async def _register(self) -> None:
+        """Create `/brokers/ids/<id>` and take its czxid as the broker epoch.
+
+        After a crash the previous incarnation's node lives until its session times out, so a quick restart
+        retries until it is gone, as a restarted Kafka broker must wait for its old registration to expire.
+        """
+        info = BrokerInfo(self.broker_id, self.endpoints, self.config["broker.rack"])
+        retry_s = min(1.0, self.config.session_timeout_ms / 10_000)
+        while True:
+            await self.gate.checkpoint()
+            try:
+                self.broker_epoch = self.zk.register_broker(info)
+                log.info("broker %d registered with broker epoch %d", self.broker_id, self.broker_epoch)
+                return
+            except NodeExistsError:
+                log.info("broker %d: a previous registration still exists; waiting for it to expire",
+                         self.broker_id)
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                log.warning("broker %d: registration failed: %s", self.broker_id, exc)
+            await trio.sleep(retry_s)
+
+    def _on_new_session(self) -> None:
+        """Called inside the coordination client's reconnect: only flag it, the task does the work."""
+        self._new_session.set()
+
+    async def _register_on_new_session(self) -> None:
+        while True:
+            await self._new_session.wait()
+            self._new_session = trio.Event()
+            await self._register()
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership off this broker; True once it reports nothing remaining."""
+        if not self.config["controlled.shutdown.enable"]:
+            return False
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        retries = self.config["controlled.shutdown.max.retries"]
+        for attempt in range(1, retries + 1):
+            await self.gate.checkpoint()
+            try:
+                controller_id = self.zk.get_controller_id()
+                if controller_id is not None:
+                    response: ControlledShutdownResponse = await self.transport.send(
+                        self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id, self.broker_epoch))
+                    if response.error_code == errors.NONE.code and not response.remaining_partitions:
+                        log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                        return True
+                    log.info("broker %d: controlled shutdown attempt %d: %s, %d partitions remaining",
+                             self.broker_id, attempt, errors.for_code(response.error_code),
+                             len(response.remaining_partitions))
+            except (NetworkExceptionError, ConnectionLossError, SessionExpiredError) as exc:
+                log.info("broker %d: controlled shutdown attempt %d failed: %s", self.broker_id, attempt, exc)
+            if attempt < retries:
+                await trio.sleep(backoff_s)
+        return False

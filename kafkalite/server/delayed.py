@@ -1,0 +1,113 @@
+"""Delayed produce and delayed fetch: Kafka's purgatory, on Trio primitives.
+
+A request that cannot be answered yet parks on what it waits for, and the partition wakes it when that
+changes, so a waiting request costs nothing until it can make progress:
+
+- an acks=-1 produce waits for the high watermark to pass its last offset. Each partition keeps its waiters
+  in a heap by required offset, so an advance of the HW releases exactly the satisfied ones in O(log n) each;
+- a fetch waits for data: a follower for the log end offset to move, a consumer for the high watermark. It
+  parks one event in every partition it asked for and re-checks when any of them fires.
+
+Deadlines are `trio.move_on_after` scopes; nothing polls.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.errors import ErrorCode
+
+
+class DelayedProduce:
+    """One partition's share of an acks=-1 produce: done once the HW reaches `required_offset`."""
+
+    __slots__ = ("required_offset", "done", "error")
+
+    def __init__(self, required_offset: int) -> None:
+        self.required_offset = required_offset
+        self.done = trio.Event()
+        self.error: ErrorCode = errors.NONE
+
+    def complete(self, error: ErrorCode) -> None:
+        self.error = error
+        self.done.set()
+
+
+class ProducePurgatory:
+    """The delayed produces of one partition, released in order of the offset they wait for."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, DelayedProduce]] = []
+        self._sequence = itertools.count()
+
+    def watch(self, operation: DelayedProduce) -> None:
+        heapq.heappush(self._heap, (operation.required_offset, next(self._sequence), operation))
+
+    def complete_up_to(self, high_watermark: int, error: ErrorCode) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= high_watermark:
+            heapq.heappop(heap)[2].complete(error)
+
+    def fail_all(self, error: ErrorCode) -> None:
+        heap, self._heap = self._heap, []
+        for _, _, operation in heap:
+            operation.complete(error)
+
+
+async def await_produce(operations: Sequence[DelayedProduce], timeout_ms: int) -> None:
+    """Wait until every operation is done; those still pending at the deadline end REQUEST_TIMED_OUT.
+
+    The records stay appended either way, as in Kafka: a timeout says "not known to be replicated", not
+    "not written".
+    """
+    with trio.move_on_after(max(timeout_ms, 0) / 1000):
+        for operation in operations:
+            await operation.done.wait()
+    for operation in operations:
+        if not operation.done.is_set():
+            operation.error = errors.REQUEST_TIMED_OUT
+
+
+class FetchWatchers:
+    """The fetches parked on one partition for one kind of progress (log end offset or high watermark)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: set[trio.Event] = set()
+
+    def watch(self, event: trio.Event) -> None:
+        self._events.add(event)
+
+    def unwatch(self, event: trio.Event) -> None:
+        self._events.discard(event)
+
+    def wake_all(self) -> None:
+        if self._events:
+            events, self._events = self._events, set()
+            for event in events:
+                event.set()
+
+
+async def await_fetch(watchers: Sequence[FetchWatchers], max_wait_ms: int, ready: Callable[[], bool]) -> None:
+    """Return as soon as `ready()` after some watched partition moved, or at the deadline.
+
+    The caller checks `ready()` once before calling, without awaiting in between, so no wake-up is lost.
+    """
+    with trio.move_on_after(max_wait_ms / 1000):
+        while True:
+            wake = trio.Event()
+            for watcher in watchers:
+                watcher.watch(wake)
+            try:
+                await wake.wait()
+            finally:
+                for watcher in watchers:
+                    watcher.unwatch(wake)
+            if ready():
+                return

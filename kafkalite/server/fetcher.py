@@ -1,0 +1,333 @@
+"""Replica fetchers: one task per source (leader) broker, pulling all of its partitions in one FetchRequest.
+
+A partition enters a fetcher in the truncating state. Before fetching anything it asks the leader, with
+OffsetsForLeaderEpoch, where the follower's latest leader epoch ends on the leader, and truncates there
+(KIP-101 / KIP-279). This happens on every leader-epoch change, even when the leader stays the same
+(KAFKA-7164), because the replica may hold records of an earlier term that the leader never had.
+
+A request may be in flight while the controller moves the partition; each partition's fetch state is an
+object replaced on every change, so a response is applied only if the state that asked for it is still the
+current one.
+
+Errors: FENCED_LEADER_EPOCH means our epoch is stale: the partition waits for the controller's next
+LeaderAndIsr. NOT_LEADER_OR_FOLLOWER and UNKNOWN_LEADER_EPOCH mean the leader has not processed its own
+LeaderAndIsr yet (the controller sends to all replicas at once): the partition backs off and retries, as
+Kafka's fetcher does, since no further LeaderAndIsr would ever come to unblock it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.config import BrokerConfig
+from kafkalite.common.errors import NetworkExceptionError, raise_for
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
+from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.server.partition import Partition
+
+log = logging.getLogger(__name__)
+
+_RETRIABLE_LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER.code, errors.UNKNOWN_LEADER_EPOCH.code,
+                                      errors.UNKNOWN_TOPIC_OR_PARTITION.code})
+
+
+@dataclass(eq=False, slots=True)
+class PartitionFetchState:
+    partition: Partition
+    fetch_offset: int
+    truncating: bool = True
+    failed: bool = False  # fenced: wait for the controller's next LeaderAndIsr
+    delayed_until: float = -math.inf  # trio time before which the partition is not fetched
+
+
+def truncation_offset(partition: Partition, leader: EpochEndOffset) -> tuple[int, bool]:
+    """Where to truncate given the leader's answer, and whether truncation is complete (KIP-279).
+
+    When the leader's epoch is one the follower does not have, the follower truncates to the end of its own
+    largest earlier epoch and asks again with that epoch.
+    """
+    log_end_offset = partition.log.log_end_offset
+    if leader.end_offset == UNDEFINED_EPOCH_OFFSET:
+        return min(partition.high_watermark, log_end_offset), True
+    if leader.leader_epoch == UNDEFINED_EPOCH:
+        return min(leader.end_offset, log_end_offset), True
+    follower_epoch, follower_end_offset = partition.log.leader_epoch_cache.end_offset_for(
+        leader.leader_epoch, log_end_offset)
+    if follower_epoch == UNDEFINED_EPOCH or follower_end_offset == UNDEFINED_EPOCH_OFFSET:
+        return min(leader.end_offset, log_end_offset), True
+    if follower_epoch != leader.leader_epoch:
+        return min(follower_end_offset, log_end_offset), False
+    return min(follower_end_offset, leader.end_offset, log_end_offset), True
+
+
+def _latest_epoch(partition: Partition) -> int:
+    epoch = partition.log.latest_epoch
+    return UNDEFINED_EPOCH if epoch is None else epoch
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows on one source broker."""
+
+    def __init__(self, manager: ReplicaFetcherManager, source_broker_id: int) -> None:
+        self._manager = manager
+        self.source_broker_id = source_broker_id
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self.cancel_scope = trio.CancelScope()
+        self._changed = trio.Event()
+
+    def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
+        self.partitions.update(states)
+        self._signal_change()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+        self._signal_change()
+
+    def _signal_change(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _is_current(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        return self.partitions.get(tp) is state and not state.failed
+
+    def _delay(self, state: PartitionFetchState) -> None:
+        state.delayed_until = trio.current_time() + self._manager.backoff_s
+
+    async def run(self) -> None:
+        with self.cancel_scope:
+            while True:
+                await self._manager.gate.checkpoint()
+                try:
+                    await self._do_work()
+                except NetworkExceptionError as exc:
+                    log.debug("broker %d: fetch from %d failed: %s", self._manager.broker_id,
+                              self.source_broker_id, exc)
+                    await trio.sleep(self._manager.backoff_s)
+                except Exception:
+                    log.exception("broker %d: fetcher for broker %d failed", self._manager.broker_id,
+                                  self.source_broker_id)
+                    await trio.sleep(self._manager.backoff_s)
+
+    async def _do_work(self) -> None:
+        now = trio.current_time()
+        ready = {tp: st for tp, st in self.partitions.items() if not st.failed and st.delayed_until <= now}
+        if not ready:
+            await self._idle()
+            return
+        truncating = {tp: st for tp, st in ready.items() if st.truncating}
+        if truncating:
+            await self._truncate(truncating)
+        else:
+            await self._fetch(ready)
+
+    async def _idle(self) -> None:
+        """Sleep until a partition is added or removed, or a delayed partition becomes fetchable again."""
+        changed = self._changed
+        wake_at = min((st.delayed_until for st in self.partitions.values() if not st.failed), default=math.inf)
+        with trio.move_on_at(wake_at):
+            await changed.wait()
+
+    # -- truncation -----------------------------------------------------------------------------------------------
+
+    async def _truncate(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
+        asked: dict[TopicPartition, PartitionFetchState] = {}
+        for tp, state in states.items():
+            if _latest_epoch(state.partition) == UNDEFINED_EPOCH:
+                # No epochs (nothing ever appended with one): the high watermark is the only safe point.
+                self._finish_truncation(state, state.partition.high_watermark)
+            else:
+                asked[tp] = state
+        if not asked:
+            return
+        request = OffsetsForLeaderEpochRequest(self._manager.broker_id, [
+            OffsetForLeaderPartition(tp.topic, tp.partition, _latest_epoch(st.partition), st.partition.leader_epoch)
+            for tp, st in asked.items()])
+        response: OffsetsForLeaderEpochResponse = await self._manager.send(self.source_broker_id, request)
+        for answer in response.partitions:
+            tp = TopicPartition(answer.topic, answer.partition)
+            state = asked.get(tp)
+            if state is None or not self._is_current(tp, state) or not state.truncating:
+                continue
+            if answer.error_code != errors.NONE.code:
+                self._on_partition_error(tp, state, answer.error_code, "OffsetsForLeaderEpoch")
+                continue
+            offset, complete = truncation_offset(state.partition, answer)
+            if complete:
+                self._finish_truncation(state, offset)
+            else:
+                state.partition.truncate_to(offset)
+
+    def _finish_truncation(self, state: PartitionFetchState, offset: int) -> None:
+        partition = state.partition
+        if offset < partition.log.log_end_offset:
+            log.info("broker %d: truncating %s from %d to %d (leader epoch %d)", self._manager.broker_id,
+                     partition.topic_partition, partition.log.log_end_offset, offset, partition.leader_epoch)
+        partition.truncate_to(offset)
+        state.truncating = False
+        state.fetch_offset = partition.log.log_end_offset
+
+    # -- fetching -------------------------------------------------------------------------------------------------
+
+    async def _fetch(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
+        manager = self._manager
+        sent = {tp: (st, st.fetch_offset) for tp, st in states.items()}
+        request = FetchRequest(
+            replica_id=manager.broker_id, max_wait_ms=manager.fetch_wait_max_ms, min_bytes=1,
+            partitions=[FetchPartition(tp.topic, tp.partition, st.fetch_offset, manager.fetch_max_bytes,
+                                       st.partition.leader_epoch, st.partition.log.log_start_offset)
+                        for tp, st in states.items()],
+            broker_epoch=manager.broker_epoch())
+        response: FetchResponse = await manager.send(self.source_broker_id, request)
+        if response.error_code != errors.NONE.code:
+            log.warning("broker %d: fetch from %d failed: %s", manager.broker_id, self.source_broker_id,
+                        errors.for_code(response.error_code))
+            await trio.sleep(manager.backoff_s)
+            return
+        out_of_range = []
+        for data in response.partitions:
+            tp = TopicPartition(data.topic, data.partition)
+            state, offset = sent.get(tp, (None, -1))
+            if state is None or not self._is_current(tp, state) or state.truncating or state.fetch_offset != offset:
+                continue
+            if data.error_code == errors.OFFSET_OUT_OF_RANGE.code:
+                out_of_range.append((tp, state))
+            elif data.error_code != errors.NONE.code:
+                self._on_partition_error(tp, state, data.error_code, "Fetch")
+            else:
+                self._process_partition_data(tp, state, data)
+        for tp, state in out_of_range:
+            await self._handle_offset_out_of_range(tp, state)
+
+    def _process_partition_data(self, tp: TopicPartition, state: PartitionFetchState,
+                                data: FetchPartitionResponse) -> None:
+        try:
+            state.partition.append_records_to_follower(data.batches, data.high_watermark)
+        except Exception:
+            log.exception("broker %d: appending fetched data of %s failed; waiting for the controller",
+                          self._manager.broker_id, tp)
+            state.failed = True
+            return
+        state.fetch_offset = state.partition.log.log_end_offset
+
+    async def _handle_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        """Kafka's rule: past the leader's end, truncate to it; before the leader's start, restart there."""
+        leader_end_offset = await self._list_offset(tp, LATEST_TIMESTAMP)
+        if not self._is_current(tp, state):
+            return
+        partition = state.partition
+        if leader_end_offset < partition.log.log_end_offset:
+            partition.truncate_to(leader_end_offset)
+            state.fetch_offset = partition.log.log_end_offset
+            return
+        leader_start_offset = await self._list_offset(tp, EARLIEST_TIMESTAMP)
+        if not self._is_current(tp, state):
+            return
+        if leader_start_offset > partition.log.log_end_offset:
+            partition.truncate_fully_and_start_at(leader_start_offset)
+        state.fetch_offset = max(leader_start_offset, partition.log.log_end_offset)
+
+    async def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
+        request = ListOffsetsRequest(self._manager.broker_id, [ListOffsetsPartition(tp.topic, tp.partition,
+                                                                                    timestamp)])
+        response: ListOffsetsResponse = await self._manager.send(self.source_broker_id, request)
+        answer = response.partitions[0]
+        raise_for(answer.error_code, answer.error_message)
+        return answer.offset
+
+    def _on_partition_error(self, tp: TopicPartition, state: PartitionFetchState, code: int, api: str) -> None:
+        error = errors.for_code(code)
+        if code in _RETRIABLE_LEADER_ERRORS:
+            log.info("broker %d: %s for %s from %d: %s; retrying after backoff", self._manager.broker_id, api, tp,
+                     self.source_broker_id, error)
+            self._delay(state)
+        else:
+            log.warning("broker %d: %s for %s from %d: %s; waiting for the controller", self._manager.broker_id,
+                        api, tp, self.source_broker_id, error)
+            state.failed = True
+
+
+class ReplicaFetcherManager:
+    """Kafka's AbstractFetcherManager: which fetcher serves which partition, and the fetcher tasks' lives."""
+
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], config: BrokerConfig,
+                 transport: Transport, gate: PauseGate, get_partition: Callable[[TopicPartition], Partition | None]
+                 ) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.gate = gate
+        self.fetch_wait_max_ms: int = config["replica.fetch.wait.max.ms"]
+        self.fetch_max_bytes: int = config["replica.fetch.max.bytes"]
+        self.backoff_s: float = config["replica.fetch.backoff.ms"] / 1000
+        self._transport = transport
+        self._get_partition = get_partition
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._nursery: trio.Nursery | None = None
+
+    def startup(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    async def send(self, destination: int, request: object) -> object:
+        return await self._transport.send(self.broker_id, destination, request)  # type: ignore[arg-type]
+
+    def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Start fetching each partition from `(leader id, fetch offset)`, truncating by epoch first."""
+        self.remove_fetcher_for_partitions(partitions)
+        by_leader: dict[int, dict[TopicPartition, PartitionFetchState]] = {}
+        for tp, (leader_id, fetch_offset) in partitions.items():
+            partition = self._get_partition(tp)
+            if partition is None:
+                continue
+            by_leader.setdefault(leader_id, {})[tp] = PartitionFetchState(partition, fetch_offset)
+        for leader_id, states in by_leader.items():
+            fetcher = self._fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self._fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+                assert self._nursery is not None, "ReplicaFetcherManager.startup was not called"
+                self._nursery.start_soon(fetcher.run)
+            fetcher.add_partitions(states)
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        tps = list(tps)
+        for fetcher in self._fetchers.values():
+            fetcher.remove_partitions(tps)
+
+    def shutdown_idle_fetchers(self) -> None:
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if not fetcher.partitions:
+                fetcher.cancel_scope.cancel()
+                del self._fetchers[leader_id]
+
+    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
+        """Where the partition's fetch stands, if any fetcher serves it (for tests and describe)."""
+        for fetcher in self._fetchers.values():
+            state = fetcher.partitions.get(tp)
+            if state is not None:
+                return state
+        return None
+
+    def fetcher_source_ids(self) -> list[int]:
+        return sorted(self._fetchers)

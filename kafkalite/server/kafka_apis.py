@@ -1,0 +1,182 @@
+"""KafkaApis: one handler per API key, the broker's request edge.
+
+Controller requests are fenced before anything else: a request from a deposed controller (older controller
+epoch) or addressed to an earlier incarnation of this broker (older broker epoch) is refused whole and
+changes nothing. Requests meant for the controller are forwarded to it. Any unexpected failure of a handler
+becomes UNKNOWN_SERVER_ERROR in a response of the request's own type, so the client is answered and the
+broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from kafkalite.common import errors
+from kafkalite.common.errors import ErrorCode, KafkaError
+from kafkalite.coordination.kafka_zk import KafkaZkClient
+from kafkalite.network.requests import (
+    ApiVersionsRequest,
+    ControlledShutdownRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    FetchRequest,
+    LeaderAndIsrRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetsForLeaderEpochRequest,
+    ProduceRequest,
+    ProduceResponse,
+    Request,
+    RequestContext,
+    Response,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from kafkalite.network.responses import api_versions_response, error_response
+from kafkalite.network.transport import Transport
+from kafkalite.server.metadata_cache import MetadataCache
+from kafkalite.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+CLUSTER_ID = "kafkalite"
+
+ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+
+
+class Controller(Protocol):
+    """What a broker needs of the controller living in the same node (kafkalite.controller.KafkaController)."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    async def handle_request(self, request: Request, context: RequestContext) -> Response: ...
+
+
+def build_error_response(request: Request, error: ErrorCode, message: str | None = None) -> Response:
+    """The request's own response type carrying `error` on the whole request or on every entry of it."""
+    response = error_response(request, error.code, message)
+    if response is None:  # a Metadata request for all topics has no entry to carry the error
+        return MetadataResponse([], CLUSTER_ID, -1, [])
+    return response
+
+
+class KafkaApis:
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 zk: KafkaZkClient, transport: Transport, broker_epoch: Callable[[], int]) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.controller: Controller | None = None
+        self._zk = zk
+        self._transport = transport
+        self._broker_epoch = broker_epoch
+        self._handlers: dict[type[Request], Callable[[Any, RequestContext], Awaitable[Response]]] = {
+            LeaderAndIsrRequest: self.handle_leader_and_isr,
+            UpdateMetadataRequest: self.handle_update_metadata,
+            StopReplicaRequest: self.handle_stop_replica,
+            ControlledShutdownRequest: self.forward_to_controller,
+            CreateTopicsRequest: self.forward_to_controller,
+            DeleteTopicsRequest: self.forward_to_controller,
+            ProduceRequest: self.handle_produce,
+            FetchRequest: self.handle_fetch,
+            ListOffsetsRequest: self.handle_list_offsets,
+            OffsetsForLeaderEpochRequest: self.handle_offsets_for_leader_epoch,
+            MetadataRequest: self.handle_metadata,
+            ApiVersionsRequest: self.handle_api_versions,
+        }
+
+    async def handle(self, request: Request, context: RequestContext) -> Response:
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            return build_error_response(request, errors.INVALID_REQUEST,
+                                        f"{type(request).__name__} is not served by a broker")
+        try:
+            return await handler(request, context)
+        except KafkaError as exc:
+            log.info("broker %d: %s from %s failed: %s", self.broker_id, type(request).__name__, context.source, exc)
+            return build_error_response(request, exc.error, exc.message)
+        except Exception as exc:
+            log.exception("broker %d: %s from %s failed", self.broker_id, type(request).__name__, context.source)
+            return build_error_response(request, errors.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+    # -- controller requests --------------------------------------------------------------------------------------
+
+    def _fence(self, request: ControllerRequest) -> ErrorCode | None:
+        if self.replica_manager.is_controller_epoch_stale(request.controller_epoch):
+            log.warning("broker %d: %s from controller %d has stale controller epoch %d", self.broker_id,
+                        type(request).__name__, request.controller_id, request.controller_epoch)
+            return errors.STALE_CONTROLLER_EPOCH
+        if request.broker_epoch != -1 and request.broker_epoch < self._broker_epoch():
+            log.warning("broker %d: %s carries broker epoch %d, older than ours (%d)", self.broker_id,
+                        type(request).__name__, request.broker_epoch, self._broker_epoch())
+            return errors.STALE_BROKER_EPOCH
+        return None
+
+    async def handle_leader_and_isr(self, request: LeaderAndIsrRequest, context: RequestContext) -> Response:
+        fenced = self._fence(request)
+        if fenced is not None:
+            return build_error_response(request, fenced)
+        return self.replica_manager.become_leader_or_follower(context.correlation_id, request)
+
+    async def handle_update_metadata(self, request: UpdateMetadataRequest, context: RequestContext) -> Response:
+        fenced = self._fence(request)
+        if fenced is not None:
+            return build_error_response(request, fenced)
+        self.replica_manager.maybe_update_metadata_cache(context.correlation_id, request)
+        return UpdateMetadataResponse(errors.NONE.code)
+
+    async def handle_stop_replica(self, request: StopReplicaRequest, context: RequestContext) -> Response:
+        fenced = self._fence(request)
+        if fenced is not None:
+            return build_error_response(request, fenced)
+        return self.replica_manager.stop_replicas(request)
+
+    async def forward_to_controller(self, request: Request, context: RequestContext) -> Response:
+        """Serve with the local controller if it is active, else pass the request on to the controller broker.
+
+        A request that already came from another broker is not forwarded again: the sender believed we
+        are the controller, and NOT_CONTROLLER tells it to look again instead of bouncing between brokers.
+        """
+        controller = self.controller
+        if controller is not None and controller.is_active:
+            return await controller.handle_request(request, context)
+        if isinstance(context.source, int):
+            return build_error_response(request, errors.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+        controller_id = self.metadata_cache.controller_id
+        if controller_id is None or controller_id == self.broker_id:
+            controller_id = self._zk.get_controller_id()
+        if controller_id is None or controller_id == self.broker_id:
+            return build_error_response(request, errors.NOT_CONTROLLER, "no controller is known")
+        forwarded = RequestContext(self.broker_id, context.listener, context.client_id, context.correlation_id)
+        return await self._transport.send(self.broker_id, controller_id, request, forwarded)
+
+    # -- data path ------------------------------------------------------------------------------------------------
+
+    async def handle_produce(self, request: ProduceRequest, context: RequestContext) -> Response:
+        return ProduceResponse(await self.replica_manager.append_records(request.timeout_ms, request.acks,
+                                                                         request.partitions))
+
+    async def handle_fetch(self, request: FetchRequest, context: RequestContext) -> Response:
+        return await self.replica_manager.fetch_messages(request)
+
+    async def handle_list_offsets(self, request: ListOffsetsRequest, context: RequestContext) -> Response:
+        return self.replica_manager.fetch_offsets(request)
+
+    async def handle_offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest,
+                                              context: RequestContext) -> Response:
+        return self.replica_manager.last_offset_for_leader_epoch(request)
+
+    async def handle_metadata(self, request: MetadataRequest, context: RequestContext) -> Response:
+        cache = self.metadata_cache
+        controller_id = cache.controller_id
+        return MetadataResponse(cache.get_alive_metadata_brokers(context.listener), CLUSTER_ID,
+                                controller_id if controller_id is not None else -1,
+                                cache.get_topic_metadata(request.topics, context.listener))
+
+    async def handle_api_versions(self, request: ApiVersionsRequest, context: RequestContext) -> Response:
+        return api_versions_response()

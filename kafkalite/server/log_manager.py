@@ -1,0 +1,78 @@
+"""LogManager: the broker's logs, one per hosted TopicPartition, and their high-watermark checkpoints.
+
+The cluster creates one LogManager per broker id and keeps it across restarts, as a Kafka broker keeps its
+log directories: a restarted broker finds its logs and the high watermarks it last checkpointed, so its first
+truncation as a follower starts from what it really had, not from an empty disk.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kafkalite.common.clock import now_ms
+from kafkalite.common.config import BrokerConfig, TopicConfig
+from kafkalite.common.types import TopicPartition
+from kafkalite.log import Log, LogConfig
+from kafkalite.network.transport import PauseGate
+
+log = logging.getLogger(__name__)
+
+RETENTION_CHECK_INTERVAL_MS = 300_000
+"""Kafka's default log.retention.check.interval.ms."""
+
+
+def log_config_for(topic_config: TopicConfig) -> LogConfig:
+    return LogConfig(segment_bytes=topic_config["segment.bytes"], segment_ms=topic_config["segment.ms"],
+                     retention_ms=topic_config["retention.ms"], retention_bytes=topic_config["retention.bytes"],
+                     max_message_bytes=topic_config["max.message.bytes"])
+
+
+class LogManager:
+    """Owns the logs of one broker id; outlives any one incarnation of the broker."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._logs: dict[TopicPartition, Log] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, topic_config: TopicConfig) -> Log:
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        created = Log(log_config_for(topic_config), clock_ms=now_ms, name=str(tp))
+        self._logs[tp] = created
+        return created
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        self._logs.pop(tp, None)
+        self._high_watermarks.pop(tp, None)
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    # -- the high-watermark checkpoint (Kafka's replication-offset-checkpoint file) -------------------------------
+
+    def checkpointed_high_watermark(self, tp: TopicPartition) -> int:
+        return self._high_watermarks.get(tp, 0)
+
+    def checkpoint_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
+        self._high_watermarks[tp] = high_watermark
+
+    # -- retention ------------------------------------------------------------------------------------------------
+
+    async def run_retention(self, gate: PauseGate, interval_ms: int = RETENTION_CHECK_INTERVAL_MS) -> None:
+        """Delete expired segments on Kafka's schedule; runs inside the broker's nursery, so it dies with it."""
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            await gate.checkpoint()
+            for tp, partition_log in list(self._logs.items()):
+                try:
+                    partition_log.delete_old_segments()
+                except Exception:
+                    log.exception("retention failed for %s", tp)

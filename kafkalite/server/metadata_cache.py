@@ -1,0 +1,153 @@
+"""MetadataCache: the broker's copy of the cluster metadata, as the controller last described it (seed 001).
+
+Every broker holds the full picture, so a client may bootstrap from any of them. The cache changes only on
+UpdateMetadata; a broker never asks the coordination service for it. Snapshots are replaced, never edited,
+so a reader holding one sees a consistent view even if an update lands while it works.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kafkalite.common import errors
+from kafkalite.common.errors import InvalidTopicError
+from kafkalite.common.types import TopicPartition, validate_topic_name
+from kafkalite.network.requests import (
+    LEADER_DURING_DELETE,
+    BrokerEndpoint,
+    LiveBroker,
+    MetadataBroker,
+    MetadataPartition,
+    MetadataTopic,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataSnapshot:
+    partition_states: dict[str, dict[int, UpdateMetadataPartitionState]]
+    controller_id: int | None
+    alive_brokers: dict[int, LiveBroker]
+    alive_nodes: dict[int, dict[str, BrokerEndpoint]]  # broker id -> listener name -> endpoint
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self._snapshot = MetadataSnapshot({}, None, {}, {})
+
+    def update_metadata(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
+        """Apply an UpdateMetadata; returns the partitions it deleted (those marked LEADER_DURING_DELETE).
+
+        Updates may be partial (only some partitions), so partition states start from the previous snapshot;
+        only the topics the request touches are copied.
+        """
+        alive_brokers: dict[int, LiveBroker] = {}
+        alive_nodes: dict[int, dict[str, BrokerEndpoint]] = {}
+        for broker in request.live_brokers:
+            alive_brokers[broker.id] = broker
+            alive_nodes[broker.id] = {ep.listener: ep for ep in broker.endpoints}
+        own_listeners = alive_nodes.get(self.broker_id)
+        if own_listeners is not None and any(nodes.keys() != own_listeners.keys() for nodes in alive_nodes.values()):
+            log.error("listeners are not identical across brokers: %s", alive_nodes)
+        controller_id = request.controller_id if request.controller_id >= 0 else None
+        deleted: list[TopicPartition] = []
+        partition_states = self._snapshot.partition_states
+        if request.partition_states:
+            partition_states = dict(partition_states)
+            copied: set[str] = set()
+            for state in request.partition_states:
+                if state.topic not in copied:
+                    partition_states[state.topic] = dict(partition_states.get(state.topic, {}))
+                    copied.add(state.topic)
+                topic_states = partition_states[state.topic]
+                if state.leader == LEADER_DURING_DELETE:
+                    topic_states.pop(state.partition, None)
+                    deleted.append(TopicPartition(state.topic, state.partition))
+                else:
+                    topic_states[state.partition] = state
+            for topic in copied:
+                if not partition_states[topic]:
+                    del partition_states[topic]
+            log.debug("broker %d cached %d partition states (correlation id %d)", self.broker_id,
+                      len(request.partition_states), correlation_id)
+        self._snapshot = MetadataSnapshot(partition_states, controller_id, alive_brokers, alive_nodes)
+        return deleted
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+
+    @property
+    def controller_id(self) -> int | None:
+        return self._snapshot.controller_id
+
+    def get_partition_info(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
+        return self._snapshot.partition_states.get(tp.topic, {}).get(tp.partition)
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic in self._snapshot.partition_states
+
+    def contains_partition(self, tp: TopicPartition) -> bool:
+        return self.get_partition_info(tp) is not None
+
+    def get_all_topics(self) -> set[str]:
+        return set(self._snapshot.partition_states)
+
+    def get_alive_brokers(self) -> list[LiveBroker]:
+        return [broker for _, broker in sorted(self._snapshot.alive_brokers.items())]
+
+    def get_alive_broker_ids(self) -> list[int]:
+        return sorted(self._snapshot.alive_brokers)
+
+    def has_alive_broker(self, broker_id: int) -> bool:
+        return broker_id in self._snapshot.alive_brokers
+
+    def get_alive_endpoint(self, broker_id: int, listener: str) -> BrokerEndpoint | None:
+        return self._snapshot.alive_nodes.get(broker_id, {}).get(listener)
+
+    def get_alive_metadata_brokers(self, listener: str) -> list[MetadataBroker]:
+        """The live brokers as a client on `listener` must reach them: that listener's endpoint of each."""
+        snapshot = self._snapshot
+        brokers = []
+        for broker_id, broker in sorted(snapshot.alive_brokers.items()):
+            endpoint = snapshot.alive_nodes[broker_id].get(listener)
+            if endpoint is not None:
+                brokers.append(MetadataBroker(broker_id, endpoint.host, endpoint.port, broker.rack))
+        return brokers
+
+    def get_topic_metadata(self, topics: Iterable[str] | None, listener: str) -> list[MetadataTopic]:
+        """Topic metadata for a client; `topics=None` means every topic. Unknown topics get an error entry."""
+        snapshot = self._snapshot
+        names = sorted(snapshot.partition_states) if topics is None else list(topics)
+        result = []
+        for name in names:
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError as exc:
+                result.append(MetadataTopic(exc.code, str(name), error_message=exc.message))
+                continue
+            states = snapshot.partition_states.get(name)
+            if states is None:
+                result.append(MetadataTopic(errors.UNKNOWN_TOPIC_OR_PARTITION.code, name,
+                                            error_message=f"unknown topic {name!r}"))
+                continue
+            result.append(MetadataTopic(errors.NONE.code, name, [
+                self._partition_metadata(snapshot, state, listener) for _, state in sorted(states.items())]))
+        return result
+
+    @staticmethod
+    def _partition_metadata(snapshot: MetadataSnapshot, state: UpdateMetadataPartitionState,
+                            listener: str) -> MetadataPartition:
+        leader_nodes = snapshot.alive_nodes.get(state.leader)
+        if state.leader < 0 or leader_nodes is None:
+            error, leader = errors.LEADER_NOT_AVAILABLE, -1
+        elif listener not in leader_nodes:
+            error, leader = errors.LISTENER_NOT_FOUND, -1
+        else:
+            error, leader = errors.NONE, state.leader
+        return MetadataPartition(error.code, state.partition, leader, state.leader_epoch, list(state.replicas),
+                                 list(state.isr), list(state.offline_replicas))

@@ -1,0 +1,302 @@
+"""Partition: one broker's replica of a topic partition, as leader or follower (seeds 000 and 004).
+
+As leader it appends producers' batches, tracks each follower's log end offset from its fetches, moves the
+high watermark to the smallest LEO in the ISR, and shrinks or expands the ISR, writing every change to the
+partition-state znode with a version check so that a stale leader's write fails instead of overwriting the
+controller's. As follower it only records what the controller told it and takes the leader's HW from fetch
+responses; its log is driven by the replica fetcher.
+
+Everything here is synchronous: a method runs to completion between two Trio checkpoints, so the ISR, the HW
+and the log never disagree while another task looks at them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kafkalite.common import errors
+from kafkalite.common.clock import now_ms
+from kafkalite.common.config import TopicConfig
+from kafkalite.common.errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    MessageTooLargeError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
+from kafkalite.common.records import RecordBatch
+from kafkalite.common.types import TopicPartition
+from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
+from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from kafkalite.log import Log
+from kafkalite.network.requests import NO_LEADER, LeaderAndIsrPartitionState
+from kafkalite.server.delayed import DelayedProduce, FetchWatchers, ProducePurgatory
+from kafkalite.server.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower, from that follower's fetches."""
+
+    log_end_offset: int = -1  # unknown until the follower fetches from this leader
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_time_ms: int = 0
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, local_broker_id: int, log_manager: LogManager,
+                 topic_config: TopicConfig, zk: KafkaZkClient,
+                 on_isr_change: Callable[[TopicPartition], None]) -> None:
+        self.topic_partition = tp
+        self.local_broker_id = local_broker_id
+        self.topic_config = topic_config
+        self._log_manager = log_manager
+        self._zk = zk
+        self._on_isr_change = on_isr_change
+        self.log: Log = log_manager.get_or_create_log(tp, topic_config)
+        self.leader_replica_id: int = NO_LEADER
+        self.leader_epoch: int = -1
+        self.leader_epoch_start_offset: int = 0
+        self.zk_version: int = 0
+        self.controller_epoch: int = 0
+        self.assigned_replicas: list[int] = []
+        self.isr: set[int] = set()
+        self._followers: dict[int, FollowerState] = {}
+        self._high_watermark = min(log_manager.checkpointed_high_watermark(tp), self.log.log_end_offset)
+        self.delayed_produces = ProducePurgatory()
+        self.log_end_offset_watchers = FetchWatchers()  # follower fetches wait for new data
+        self.high_watermark_watchers = FetchWatchers()  # consumer fetches wait for committed data
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic_partition}, broker={self.local_broker_id}, leader={self.leader_replica_id}, "
+                f"epoch={self.leader_epoch}, isr={sorted(self.isr)}, hw={self._high_watermark})")
+
+    # -- views ----------------------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_replica_id == self.local_broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.topic_config["min.insync.replicas"]
+
+    def follower_log_end_offsets(self) -> dict[int, int]:
+        return {replica: state.log_end_offset for replica, state in self._followers.items()}
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a request that names the leader epoch it expects is fenced when the epochs differ."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.topic_partition}: leader epoch {current_leader_epoch} is older than {self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"{self.topic_partition}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}")
+
+    def ensure_leader(self) -> None:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.topic_partition} "
+                f"(leader {self.leader_replica_id}, epoch {self.leader_epoch})")
+
+    # -- role changes (LeaderAndIsr) ------------------------------------------------------------------------------
+
+    def make_leader(self, state: LeaderAndIsrPartitionState) -> None:
+        self._apply_partition_state(state)
+        self.leader_replica_id = self.local_broker_id
+        self.isr = set(state.isr)
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.log.leader_epoch_cache.assign(state.leader_epoch, self.leader_epoch_start_offset)
+        # Follower positions from an earlier term say nothing about what the followers hold now (they may
+        # truncate), and ISR members get a fresh lag allowance so the ISR does not shrink on takeover.
+        now = now_ms()
+        self._followers = {replica: FollowerState(last_caught_up_time_ms=now if replica in self.isr else 0)
+                           for replica in self.assigned_replicas if replica != self.local_broker_id}
+        self.maybe_increment_leader_hw()
+
+    def make_follower(self, state: LeaderAndIsrPartitionState) -> None:
+        was_leader = self.is_leader
+        self._apply_partition_state(state)
+        self.leader_replica_id = state.leader
+        self.isr = set()
+        self._followers = {}
+        if was_leader:
+            self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
+        self._wake_fetches()
+
+    def _apply_partition_state(self, state: LeaderAndIsrPartitionState) -> None:
+        self.controller_epoch = state.controller_epoch
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        self.assigned_replicas = list(state.replicas)
+
+    def delete(self) -> None:
+        """The replica is going away (StopReplica with delete): release everything parked on it."""
+        self.leader_replica_id = NO_LEADER
+        self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
+        self._wake_fetches()
+
+    def _wake_fetches(self) -> None:
+        self.log_end_offset_watchers.wake_all()
+        self.high_watermark_watchers.wake_all()
+
+    # -- leader: produce ------------------------------------------------------------------------------------------
+
+    def append_records_to_leader(self, batches: Sequence[RecordBatch], required_acks: int) -> list[RecordBatch]:
+        """Validate every batch, then append them all; the stored batches carry their assigned offsets."""
+        self.ensure_leader()
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"the ISR of {self.topic_partition} is {sorted(self.isr)}, below min.insync.replicas "
+                f"{self.min_insync_replicas}")
+        if not batches:
+            raise InvalidRequestError(f"produce request for {self.topic_partition} carries no record batch")
+        max_bytes = self.topic_config["max.message.bytes"]
+        for batch in batches:
+            if batch.size_in_bytes > max_bytes:
+                raise MessageTooLargeError(
+                    f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
+            batch.validate()
+        stored = [self.log.append_as_leader(batch, self.leader_epoch) for batch in batches]
+        self.log_end_offset_watchers.wake_all()
+        self.maybe_increment_leader_hw()
+        return stored
+
+    def delay_produce(self, required_offset: int) -> DelayedProduce:
+        """An acks=-1 wait for the HW to reach `required_offset`; already done if it has."""
+        operation = DelayedProduce(required_offset)
+        if self._high_watermark >= required_offset:
+            operation.complete(self._replication_outcome())
+        else:
+            self.delayed_produces.watch(operation)
+        return operation
+
+    def _replication_outcome(self) -> errors.ErrorCode:
+        if len(self.isr) < self.min_insync_replicas:
+            return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return errors.NONE
+
+    # -- leader: follower tracking, high watermark, ISR ----------------------------------------------------------
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
+        """Record a follower's fetch: its LEO is the offset it asks for.
+
+        A follower is caught up if it asked for the leader's LEO, or for at least the LEO the leader had at
+        the follower's previous fetch (then it was caught up as of that fetch). The second rule keeps a
+        follower in the ISR under continuous load, when it can never quite reach the moving LEO.
+        """
+        state = self._followers.get(replica_id)
+        if state is None:
+            raise NotLeaderOrFollowerError(
+                f"broker {replica_id} is not an assigned replica of {self.topic_partition}")
+        now = now_ms()
+        leader_end_offset = self.log.log_end_offset
+        if fetch_offset >= leader_end_offset:
+            state.last_caught_up_time_ms = now
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
+            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, state.last_fetch_time_ms)
+        state.last_fetch_leader_log_end_offset = leader_end_offset
+        state.last_fetch_time_ms = now
+        state.log_end_offset = fetch_offset
+        self.maybe_expand_isr(replica_id)
+        self.maybe_increment_leader_hw()
+
+    def maybe_increment_leader_hw(self) -> bool:
+        """HW = min LEO over the ISR (leader included). It never goes back; an advance releases waiters."""
+        if not self.is_leader:
+            return False
+        new_hw = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.local_broker_id:
+                state = self._followers.get(replica)
+                new_hw = min(new_hw, state.log_end_offset if state is not None else -1)
+        if new_hw <= self._high_watermark:
+            return False
+        self._set_high_watermark(new_hw)
+        self.delayed_produces.complete_up_to(new_hw, self._replication_outcome())
+        self.high_watermark_watchers.wake_all()
+        return True
+
+    def _set_high_watermark(self, high_watermark: int) -> None:
+        self._high_watermark = high_watermark
+        self._log_manager.checkpoint_high_watermark(self.topic_partition, high_watermark)
+
+    def maybe_shrink_isr(self, now: int, max_lag_ms: int) -> None:
+        """Drop followers that have not caught up within `max_lag_ms`; the leader itself never leaves."""
+        if not self.is_leader:
+            return
+        out_of_sync = {replica for replica in self.isr if replica != self.local_broker_id
+                       and now - self._followers.get(replica, FollowerState()).last_caught_up_time_ms > max_lag_ms}
+        if out_of_sync:
+            log.info("%s: shrinking ISR %s, %s lag more than %d ms", self.topic_partition, sorted(self.isr),
+                     sorted(out_of_sync), max_lag_ms)
+            if self._update_isr(self.isr - out_of_sync):
+                self.maybe_increment_leader_hw()
+
+    def maybe_expand_isr(self, replica_id: int) -> None:
+        """A follower rejoins once it holds the HW and everything of the current term before it (KAFKA-7128)."""
+        if not self.is_leader or replica_id in self.isr or replica_id not in self.assigned_replicas:
+            return
+        end_offset = self._followers[replica_id].log_end_offset
+        if end_offset >= self._high_watermark and end_offset >= self.leader_epoch_start_offset:
+            log.info("%s: expanding ISR %s with %d", self.topic_partition, sorted(self.isr), replica_id)
+            self._update_isr(self.isr | {replica_id})
+
+    def _update_isr(self, new_isr: set[int]) -> bool:
+        """Write the ISR with the version we last saw; on a version mismatch keep the old ISR.
+
+        A mismatch means the controller changed the state since; its LeaderAndIsr is on the way and will
+        tell us the truth, so retrying here would only fight it.
+        """
+        ordered = tuple(r for r in self.assigned_replicas if r in new_isr)
+        state = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(self.local_broker_id, self.leader_epoch, ordered, self.zk_version), self.controller_epoch)
+        try:
+            new_version = self._zk.conditional_update_partition_state(self.topic_partition, state)
+        except (SessionExpiredError, ConnectionLossError) as exc:
+            log.warning("%s: ISR update to %s failed: %s", self.topic_partition, list(ordered), exc)
+            return False
+        if new_version is None:
+            log.info("%s: ISR update to %s skipped, the partition state changed since version %d",
+                     self.topic_partition, list(ordered), self.zk_version)
+            return False
+        self.isr = set(ordered)
+        self.zk_version = new_version
+        self._on_isr_change(self.topic_partition)
+        return True
+
+    # -- follower -------------------------------------------------------------------------------------------------
+
+    def append_records_to_follower(self, batches: Sequence[RecordBatch], leader_high_watermark: int) -> None:
+        for batch in batches:
+            self.log.append_as_follower(batch)
+        self._follow_high_watermark(leader_high_watermark)
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self._set_high_watermark(min(self._high_watermark, self.log.log_end_offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self._set_high_watermark(offset)
+
+    def _follow_high_watermark(self, leader_high_watermark: int) -> None:
+        high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        if high_watermark != self._high_watermark:
+            self._set_high_watermark(high_watermark)

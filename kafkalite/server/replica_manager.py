@@ -1,0 +1,375 @@
+"""ReplicaManager: the partitions this broker hosts and the requests that touch their logs (seed 000).
+
+It turns the controller's LeaderAndIsr into leaders and followers, appends producers' batches and waits for
+replication, serves fetches to followers and consumers, and runs the leader's periodic duties: shrinking the
+ISR of lagging followers and telling the controller, through ISR change notifications, what changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.clock import now_ms
+from kafkalite.common.config import BrokerConfig, TopicConfig
+from kafkalite.common.errors import KafkaError, NotLeaderOrFollowerError, OffsetOutOfRangeError, \
+    UnknownTopicOrPartitionError
+from kafkalite.common.types import TopicPartition
+from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
+from kafkalite.coordination.kafka_zk import KafkaZkClient
+from kafkalite.network.requests import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    LiveBroker,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    PartitionError,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+)
+from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.server.delayed import await_fetch, await_produce
+from kafkalite.server.fetcher import ReplicaFetcherManager
+from kafkalite.server.log_manager import LogManager
+from kafkalite.server.metadata_cache import MetadataCache
+from kafkalite.server.partition import Partition
+
+log = logging.getLogger(__name__)
+
+ISR_CHANGE_PROPAGATION_INTERVAL_MS = 2500
+"""Kafka's isrChangePropagationInterval: ISR changes within this window go out as one notification."""
+
+
+def _error_of(exc: Exception, what: str) -> tuple[int, str]:
+    """A per-partition failure as (code, message); an unexpected one is logged and is UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc.code, exc.message
+    log.exception("%s failed", what)
+    return errors.UNKNOWN_SERVER_ERROR.code, f"{type(exc).__name__}: {exc}"
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, log_manager: LogManager,
+                 metadata_cache: MetadataCache, gate: PauseGate, broker_epoch: Callable[[], int]) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.gate = gate
+        self.controller_epoch = 0  # the highest controller epoch seen; older controllers are fenced
+        self.all_partitions: dict[TopicPartition, Partition] = {}
+        self.replica_fetcher_manager = ReplicaFetcherManager(self.broker_id, broker_epoch, config, transport, gate,
+                                                             self.get_partition)
+        self._lag_time_max_ms: int = config["replica.lag.time.max.ms"]
+        self._isr_changes: set[TopicPartition] = set()
+        self._isr_changed = trio.Event()
+
+    def startup(self, nursery: trio.Nursery) -> None:
+        self.replica_fetcher_manager.startup(nursery)
+        nursery.start_soon(self._isr_expiration_loop)
+        nursery.start_soon(self._isr_change_propagation_loop)
+
+    # -- partitions -----------------------------------------------------------------------------------------------
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.all_partitions.get(tp)
+
+    def get_or_create_partition(self, tp: TopicPartition) -> Partition:
+        partition = self.all_partitions.get(tp)
+        if partition is None:
+            topic_config = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
+            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change)
+            self.all_partitions[tp] = partition
+        return partition
+
+    def _get_partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.all_partitions.get(tp)
+        if partition is not None:
+            return partition
+        if self.metadata_cache.contains_partition(tp):
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not host {tp}")
+        raise UnknownTopicOrPartitionError(f"unknown partition {tp}")
+
+    def _leader_partition(self, tp: TopicPartition, current_leader_epoch: int = -1) -> Partition:
+        partition = self._get_partition_or_error(tp)
+        partition.check_leader_epoch(current_leader_epoch)
+        partition.ensure_leader()
+        return partition
+
+    def is_controller_epoch_stale(self, controller_epoch: int) -> bool:
+        return controller_epoch < self.controller_epoch
+
+    # -- controller requests --------------------------------------------------------------------------------------
+
+    def become_leader_or_follower(self, correlation_id: int, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        if self.is_controller_epoch_stale(request.controller_epoch):
+            log.warning("broker %d: ignoring LeaderAndIsr from controller %d with stale epoch %d (< %d)",
+                        self.broker_id, request.controller_id, request.controller_epoch, self.controller_epoch)
+            return LeaderAndIsrResponse(errors.STALE_CONTROLLER_EPOCH.code)
+        self.controller_epoch = request.controller_epoch
+        results: list[PartitionError] = []
+        accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic, state.partition)
+            current = self.all_partitions.get(tp)
+            if current is not None and state.leader_epoch <= current.leader_epoch:
+                log.info("broker %d: ignoring LeaderAndIsr for %s with leader epoch %d (current %d)", self.broker_id,
+                         tp, state.leader_epoch, current.leader_epoch)
+                error = errors.FENCED_LEADER_EPOCH
+            elif self.broker_id not in state.replicas:
+                error = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                accepted[self.get_or_create_partition(tp)] = state
+                error = errors.NONE
+            results.append(PartitionError(state.topic, state.partition, error.code))
+        leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}
+        followers = {p: s for p, s in accepted.items() if s.leader != self.broker_id}
+        if leaders:
+            self.make_leaders(leaders)
+        if followers:
+            self.make_followers(followers, request.live_leaders)
+        self.replica_fetcher_manager.shutdown_idle_fetchers()
+        log.debug("broker %d: LeaderAndIsr %d applied: %d leaders, %d followers", self.broker_id, correlation_id,
+                  len(leaders), len(followers))
+        return LeaderAndIsrResponse(errors.NONE.code, results)
+
+    def make_leaders(self, partition_states: dict[Partition, LeaderAndIsrPartitionState]) -> None:
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in partition_states)
+        for partition, state in partition_states.items():
+            partition.make_leader(state)
+
+    def make_followers(self, partition_states: dict[Partition, LeaderAndIsrPartitionState],
+                       live_leaders: Sequence[LiveBroker]) -> None:
+        """Every accepted state is a new leader epoch, so every follower truncates by epoch again (KAFKA-7164).
+
+        The truncation itself is the fetcher's first step for a newly added partition; a follower whose
+        leader is not alive gets no fetcher until the controller names a live one.
+        """
+        live_ids = {broker.id for broker in live_leaders}
+        for partition, state in partition_states.items():
+            partition.make_follower(state)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in partition_states)
+        self.replica_fetcher_manager.add_fetcher_for_partitions({
+            partition.topic_partition: (state.leader, partition.log.log_end_offset)
+            for partition, state in partition_states.items() if state.leader in live_ids})
+
+    def maybe_update_metadata_cache(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
+        self.controller_epoch = request.controller_epoch
+        return self.metadata_cache.update_metadata(correlation_id, request)
+
+    def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
+        if self.is_controller_epoch_stale(request.controller_epoch):
+            return StopReplicaResponse(errors.STALE_CONTROLLER_EPOCH.code)
+        self.controller_epoch = request.controller_epoch
+        results = []
+        stopping = []
+        for stop in request.partitions:
+            tp = TopicPartition(stop.topic, stop.partition)
+            partition = self.all_partitions.get(tp)
+            if partition is not None and 0 <= stop.leader_epoch < partition.leader_epoch:
+                results.append(PartitionError(stop.topic, stop.partition, errors.FENCED_LEADER_EPOCH.code))
+            else:
+                stopping.append((tp, stop.delete_partition))
+                results.append(PartitionError(stop.topic, stop.partition, errors.NONE.code))
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(tp for tp, _ in stopping)
+        for tp, delete in stopping:
+            if delete:
+                self.delete_replica(tp)
+        self.replica_fetcher_manager.shutdown_idle_fetchers()
+        return StopReplicaResponse(errors.NONE.code, results)
+
+    def delete_replica(self, tp: TopicPartition) -> None:
+        partition = self.all_partitions.pop(tp, None)
+        if partition is not None:
+            partition.delete()
+        self.log_manager.delete_log(tp)
+
+    # -- produce --------------------------------------------------------------------------------------------------
+
+    async def append_records(self, timeout_ms: int, required_acks: int,
+                             entries: Sequence[ProducePartitionData]) -> list[ProducePartitionResponse]:
+        """Append to each partition's leader log; with acks=-1, answer once the HW passes every batch."""
+        if required_acks not in (-1, 0, 1):
+            return [ProducePartitionResponse(e.topic, e.partition, errors.INVALID_REQUIRED_ACKS.code,
+                                             error_message=f"acks must be -1, 0 or 1, not {required_acks}")
+                    for e in entries]
+        responses = []
+        delayed = []
+        for entry in entries:
+            tp = TopicPartition(entry.topic, entry.partition)
+            try:
+                partition = self._get_partition_or_error(tp)
+                stored = partition.append_records_to_leader(entry.batches, required_acks)
+            except Exception as exc:
+                code, message = _error_of(exc, f"append to {tp}")
+                responses.append(ProducePartitionResponse(entry.topic, entry.partition, code, error_message=message))
+                continue
+            response = ProducePartitionResponse(entry.topic, entry.partition, errors.NONE.code,
+                                                base_offset=stored[0].base_offset,
+                                                log_start_offset=partition.log.log_start_offset)
+            responses.append(response)
+            if required_acks == -1:
+                delayed.append((response, partition.delay_produce(stored[-1].next_offset)))
+        if delayed:
+            await await_produce([operation for _, operation in delayed], timeout_ms)
+            for response, operation in delayed:
+                if operation.error is not errors.NONE:
+                    response.error_code = operation.error.code
+                    response.error_message = operation.error.description
+        return responses
+
+    # -- fetch ----------------------------------------------------------------------------------------------------
+
+    async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
+        """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes."""
+        from_follower = request.replica_id >= 0
+        results, readable, failed = self._read_from_local_log(request, from_follower)
+        if request.max_wait_ms <= 0 or readable >= request.min_bytes or failed or not request.partitions:
+            return FetchResponse(errors.NONE.code, results)
+        watched = [self.all_partitions[TopicPartition(p.topic, p.partition)] for p in request.partitions]
+        watchers = [p.log_end_offset_watchers if from_follower else p.high_watermark_watchers for p in watched]
+        latest: list[list[FetchPartitionResponse]] = []
+
+        def ready() -> bool:
+            results, readable, failed = self._read_from_local_log(request, from_follower)
+            if readable >= request.min_bytes or failed:
+                latest.append(results)
+                return True
+            return False
+
+        await await_fetch(watchers, request.max_wait_ms, ready)
+        if not latest:
+            latest.append(self._read_from_local_log(request, from_follower)[0])
+        return FetchResponse(errors.NONE.code, latest[0])
+
+    def _read_from_local_log(self, request: FetchRequest, from_follower: bool
+                             ) -> tuple[list[FetchPartitionResponse], int, bool]:
+        """(responses, bytes read, whether any partition failed); no record is touched, only whole batches."""
+        results = []
+        total = 0
+        failed = False
+        for fetch in request.partitions:
+            budget = request.max_bytes - total
+            result = self._read_partition(fetch, request.replica_id if from_follower else None, budget, total == 0)
+            total += sum(batch.size_in_bytes for batch in result.batches)
+            failed = failed or result.error_code != errors.NONE.code
+            results.append(result)
+        return results, total, failed
+
+    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, budget: int,
+                        min_one_batch: bool) -> FetchPartitionResponse:
+        tp = TopicPartition(fetch.topic, fetch.partition)
+        try:
+            partition = self._leader_partition(tp, fetch.current_leader_epoch)
+            partition_log = partition.log
+            if not partition_log.log_start_offset <= fetch.fetch_offset <= partition_log.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"fetch offset {fetch.fetch_offset} of {tp} is outside [{partition_log.log_start_offset}, "
+                    f"{partition_log.log_end_offset}]")
+            if follower_id is not None:
+                partition.update_follower_fetch_state(follower_id, fetch.fetch_offset)
+                bound = partition_log.log_end_offset
+            else:
+                bound = partition.high_watermark
+            max_bytes = min(fetch.partition_max_bytes, budget)
+            batches = [] if fetch.fetch_offset >= bound or (max_bytes <= 0 and not min_one_batch) else \
+                partition_log.read(fetch.fetch_offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+        except Exception as exc:
+            code, message = _error_of(exc, f"fetch from {tp}")
+            found = self.all_partitions.get(tp)
+            return FetchPartitionResponse(fetch.topic, fetch.partition, code,
+                                          high_watermark=found.high_watermark if found is not None else -1,
+                                          log_start_offset=found.log.log_start_offset if found is not None else -1,
+                                          error_message=message)
+        return FetchPartitionResponse(fetch.topic, fetch.partition, errors.NONE.code,
+                                      high_watermark=partition.high_watermark,
+                                      last_stable_offset=partition.high_watermark,
+                                      log_start_offset=partition_log.log_start_offset, batches=batches)
+
+    # -- offsets --------------------------------------------------------------------------------------------------
+
+    def fetch_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        """Earliest, latest or by timestamp. Consumers see only up to the HW; followers up to the LEO."""
+        results = []
+        for asked in request.partitions:
+            tp = TopicPartition(asked.topic, asked.partition)
+            try:
+                partition = self._leader_partition(tp, asked.current_leader_epoch)
+                partition_log = partition.log
+                last_fetchable = partition_log.log_end_offset if request.replica_id >= 0 else partition.high_watermark
+                timestamp = -1
+                if asked.timestamp == EARLIEST_TIMESTAMP:
+                    offset = partition_log.log_start_offset
+                elif asked.timestamp == LATEST_TIMESTAMP:
+                    offset = last_fetchable
+                else:
+                    found = partition_log.fetch_offset_by_timestamp(asked.timestamp)
+                    offset, timestamp = found if found is not None and found[0] < last_fetchable else (-1, -1)
+            except Exception as exc:
+                code, message = _error_of(exc, f"list offsets of {tp}")
+                results.append(ListOffsetsPartitionResponse(asked.topic, asked.partition, code, error_message=message))
+                continue
+            results.append(ListOffsetsPartitionResponse(asked.topic, asked.partition, errors.NONE.code, timestamp,
+                                                        offset, partition.leader_epoch))
+        return ListOffsetsResponse(results)
+
+    def last_offset_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest) -> OffsetsForLeaderEpochResponse:
+        results = []
+        for asked in request.partitions:
+            tp = TopicPartition(asked.topic, asked.partition)
+            try:
+                partition = self._leader_partition(tp, asked.current_leader_epoch)
+                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(
+                    asked.leader_epoch, partition.log.log_end_offset)
+            except Exception as exc:
+                results.append(EpochEndOffset(asked.topic, asked.partition, _error_of(exc, f"epoch end of {tp}")[0]))
+                continue
+            results.append(EpochEndOffset(asked.topic, asked.partition, errors.NONE.code, epoch, end_offset))
+        return OffsetsForLeaderEpochResponse(results)
+
+    # -- ISR upkeep -----------------------------------------------------------------------------------------------
+
+    def record_isr_change(self, tp: TopicPartition) -> None:
+        self._isr_changes.add(tp)
+        self._isr_changed.set()
+
+    async def _isr_expiration_loop(self) -> None:
+        while True:
+            await trio.sleep(self._lag_time_max_ms / 2000)
+            await self.gate.checkpoint()
+            now = now_ms()
+            for partition in list(self.all_partitions.values()):
+                partition.maybe_shrink_isr(now, self._lag_time_max_ms)
+
+    async def _isr_change_propagation_loop(self) -> None:
+        """Batch ISR changes into one notification per interval, so a burst does not flood the controller."""
+        while True:
+            await self._isr_changed.wait()
+            await trio.sleep(ISR_CHANGE_PROPAGATION_INTERVAL_MS / 1000)
+            await self.gate.checkpoint()
+            changes, self._isr_changes = self._isr_changes, set()
+            self._isr_changed = trio.Event()
+            try:
+                self.zk.create_isr_change_notification(sorted(changes))
+            except (SessionExpiredError, ConnectionLossError) as exc:
+                log.warning("broker %d: ISR change notification failed, will retry: %s", self.broker_id, exc)
+                self._isr_changes |= changes
+                self._isr_changed.set()

@@ -1,0 +1,140 @@
+"""Record batches: encoding round-trips, the crc, and the wire form the network layer sends."""
+
+import dataclasses
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
+from kafkalite.common.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, _checksum
+
+RECORDS = [
+    Record(b"k1", b"v1", 1_000, (("h", b"x"), ("empty", None))),
+    Record(None, b"v2", 1_005),
+    Record(b"k3", None, 999),
+    Record(None, None, 1_010, (("only", b""),)),
+]
+
+
+def test_round_trip_keeps_keys_values_headers_and_absolute_timestamps():
+    batch = RecordBatch.from_records(RECORDS)
+    assert batch.records() == RECORDS
+    assert batch.record_count == 4
+    assert batch.first_timestamp == 1_000
+    assert batch.max_timestamp == 1_010
+    assert batch.size_in_bytes == RECORD_BATCH_OVERHEAD + len(batch.payload)
+    batch.validate(deep=True)
+
+
+def test_missing_timestamps_take_the_default_or_stay_unset():
+    records = [Record(b"a", b"1"), Record(b"b", b"2", 50)]
+    stamped = RecordBatch.from_records(records, default_timestamp=42)
+    assert [r.timestamp for r in stamped.records()] == [42, 50]
+    assert (stamped.first_timestamp, stamped.max_timestamp) == (42, 50)
+    unstamped = RecordBatch.from_records(records)
+    assert [r.timestamp for r in unstamped.records()] == [-1, 50]
+
+
+def test_offsets_and_records_and_offset_properties():
+    batch = RecordBatch.from_records(RECORDS, base_offset=10)
+    assert [offset for offset, _ in batch.offsets_and_records()] == [10, 11, 12, 13]
+    assert (batch.last_offset, batch.next_offset) == (13, 14)
+
+
+def test_empty_batch_is_invalid():
+    with pytest.raises(InvalidRecordError):
+        RecordBatch.from_records([])
+
+
+def test_unencodable_record_is_invalid():
+    with pytest.raises(InvalidRecordError):
+        RecordBatch.from_records([Record(b"k", object())])  # type: ignore[arg-type]
+
+
+def test_crc_detects_a_flipped_payload_byte():
+    batch = RecordBatch.from_records(RECORDS)
+    for position in (0, len(batch.payload) // 2, len(batch.payload) - 1):
+        corrupted = bytearray(batch.payload)
+        corrupted[position] ^= 0x01
+        with pytest.raises(CorruptMessageError):
+            dataclasses.replace(batch, payload=bytes(corrupted)).validate()
+
+
+@pytest.mark.parametrize("field", ["record_count", "first_timestamp", "max_timestamp", "producer_id",
+                                   "producer_epoch", "base_sequence", "attributes"])
+def test_crc_covers_the_header_fields_kafka_covers(field):
+    batch = RecordBatch.from_records(RECORDS)
+    with pytest.raises(CorruptMessageError):
+        dataclasses.replace(batch, **{field: getattr(batch, field) + 1}).validate()
+
+
+def test_deep_validation_catches_a_count_the_crc_was_computed_over():
+    payload = msgpack.packb([[0, b"k", b"v", []]])
+    liar = RecordBatch.from_records([Record(b"k", b"v", 5), Record(b"k", b"v", 5)])
+    forged = dataclasses.replace(liar, payload=payload)
+    forged = dataclasses.replace(forged, crc=_crc_of(forged))
+    forged.validate()
+    with pytest.raises(CorruptMessageError):
+        forged.validate(deep=True)
+
+
+def test_undecodable_payload_is_corrupt():
+    batch = RecordBatch.from_records(RECORDS)
+    garbage = dataclasses.replace(batch, payload=b"\xc1\xc1")
+    with pytest.raises(CorruptMessageError):
+        garbage.records()
+    with pytest.raises(CorruptMessageError):
+        dataclasses.replace(garbage, crc=_crc_of(garbage)).validate(deep=True)
+
+
+def _crc_of(batch: RecordBatch) -> int:
+    """The crc a dishonest producer would compute over a forged batch."""
+    return _checksum(batch.payload, batch.attributes, batch.record_count, batch.first_timestamp,
+                     batch.max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence)
+
+
+def test_with_offset_keeps_the_crc_valid_and_shares_the_payload():
+    batch = RecordBatch.from_records(RECORDS, producer_id=7, producer_epoch=1, base_sequence=3)
+    stored = batch.with_offset(1_000, 5)
+    assert (stored.base_offset, stored.partition_leader_epoch) == (1_000, 5)
+    assert stored.payload is batch.payload
+    assert stored.crc == batch.crc
+    stored.validate()
+    assert [o for o, _ in stored.offsets_and_records()] == [1_000, 1_001, 1_002, 1_003]
+
+
+def test_wire_round_trip_through_msgpack():
+    batch = RecordBatch.from_records(RECORDS, base_offset=3, partition_leader_epoch=2, producer_id=9,
+                                     producer_epoch=1, base_sequence=4, attributes=0)
+    wire = msgpack.unpackb(msgpack.packb(batch.to_wire()))
+    again = RecordBatch.from_wire(wire)
+    assert again == batch
+    again.validate(deep=True)
+
+
+@pytest.mark.parametrize("wire", [
+    None, [], [1] * 10, [1] * 11, [True] + [1] * 9 + [b"x"], ["1"] + [1] * 9 + [b"x"],
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"x"],
+])
+def test_from_wire_rejects_malformed_shapes(wire):
+    with pytest.raises(CorruptMessageError):
+        RecordBatch.from_wire(wire)
+
+
+record_strategy = st.builds(
+    Record,
+    key=st.none() | st.binary(max_size=20),
+    value=st.none() | st.binary(max_size=50),
+    timestamp=st.integers(min_value=0, max_value=2**41),
+    headers=st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3).map(tuple),
+)
+
+
+@given(st.lists(record_strategy, min_size=1, max_size=20))
+def test_any_records_round_trip(records):
+    batch = RecordBatch.from_records(records)
+    batch.validate(deep=True)
+    assert batch.records() == records
+    assert batch.max_timestamp == max(r.timestamp for r in records)

@@ -1,0 +1,243 @@
+"""The coordination service keeps ZooKeeper's promises: versions, ephemerals, sessions, one-shot ordered watches,
+atomic multi."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from kafkalite.coordination import (
+    BadArgumentsError,
+    BadVersionError,
+    CheckOp,
+    ConnectionLossError,
+    CoordinationService,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+    SetDataOp,
+    WatchedEvent,
+)
+
+
+def drain(session) -> list[WatchedEvent]:
+    events = []
+    while True:
+        try:
+            events.append(session.events.receive_nowait())
+        except trio.WouldBlock:
+            return events
+
+
+@pytest.fixture
+async def service():
+    service = CoordinationService()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        yield service
+        nursery.cancel_scope.cancel()
+
+
+async def test_versions_and_conditional_writes(service, autojump_clock) -> None:
+    s = service.connect(10_000)
+    s.create("/a", b"1")
+    data, stat = s.get("/a")
+    assert (data, stat.version) == (b"1", 0)
+    assert s.set("/a", b"2", version=0).version == 1
+    with pytest.raises(BadVersionError) as info:
+        s.set("/a", b"3", version=0)
+    assert info.value.path == "/a"
+    assert s.get("/a")[0] == b"2"
+    with pytest.raises(BadVersionError):
+        s.delete("/a", version=0)
+    assert s.exists("/a") is not None
+    s.delete("/a", version=1)
+    assert s.exists("/a") is None
+    with pytest.raises(NoNodeError):
+        s.get("/a")
+    with pytest.raises(NodeExistsError):
+        s.create("/b")
+        s.create("/b")
+
+
+async def test_zxids_and_cversion(service, autojump_clock) -> None:
+    s = service.connect(10_000)
+    first = s.create("/p")
+    s.create("/p/x")
+    s.create("/p/y")
+    s.delete("/p/x")
+    stat = s.exists("/p")
+    assert stat.cversion == 3
+    assert stat.num_children == 1
+    assert s.exists("/p/y").czxid > s.exists(first).czxid
+    assert service.zxid == s.exists("/p").pzxid
+
+
+async def test_make_parents_and_path_validation(service, autojump_clock) -> None:
+    s = service.connect(10_000)
+    s.create("/a/b/c", b"x", make_parents=True)
+    assert s.get_children("/a") == ["b"]
+    with pytest.raises(NoNodeError):
+        s.create("/q/r")
+    for bad in ("a", "/a/", "/a//b", "/a/./b", "/a/../b"):
+        with pytest.raises(BadArgumentsError):
+            s.create(bad)
+    with pytest.raises(NotEmptyError):
+        s.delete("/a")
+
+
+async def test_ephemerals_go_when_the_session_is_closed(service, autojump_clock) -> None:
+    owner, watcher = service.connect(10_000), service.connect(10_000)
+    owner.create("/e", ephemeral=True)
+    with pytest.raises(NoChildrenForEphemeralsError):
+        owner.create("/e/child")
+    assert watcher.exists("/e", watch=True).ephemeral_owner == owner.session_id
+    owner.close()
+    assert watcher.exists("/e") is None
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_DELETED, "/e")]
+    with pytest.raises(SessionExpiredError):
+        owner.get("/")
+    owner.close()  # harmless
+
+
+async def test_session_expires_when_heartbeats_stop_not_before(service, autojump_clock) -> None:
+    owner, watcher = service.connect(6_000), service.connect(600_000)
+    owner.create("/brokers", make_parents=True)
+    owner.create("/brokers/1", ephemeral=True)
+    watcher.get_children("/brokers", watch=True)
+    async with trio.open_nursery() as nursery:
+        cancel = trio.CancelScope()
+
+        async def keep() -> None:
+            with cancel:
+                await owner.keep_alive()
+
+        nursery.start_soon(keep)
+        await trio.sleep(60)  # ten timeouts, kept alive
+        assert not owner.expired and watcher.exists("/brokers/1") is not None
+        cancel.cancel()
+    owner.heartbeat()  # the last heartbeat: from here the session has 6 s
+    await trio.sleep(5.9)
+    assert not owner.expired
+    await trio.sleep(0.2)
+    assert owner.expired
+    assert watcher.get_children("/brokers") == []
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/brokers")]
+    assert drain(owner) == [WatchedEvent(EventType.SESSION_EXPIRED, "")]
+    with pytest.raises(SessionExpiredError):
+        owner.heartbeat()
+
+
+async def test_watches_fire_once_in_order_to_the_session_that_set_them(service, autojump_clock) -> None:
+    writer, a, b = service.connect(60_000), service.connect(60_000), service.connect(60_000)
+    writer.create("/x", b"0")
+    writer.create("/y", b"0")
+    a.get("/x", watch=True)
+    a.get("/x", watch=True)  # the same watch twice is still one event
+    a.get_children("/y", watch=True)
+    a.exists("/z", watch=True)
+    b.get("/y", watch=True)
+    writer.set("/x", b"1")
+    writer.create("/y/c")
+    writer.create("/z")
+    writer.set("/y", b"1")
+    writer.set("/x", b"2")  # a's watch on /x already fired
+    assert drain(a) == [WatchedEvent(EventType.NODE_DATA_CHANGED, "/x"),
+                        WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/y"),
+                        WatchedEvent(EventType.NODE_CREATED, "/z")]
+    assert drain(b) == [WatchedEvent(EventType.NODE_DATA_CHANGED, "/y")]
+    assert drain(writer) == []
+
+
+async def test_listener_sees_the_write_complete_and_writes_from_listeners_queue_behind(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    seen = []
+
+    def listener(event: WatchedEvent) -> None:
+        seen.append((event, s.exists(event.path) is not None))
+        if event.path == "/a":
+            s.get_children("/", watch=True)
+            s.create("/b")
+
+    s.add_listener(listener)
+    s.exists("/a", watch=True)
+    s.create("/a")
+    assert seen == [(WatchedEvent(EventType.NODE_CREATED, "/a"), True),
+                    (WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/"), True)]
+
+
+async def test_multi_is_all_or_nothing(service, autojump_clock) -> None:
+    s, watcher = service.connect(60_000), service.connect(60_000)
+    s.create("/epoch", b"1")
+    s.create("/state", b"old")
+    watcher.get("/state", watch=True)
+    watcher.get_children("/", watch=True)
+    before, zxid = service.dump(), service.zxid
+    for ops, failing in [
+        ([CheckOp("/epoch", 5), SetDataOp("/state", b"new")], 0),
+        ([CheckOp("/epoch", 0), SetDataOp("/state", b"new"), CreateOp("/new"), DeleteOp("/missing")], 3),
+        ([CreateOp("/new"), CreateOp("/new")], 1),
+    ]:
+        with pytest.raises((BadVersionError, NoNodeError, NodeExistsError)) as info:
+            s.multi(ops)
+        assert info.value.index == failing
+        assert service.dump() == before
+        assert service.zxid == zxid
+        assert drain(watcher) == []
+    results = s.multi([CheckOp("/epoch", 0), SetDataOp("/state", b"new", 0), CreateOp("/new")])
+    assert results[1].version == 1 and results[2] == "/new"
+    assert service.zxid == zxid + 1
+    assert s.exists("/new").czxid == s.exists("/state").mzxid == zxid + 1
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_DATA_CHANGED, "/state"),
+                              WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/")]
+
+
+async def test_sequential_names_come_from_the_parent_cversion(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    s.create("/seq")
+    first = s.create("/seq/n-", sequential=True)
+    second = s.create("/seq/n-", sequential=True)
+    s.delete(first)
+    third = s.create("/seq/n-", sequential=True)
+    assert (first, second, third) == ("/seq/n-0000000000", "/seq/n-0000000001", "/seq/n-0000000003")
+    assert s.get_children("/seq") == ["n-0000000001", "n-0000000003"]
+
+
+async def test_unreachable_owner_gets_connection_loss_and_expires(service, autojump_clock) -> None:
+    s = service.connect(6_000, owner="broker-1")
+    s.create("/e", ephemeral=True)
+    service.set_reachable("broker-1", False)
+    with pytest.raises(ConnectionLossError):
+        s.create("/f")
+    with pytest.raises(ConnectionLossError):
+        s.heartbeat()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(s.keep_alive)
+        await trio.sleep(7)
+        assert s.expired  # heartbeats did not get through
+    service.set_reachable("broker-1", True)
+    assert service.connect(6_000, owner="broker-1").exists("/e") is None
+
+
+async def test_explicit_expiry(service, autojump_clock) -> None:
+    s, other = service.connect(60_000), service.connect(60_000)
+    s.create("/controller", ephemeral=True)
+    other.exists("/controller", watch=True)
+    service.expire(s.session_id)
+    assert s.expired
+    assert drain(other) == [WatchedEvent(EventType.NODE_DELETED, "/controller")]
+
+
+async def test_ten_thousand_children(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    s.create("/many")
+    names = [f"c{i:05d}" for i in range(10_000)]
+    for name in reversed(names):
+        s.create(f"/many/{name}")
+    assert s.get_children("/many") == names
+    assert s.exists("/many").num_children == 10_000

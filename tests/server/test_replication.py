@@ -1,0 +1,180 @@
+"""Leaders, followers, acks=-1, the ISR and truncation by leader epoch, on real brokers."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from kafkalite.common import errors
+from kafkalite.common.types import TopicPartition
+
+from .conftest import Harness, batch
+
+TP = TopicPartition("events", 0)
+REPLICAS = [1, 2, 3]
+
+
+async def test_become_leader_and_followers(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    leader = harness.partition(1, TP)
+    assert leader.is_leader and leader.leader_epoch == 0 and leader.isr == {1, 2, 3}
+    assert leader.assigned_replicas == REPLICAS
+    for follower_id in (2, 3):
+        follower = harness.partition(follower_id, TP)
+        assert not follower.is_leader and follower.leader_replica_id == 1 and follower.leader_epoch == 0
+        assert harness.brokers[follower_id].replica_manager.replica_fetcher_manager.fetcher_source_ids() == [1]
+    assert harness.brokers[1].replica_manager.replica_fetcher_manager.fetcher_source_ids() == []
+
+
+async def test_acks_all_completes_only_when_followers_have_fetched(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    harness.gates[3].pause()
+    done = trio.Event()
+    results = []
+
+    async def produce() -> None:
+        results.append(await harness.produce(1, TP, batch("a", "b", "c"), batch("d")))
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(produce)
+        with trio.move_on_after(2):
+            await done.wait()
+        assert not done.is_set(), "acks=-1 answered before every ISR member had the records"
+        leader = harness.partition(1, TP)
+        assert leader.log.log_end_offset == 4 and leader.high_watermark == 0
+        assert harness.partition(2, TP).log.log_end_offset == 4
+        harness.gates[3].resume()
+        await done.wait()
+    assert results[0].error_code == 0 and results[0].base_offset == 0
+    await harness.wait_replicated(TP, REPLICAS)
+    for broker_id in REPLICAS:
+        partition = harness.partition(broker_id, TP)
+        assert (partition.log.log_end_offset, partition.high_watermark) == (4, 4)
+        assert harness.batches(broker_id, TP) == harness.batches(1, TP)
+    assert harness.partition(1, TP).follower_log_end_offsets() == {2: 4, 3: 4}
+    assert await harness.consume(1, TP) == [b"a", b"b", b"c", b"d"]
+
+
+async def test_not_enough_replicas_appends_nothing(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, [1], [1, 2], to=[1], config={"min.insync.replicas": "2"})
+    result = await harness.produce(1, TP, batch("x"))
+    assert result.error_code == errors.NOT_ENOUGH_REPLICAS.code
+    assert harness.partition(1, TP).log.log_end_offset == 0
+    acks_one = await harness.produce(1, TP, batch("y"), acks=1)
+    assert acks_one.error_code == 0 and harness.partition(1, TP).log.log_end_offset == 1
+
+
+async def test_isr_shrinks_when_a_follower_stalls_and_expands_when_it_catches_up(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    assert (await harness.produce(1, TP, batch("committed"))).error_code == 0
+    leader = harness.partition(1, TP)
+    harness.gates[3].pause()
+    await harness.wait_until(lambda: leader.isr == {1, 2}, timeout=30)
+    state = harness.zk.get_partition_state(TP)
+    assert state is not None and state.leader_and_isr.isr == (1, 2)
+    assert state.leader_and_isr.zk_version == leader.zk_version
+    await harness.wait_until(lambda: bool(harness.zk.get_isr_change_notifications()), timeout=10)
+    notified = [tp for name in harness.zk.get_isr_change_notifications()
+                for tp in harness.zk.read_isr_change_notification(name)]
+    assert TP in notified
+    # With the stalled follower out of the ISR, acks=-1 completes without it.
+    assert (await harness.produce(1, TP, batch("while-paused"))).error_code == 0
+    assert leader.high_watermark == 2
+
+    harness.gates[3].resume()
+    await harness.wait_until(lambda: leader.isr == {1, 2, 3}, timeout=30)
+    state = harness.zk.get_partition_state(TP)
+    assert state is not None and state.leader_and_isr.isr == (1, 2, 3)
+    await harness.wait_replicated(TP, REPLICAS)
+    assert harness.batches(3, TP) == harness.batches(1, TP)
+
+
+async def test_isr_write_with_stale_version_keeps_the_old_isr(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    leader = harness.partition(1, TP)
+    harness.write_state(TP, 1, REPLICAS)  # the controller moved on; its LeaderAndIsr has not arrived yet
+    harness.gates[3].pause()
+    await trio.sleep(30)
+    assert leader.isr == {1, 2, 3}
+    state = harness.zk.get_partition_state(TP)
+    assert state is not None and state.leader_and_isr.isr == (1, 2, 3)
+
+
+async def test_follower_truncates_divergent_records_to_the_leaders_epoch_end(harness: Harness, autojump_clock: MockClock) -> None:
+    replicas = [1, 2]
+    await harness.elect(TP, 1, replicas, replicas)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, replicas)
+    harness.transport.partition([1], [2])
+    # Uncommitted records on the old leader only.
+    assert (await harness.produce(1, TP, batch("b1", "b2"), batch("c"), acks=1)).error_code == 0
+    new_leader = await harness.elect(TP, 2, [2], replicas, to=[2])
+    assert (await harness.produce(2, TP, batch("d1", "d2", "d3"), acks=1)).error_code == 0
+    await harness.tell(TP, new_leader, replicas, [1])  # broker 1 hears late, and cannot reach the new leader
+    assert harness.partition(1, TP).log.log_end_offset == 4  # not yet: it cannot reach the leader
+    harness.transport.heal()
+    await harness.wait_replicated(TP, replicas)
+    assert harness.batches(1, TP) == harness.batches(2, TP)
+    assert await harness.consume(2, TP) == [b"a", b"d1", b"d2", b"d3"]
+
+
+async def test_follower_truncates_on_epoch_change_even_when_the_leader_is_unchanged(harness: Harness, autojump_clock: MockClock) -> None:
+    """KAFKA-7164: broker 3 follows broker 1 in epochs 0 and 2 and never hears of epoch 1, in which broker 1
+    itself was a follower and dropped records broker 3 had already copied."""
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, REPLICAS)
+
+    harness.transport.partition([2], [1, 3])
+    assert (await harness.produce(1, TP, batch("b"), acks=1)).error_code == 0
+    await harness.wait_until(lambda: harness.partition(3, TP).log.log_end_offset == 2)
+    epoch_one = await harness.elect(TP, 2, [2], REPLICAS, to=[2])
+    assert (await harness.produce(2, TP, batch("c1", "c2"), acks=1)).error_code == 0
+    await harness.tell(TP, epoch_one, REPLICAS, [1])
+    harness.transport.partition([3], [1, 2])
+    await harness.wait_until(lambda: harness.batches(1, TP) == harness.batches(2, TP))
+
+    await harness.elect(TP, 1, [1, 2], REPLICAS)
+    harness.transport.heal()
+    assert (await harness.produce(1, TP, batch("d"))).error_code == 0
+    await harness.wait_replicated(TP, REPLICAS)
+    assert harness.batches(3, TP) == harness.batches(1, TP) == harness.batches(2, TP)
+    assert await harness.consume(1, TP) == [b"a", b"c1", b"c2", b"d"]
+    await harness.wait_until(lambda: harness.partition(1, TP).isr == {1, 2, 3})
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+async def test_acks_zero_and_one_answer_after_the_local_append(harness: Harness, acks: int, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    harness.gates[2].pause()
+    result = await harness.produce(1, TP, batch("x"), acks=acks)
+    assert result.error_code == 0 and result.base_offset == 0
+    assert harness.partition(1, TP).high_watermark == 0
+
+
+async def test_acks_all_times_out_but_keeps_the_records(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    harness.gates[2].pause()
+    result = await harness.produce(1, TP, batch("x"), timeout_ms=500)
+    assert result.error_code == errors.REQUEST_TIMED_OUT.code
+    assert harness.partition(1, TP).log.log_end_offset == 1
+    harness.gates[2].resume()
+    await harness.wait_replicated(TP, REPLICAS)
+    assert await harness.consume(1, TP) == [b"x"]
+
+
+async def test_acks_all_fails_when_leadership_moves(harness: Harness, autojump_clock: MockClock) -> None:
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    harness.gates[2].pause()
+    async with trio.open_nursery() as nursery:
+        results = []
+
+        async def produce() -> None:
+            results.append(await harness.produce(1, TP, batch("x")))
+
+        nursery.start_soon(produce)
+        await trio.sleep(0.1)
+        await harness.elect(TP, 3, [3], REPLICAS, to=[1, 3])
+    assert results[0].error_code == errors.NOT_LEADER_OR_FOLLOWER.code
