@@ -53,6 +53,8 @@ PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 TOPIC_CONFIG_PATH = "/config/topics"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+PRODUCER_ID_BLOCK_SIZE = 1000
 
 # The persistent paths Kafka creates at start, so that watches on their children can always be set.
 PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
@@ -341,6 +343,27 @@ class KafkaZkClient:
                 raise ControllerMovedError(f"controller epoch znode version is no longer {epoch_zk_version}") \
                     from None
             raise
+
+    # -- idempotent producers ---------------------------------------------------------------------------------------
+
+    def allocate_producer_id_block(self, broker_id: int) -> range:
+        """Claim the next block of producer ids with a version-checked write, as Kafka's ProducerIdManager does.
+
+        Every broker hands out ids from its own block, so two brokers never give one id to two producers.
+        """
+        while True:
+            found = self.get_data(PRODUCER_ID_BLOCK_PATH)
+            start = 0 if found is None else found[0]["end"] + 1
+            block = encode({"version": 1, "broker": broker_id, "start": start,
+                            "end": start + PRODUCER_ID_BLOCK_SIZE - 1})
+            try:
+                if found is None:
+                    self.session.create(PRODUCER_ID_BLOCK_PATH, block)
+                else:
+                    self.session.set(PRODUCER_ID_BLOCK_PATH, block, version=found[1])
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker claimed a block meanwhile: read again
+            return range(start, start + PRODUCER_ID_BLOCK_SIZE)
 
     # -- topics and partitions --------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ controller addressed to the old incarnation are refused (STALE_BROKER_EPOCH).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from functools import partial
 
 import trio
 
@@ -21,6 +21,7 @@ from kafkalite.coordination.errors import ConnectionLossError, NodeExistsError, 
 from kafkalite.coordination.kafka_zk import BrokerInfo, EndPoint, KafkaZkClient
 from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
     RequestContext, Response
+from kafkalite.network.listener import serve_listener
 from kafkalite.network.transport import PauseGate, Transport
 from kafkalite.server.kafka_apis import Controller, KafkaApis
 from kafkalite.server.log_manager import LogManager
@@ -28,6 +29,8 @@ from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+NATIVE_LISTENER = "NATIVE"
 
 
 def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
@@ -69,10 +72,9 @@ class Broker:
     async def handle(self, request: Request, context: RequestContext) -> Response:
         return await self.apis.handle(request, context)
 
-    async def startup(self, nursery: trio.Nursery, endpoints: Sequence[EndPoint] | None = None) -> None:
-        """Start serving and register; `endpoints` replaces the configured ones (e.g. ports actually bound)."""
-        if endpoints is not None:
-            self.endpoints = tuple(endpoints)
+    async def startup(self, nursery: trio.Nursery) -> None:
+        """Open the listeners, start serving and register with the ports actually bound."""
+        self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
         self.zk.ensure_persistent_paths()
         self.transport.register(self.broker_id, self.handle, nursery, self.gate)
         self.replica_manager.startup(nursery)
@@ -80,6 +82,15 @@ class Broker:
         self.zk.register_state_change_handler(f"broker-{self.broker_id}", self._on_new_session)
         nursery.start_soon(self._register_on_new_session)
         nursery.start_soon(self.log_manager.run_retention, self.gate)
+
+    async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint) -> EndPoint:
+        if endpoint.listener != NATIVE_LISTENER:
+            raise errors.InvalidConfigError(
+                f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks {NATIVE_LISTENER}")
+        port = await nursery.start(partial(serve_listener, self.handle, endpoint.host, endpoint.port,
+                                           max_request_bytes=self.config["socket.request.max.bytes"],
+                                           listener_name=endpoint.listener))
+        return EndPoint(endpoint.listener, endpoint.host, port, endpoint.security_protocol)
 
     async def _register(self) -> None:
         """Create `/brokers/ids/<id>` and take its czxid as the broker epoch.

@@ -22,6 +22,8 @@ from kafkalite.network.requests import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     FetchRequest,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
     LeaderAndIsrRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -88,7 +90,9 @@ class KafkaApis:
             OffsetsForLeaderEpochRequest: self.handle_offsets_for_leader_epoch,
             MetadataRequest: self.handle_metadata,
             ApiVersionsRequest: self.handle_api_versions,
+            InitProducerIdRequest: self.handle_init_producer_id,
         }
+        self._producer_ids: range = range(0)
 
     async def handle(self, request: Request, context: RequestContext) -> Response:
         handler = self._handlers.get(type(request))
@@ -177,6 +181,22 @@ class KafkaApis:
         return MetadataResponse(cache.get_alive_metadata_brokers(context.listener), CLUSTER_ID,
                                 controller_id if controller_id is not None else -1,
                                 cache.get_topic_metadata(request.topics, context.listener))
+
+    async def handle_init_producer_id(self, request: InitProducerIdRequest, context: RequestContext) -> Response:
+        """A new producer id, or, for a producer that names its id and epoch, the same id with the next epoch.
+
+        Bumping the epoch fences the producer's earlier incarnation: its in-flight batches carry the old epoch
+        and are refused with INVALID_PRODUCER_EPOCH (KIP-360).
+        """
+        if request.transactional_id is not None:
+            return InitProducerIdResponse(errors.INVALID_REQUEST.code,
+                                          error_message="transactions are not supported; use a null transactional id")
+        if request.producer_id >= 0 and request.producer_epoch >= 0:
+            return InitProducerIdResponse(errors.NONE.code, request.producer_id, request.producer_epoch + 1)
+        if not self._producer_ids:
+            self._producer_ids = self._zk.allocate_producer_id_block(self.broker_id)
+        producer_id, self._producer_ids = self._producer_ids[0], self._producer_ids[1:]
+        return InitProducerIdResponse(errors.NONE.code, producer_id, 0)
 
     async def handle_api_versions(self, request: ApiVersionsRequest, context: RequestContext) -> Response:
         return api_versions_response()

@@ -32,6 +32,7 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from kafkalite.log import Log
+from kafkalite.log.producer_state import ProducerStateManager
 from kafkalite.network.requests import NO_LEADER, LeaderAndIsrPartitionState
 from kafkalite.server.delayed import DelayedProduce, FetchWatchers, ProducePurgatory
 from kafkalite.server.log_manager import LogManager
@@ -60,6 +61,10 @@ class Partition:
         self._zk = zk
         self._on_isr_change = on_isr_change
         self.log: Log = log_manager.get_or_create_log(tp, topic_config)
+        # Idempotent producers' state is derived from the log, so a replica that becomes leader, or a broker
+        # restarting on its old log, recognises retried batches exactly as the previous leader would have.
+        self.producer_state = ProducerStateManager()
+        self.producer_state.truncate_and_reload(self.log)
         self.leader_replica_id: int = NO_LEADER
         self.leader_epoch: int = -1
         self.leader_epoch_start_offset: int = 0
@@ -158,8 +163,12 @@ class Partition:
 
     # -- leader: produce ------------------------------------------------------------------------------------------
 
-    def append_records_to_leader(self, batches: Sequence[RecordBatch], required_acks: int) -> list[RecordBatch]:
-        """Validate every batch, then append them all; the stored batches carry their assigned offsets."""
+    def append_records_to_leader(self, batches: Sequence[RecordBatch], required_acks: int) -> tuple[int, int]:
+        """Validate every batch, then append them all: (first base offset, offset after the last batch).
+
+        A batch an idempotent producer already sent (a retry after a lost response) is not appended again: it
+        answers with the offsets it got the first time, which is what makes retries exactly-once.
+        """
         self.ensure_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
@@ -173,10 +182,18 @@ class Partition:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
             batch.validate()
-        stored = [self.log.append_as_leader(batch, self.leader_epoch) for batch in batches]
+        offsets = []
+        for batch in batches:
+            duplicate = self.producer_state.check(batch)
+            if duplicate is not None:
+                offsets.append((duplicate.first_offset, duplicate.last_offset + 1))
+                continue
+            stored = self.log.append_as_leader(batch, self.leader_epoch)
+            self.producer_state.update(stored)
+            offsets.append((stored.base_offset, stored.next_offset))
         self.log_end_offset_watchers.wake_all()
         self.maybe_increment_leader_hw()
-        return stored
+        return offsets[0][0], max(end for _, end in offsets)
 
     def delay_produce(self, required_offset: int) -> DelayedProduce:
         """An acks=-1 wait for the HW to reach `required_offset`; already done if it has."""
@@ -286,14 +303,17 @@ class Partition:
     def append_records_to_follower(self, batches: Sequence[RecordBatch], leader_high_watermark: int) -> None:
         for batch in batches:
             self.log.append_as_follower(batch)
+            self.producer_state.update(batch)
         self._follow_high_watermark(leader_high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
+        self.producer_state.truncate_and_reload(self.log)
         self._set_high_watermark(min(self._high_watermark, self.log.log_end_offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
+        self.producer_state.truncate_and_reload(self.log)
         self._set_high_watermark(offset)
 
     def _follow_high_watermark(self, leader_high_watermark: int) -> None:

@@ -217,17 +217,17 @@ class ReplicaManager:
             tp = TopicPartition(entry.topic, entry.partition)
             try:
                 partition = self._get_partition_or_error(tp)
-                stored = partition.append_records_to_leader(entry.batches, required_acks)
+                base_offset, end_offset = partition.append_records_to_leader(entry.batches, required_acks)
             except Exception as exc:
                 code, message = _error_of(exc, f"append to {tp}")
                 responses.append(ProducePartitionResponse(entry.topic, entry.partition, code, error_message=message))
                 continue
             response = ProducePartitionResponse(entry.topic, entry.partition, errors.NONE.code,
-                                                base_offset=stored[0].base_offset,
+                                                base_offset=base_offset,
                                                 log_start_offset=partition.log.log_start_offset)
             responses.append(response)
             if required_acks == -1:
-                delayed.append((response, partition.delay_produce(stored[-1].next_offset)))
+                delayed.append((response, partition.delay_produce(end_offset)))
         if delayed:
             await await_produce([operation for _, operation in delayed], timeout_ms)
             for response, operation in delayed:

@@ -31,6 +31,7 @@ def live_brokers() -> list[r.LiveBroker]:
 
 def requests() -> list[r.Request]:
     return [
+        r.InitProducerIdRequest(None, 60000, -1, -1),
         r.LeaderAndIsrRequest(1, 3, 77, [
             r.LeaderAndIsrPartitionState("orders", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], is_new=True),
             r.LeaderAndIsrPartitionState("orders", 1, 3, 2, 0, [], 0, [2]),
@@ -62,6 +63,7 @@ def requests() -> list[r.Request]:
 
 def responses() -> list[r.Response]:
     return [
+        r.InitProducerIdResponse(0, 1000, 0),
         r.LeaderAndIsrResponse(0, [r.PartitionError("orders", 0, 0), r.PartitionError("orders", 1, 6)]),
         r.UpdateMetadataResponse(77),
         r.StopReplicaResponse(0, [r.PartitionError("orders", 0, 0)]),
@@ -293,7 +295,8 @@ def test_error_responses_without_the_request_exist_only_for_top_level_error_code
     with_top_level_code = {request_type for request_type in r.REQUEST_TYPES.values()
                            if error_response(request_type, 42, "bad") is not None}
     assert with_top_level_code == {r.LeaderAndIsrRequest, r.UpdateMetadataRequest, r.StopReplicaRequest,
-                                   r.ControlledShutdownRequest, r.FetchRequest, r.ApiVersionsRequest}
+                                   r.ControlledShutdownRequest, r.FetchRequest, r.ApiVersionsRequest,
+                                   r.InitProducerIdRequest}
     assert error_response(r.ControlledShutdownRequest, 42, "bad") == r.ControlledShutdownResponse(
         42, error_message="bad")
     assert error_response(r.MetadataRequest(topics=None), 42, "bad") is None

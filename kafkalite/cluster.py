@@ -1,0 +1,402 @@
+"""`Cluster`: a coordination service and N brokers in one Trio nursery, with faults as API.
+
+Each broker is a node: its own cancel scope and nursery holding the broker (KafkaServer), its controller
+candidate and their shared coordination session, as one Kafka process holds a KafkaServer, a KafkaController
+and a ZooKeeper client. Killing a broker cancels that scope and nothing else: its session is left to expire
+on the coordination service's clock, as a crashed JVM's would. Its logs live in a `LogManager` the cluster
+keeps, so a restart in the same process finds them again, as a restarted broker finds its log directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from kafkalite.common.config import BrokerConfig
+from kafkalite.common.errors import (
+    LeaderNotAvailableError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+    raise_for,
+)
+from kafkalite.common.records import Record, RecordBatch
+from kafkalite.common.types import TopicPartition
+from kafkalite.controller import KafkaController
+from kafkalite.coordination import CoordinationService
+from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
+from kafkalite.network.requests import (
+    CONSUMER_REPLICA_ID,
+    CreatableTopic,
+    CreateTopicsRequest,
+    FetchPartition,
+    FetchRequest,
+    MetadataRequest,
+    ProducePartitionData,
+    ProduceRequest,
+    Request,
+    RequestContext,
+)
+from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.server import Broker, LogManager
+
+log = logging.getLogger(__name__)
+
+COORDINATION = "coordination"
+"""The coordination service's name in `partition_network` groups."""
+
+CLIENT = "cluster-client"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    """One partition as a test wants to see it: the controller's decision and every replica's log."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    high_watermark: int
+    log_end_offsets: dict[int, int]
+
+
+@dataclass
+class _Node:
+    broker_id: int
+    config: BrokerConfig
+    log_manager: LogManager
+    gate: PauseGate = field(default_factory=PauseGate)
+    scope: trio.CancelScope | None = None
+    zk: KafkaZkClient | None = None
+    broker: Broker | None = None
+    controller: KafkaController | None = None
+    stopped: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def alive(self) -> bool:
+        return self.scope is not None and not self.stopped.is_set()
+
+
+class Cluster:
+    """An async context manager holding a running cluster.
+
+    `config` applies to every broker (Kafka property names); `broker_configs` overrides it per broker id, e.g.
+    racks. Brokers are numbered 1..brokers. `seed` makes replica assignment reproducible.
+    """
+
+    def __init__(self, brokers: int = 3, config: Mapping[str, Any] | None = None, *,
+                 broker_configs: Mapping[int, Mapping[str, Any]] | None = None, seed: int | None = None) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.seed = seed if seed is not None else random.randrange(1 << 32)
+        self.random = random.Random(self.seed)
+        self.service = CoordinationService()
+        self.transport = Transport()
+        self._nodes: dict[int, _Node] = {}
+        for broker_id in range(1, brokers + 1):
+            values = {**(config or {}), **(broker_configs or {}).get(broker_id, {}), "broker.id": broker_id}
+            broker_config = BrokerConfig(values)
+            self._nodes[broker_id] = _Node(broker_id, broker_config, LogManager(broker_config))
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: Any = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Cluster:
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        try:
+            await self._nursery.start(self.service.run)
+            for node in self._nodes.values():
+                await self._start_node(node)
+            await self.wait_until(self._is_ready, timeout=60, what="a controller and every broker registered")
+        except BaseException:
+            self._nursery.cancel_scope.cancel()
+            await self._nursery_manager.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        assert self._nursery is not None
+        for node in self._nodes.values():
+            if node.alive and node.zk is not None:
+                node.zk.close()
+        self._nursery.cancel_scope.cancel()
+        return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+
+    def _is_ready(self) -> bool:
+        controller = self.controller_id
+        if controller is None:
+            return False
+        live = self.live_broker_ids
+        return all(set(self._nodes[b].broker.metadata_cache.get_alive_broker_ids()) >= set(live)  # type: ignore[union-attr]
+                   for b in live)
+
+    async def _start_node(self, node: _Node) -> None:
+        assert self._nursery is not None
+        node.stopped = trio.Event()
+        await self._nursery.start(self._run_node, node)
+
+    async def _run_node(self, node: _Node, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with trio.CancelScope() as scope:
+                node.scope = scope
+                async with trio.open_nursery() as nursery:
+                    node.gate = PauseGate()
+                    node.zk = KafkaZkClient(self.service, f"broker-{node.broker_id}", node.config.session_timeout_ms)
+                    self.service.set_reachable(node.zk.owner, self.transport.link_up(node.broker_id, COORDINATION))
+                    node.broker = Broker(node.config, node.zk, self.transport, node.log_manager, node.gate)
+                    node.controller = KafkaController(node.config, node.zk, self.transport, node.gate,
+                                                      rng=random.Random(self.random.random()))
+                    node.broker.set_controller(node.controller)
+                    nursery.start_soon(node.zk.run, node.gate.checkpoint)
+                    await node.broker.startup(nursery)
+                    await node.controller.startup(nursery)
+                    task_status.started()
+        finally:
+            self.transport.unregister(node.broker_id)
+            node.stopped.set()
+
+    def _node(self, broker_id: int) -> _Node:
+        try:
+            return self._nodes[broker_id]
+        except KeyError:
+            raise ValueError(f"no broker {broker_id} in this cluster (brokers: {sorted(self._nodes)})") from None
+
+    def _live_node(self, broker_id: int) -> _Node:
+        node = self._node(broker_id)
+        if not node.alive:
+            raise ValueError(f"broker {broker_id} is not running")
+        return node
+
+    # -- what a test looks at ---------------------------------------------------------------------------------------
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return sorted(self._nodes)
+
+    @property
+    def live_broker_ids(self) -> list[int]:
+        return [b for b, node in sorted(self._nodes.items()) if node.alive]
+
+    @property
+    def controller_id(self) -> int | None:
+        """The broker whose controller is active with the newest epoch (a zombie may still think it is active)."""
+        active = [(node.controller.epoch, b) for b, node in self._nodes.items()
+                  if node.alive and node.controller is not None and node.controller.is_active]
+        return max(active)[1] if active else None
+
+    def broker(self, broker_id: int) -> Broker:
+        """The running broker object, for tests that look inside (partitions, metadata cache)."""
+        node = self._live_node(broker_id)
+        assert node.broker is not None
+        return node.broker
+
+    def controller(self, broker_id: int | None = None) -> KafkaController:
+        node = self._live_node(broker_id if broker_id is not None else self._require_controller())
+        assert node.controller is not None
+        return node.controller
+
+    def log_manager(self, broker_id: int) -> LogManager:
+        return self._node(broker_id).log_manager
+
+    def _require_controller(self) -> int:
+        controller = self.controller_id
+        if controller is None:
+            raise LeaderNotAvailableError("no active controller")
+        return controller
+
+    async def describe_topic(self, topic: str) -> list[PartitionDescription]:
+        """Per partition the controller's leader, epoch and ISR, the leader's HW and every replica's LEO."""
+        zk = self._any_zk()
+        assignment = zk.get_replica_assignment(topic)
+        if assignment is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        described = []
+        for partition, replicas in sorted(assignment.items()):
+            tp = TopicPartition(topic, partition)
+            state = zk.get_partition_state(tp)
+            leader, epoch, isr = (-1, -1, ()) if state is None else (
+                state.leader_and_isr.leader, state.leader_and_isr.leader_epoch, state.leader_and_isr.isr)
+            hw = -1
+            if leader in self._nodes and self._nodes[leader].alive:
+                leader_partition = self._nodes[leader].broker.replica_manager.get_partition(tp)  # type: ignore[union-attr]
+                if leader_partition is not None and leader_partition.is_leader:
+                    hw = leader_partition.high_watermark
+            leos = {}
+            for replica in replicas:
+                replica_log = self._nodes[replica].log_manager.get_log(tp) if replica in self._nodes else None
+                if replica_log is not None:
+                    leos[replica] = replica_log.log_end_offset
+            described.append(PartitionDescription(topic, partition, leader, epoch, tuple(replicas), tuple(isr), hw,
+                                                  leos))
+        return described
+
+    def _any_zk(self) -> KafkaZkClient:
+        for node in self._nodes.values():
+            if node.alive and node.zk is not None and not node.zk.session.expired:
+                return node.zk
+        raise LeaderNotAvailableError("no broker is running")
+
+    # -- admin and data path for tests ------------------------------------------------------------------------------
+
+    async def _send(self, broker_id: int, request: Request) -> Any:
+        return await self.transport.send(CLIENT, broker_id, request, RequestContext(source=CLIENT))
+
+    async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                           config: Mapping[str, Any] | None = None, *, timeout: float = 30) -> None:
+        """Create a topic and return once every partition has a leader known to every live broker."""
+        request = CreateTopicsRequest([CreatableTopic(name, partitions, replication_factor, None,
+                                                      {k: str(v).lower() if isinstance(v, bool) else str(v)
+                                                       for k, v in (config or {}).items()})],
+                                      timeout_ms=int(timeout * 1000))
+        response = await self._send(self._require_controller(), request)
+        result = response.topics[0]
+        raise_for(result.error_code, result.error_message)
+        await self.wait_until(lambda: self._topic_online(name, partitions), timeout=timeout,
+                              what=f"topic {name} online on every broker")
+
+    def _topic_online(self, topic: str, partitions: int) -> bool:
+        for broker_id in self.live_broker_ids:
+            cache = self._nodes[broker_id].broker.metadata_cache  # type: ignore[union-attr]
+            for p in range(partitions):
+                info = cache.get_partition_info(TopicPartition(topic, p))
+                if info is None or info.leader < 0:
+                    return False
+                leader = self._nodes.get(info.leader)
+                if leader is None or not leader.alive:
+                    return False
+                partition = leader.broker.replica_manager.get_partition(TopicPartition(topic, p))  # type: ignore
+                if partition is None or not partition.is_leader:
+                    return False
+        return True
+
+    def partition_state(self, topic: str, partition: int) -> LeaderAndIsr:
+        """Leader, leader epoch and ISR as the controller (or a leader's ISR change) last wrote them."""
+        state = self._any_zk().get_partition_state(TopicPartition(topic, partition))
+        if state is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        return state.leader_and_isr
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        """The partition's leader, or -1 while it has none."""
+        return self.partition_state(topic, partition).leader
+
+    def topics(self) -> list[str]:
+        return self._any_zk().get_all_topics()
+
+    async def produce(self, topic: str, partition: int, records: Sequence[Record] | RecordBatch, *,
+                      acks: int = -1, timeout_ms: int = 30000) -> int:
+        """Append to the partition's current leader; the base offset, or the broker's error as an exception."""
+        batch = records if isinstance(records, RecordBatch) else RecordBatch.from_records(records)
+        leader = self.leader_for(topic, partition)
+        if leader < 0:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader")
+        request = ProduceRequest(acks, timeout_ms, [ProducePartitionData(topic, partition, [batch])])
+        response = await self._send(leader, request)
+        result = response.partitions[0]
+        raise_for(result.error_code, result.error_message)
+        return result.base_offset
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
+                    ) -> list[tuple[int, Record]]:
+        """Committed records (below the high watermark) from `offset` on, read from the leader, with offsets."""
+        leader = self.leader_for(topic, partition)
+        if leader < 0:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader")
+        request = FetchRequest(CONSUMER_REPLICA_ID, max_wait_ms=0, min_bytes=0,
+                               partitions=[FetchPartition(topic, partition, offset, max_bytes)])
+        response = await self._send(leader, request)
+        raise_for(response.error_code)
+        result = response.partitions[0]
+        raise_for(result.error_code, result.error_message)
+        return [(o, r) for batch in result.batches for o, r in batch.offsets_and_records() if o >= offset]
+
+    async def fetch_all(self, topic: str, partition: int) -> list[tuple[int, Record]]:
+        """Every committed record of the partition, following batches until the high watermark."""
+        records: list[tuple[int, Record]] = []
+        offset = 0
+        while True:
+            page = await self.fetch(topic, partition, offset)
+            if not page:
+                return records
+            records.extend(page)
+            offset = page[-1][0] + 1
+
+    async def metadata(self, broker_id: int, topics: list[str] | None = None) -> Any:
+        response = await self._send(broker_id, MetadataRequest(topics))
+        return response
+
+    # -- faults -----------------------------------------------------------------------------------------------------
+
+    async def kill_broker(self, broker_id: int) -> None:
+        """Crash: the broker's tasks are cancelled at once; its session expires after the session timeout."""
+        node = self._live_node(broker_id)
+        assert node.scope is not None
+        node.scope.cancel()
+        await node.stopped.wait()
+
+    async def restart_broker(self, broker_id: int) -> None:
+        """Start a stopped broker again with the logs it had; it registers anew (a new broker epoch)."""
+        node = self._node(broker_id)
+        if node.alive:
+            raise ValueError(f"broker {broker_id} is running; kill or shut it down first")
+        await self._start_node(node)
+
+    async def shutdown_broker(self, broker_id: int) -> bool:
+        """Controlled shutdown: leadership moves off the broker first, then it stops and deregisters at once."""
+        node = self._live_node(broker_id)
+        assert node.broker is not None and node.controller is not None and node.zk is not None
+        clean = await node.broker.controlled_shutdown()
+        node.controller.shutdown()
+        node.zk.close()
+        assert node.scope is not None
+        node.scope.cancel()
+        await node.stopped.wait()
+        return clean
+
+    async def expire_session(self, broker_id: int) -> None:
+        """The broker's coordination session expires now: its registration and, if it had it, /controller go."""
+        node = self._live_node(broker_id)
+        assert node.zk is not None
+        self.service.expire(node.zk.session.session_id)
+        await trio.lowlevel.checkpoint()
+
+    def pause_broker(self, broker_id: int) -> None:
+        """Freeze the broker (a long GC pause): no heartbeats, no fetches, requests wait at its door."""
+        self._live_node(broker_id).gate.pause()
+
+    def resume_broker(self, broker_id: int) -> None:
+        self._live_node(broker_id).gate.resume()
+
+    def partition_network(self, *groups: Iterable[int | str]) -> None:
+        """Cut traffic between the groups; put `COORDINATION` in a group to cut brokers off the service too."""
+        self.transport.partition(*groups)
+        self._apply_coordination_links()
+
+    def heal(self) -> None:
+        self.transport.heal()
+        self._apply_coordination_links()
+
+    def _apply_coordination_links(self) -> None:
+        for broker_id, node in self._nodes.items():
+            self.service.set_reachable(f"broker-{broker_id}", self.transport.link_up(broker_id, COORDINATION))
+
+    # -- waiting ----------------------------------------------------------------------------------------------------
+
+    async def wait_until(self, condition: Callable[[], bool], *, timeout: float = 30, interval: float = 0.005,
+                         what: str = "the condition") -> None:
+        """Poll `condition` on Trio's clock (simulated under MockClock); REQUEST_TIMED_OUT after `timeout`."""
+        with trio.move_on_after(timeout):
+            while not condition():
+                await trio.sleep(interval)
+            return
+        raise RequestTimedOutError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,137 @@
+"""ControllerContext: the controller's cache of the cluster (seed 002), and the state vocabulary.
+
+Everything the controller decides is decided from this cache, which it builds at failover from the
+coordination service and keeps current from its watches. Only the one controller event task touches it, so
+it needs no locks (Kafka's controllerLock is our single event queue).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from kafkalite.common.types import TopicPartition
+from kafkalite.coordination.kafka_zk import BrokerInfo, LeaderIsrAndControllerEpoch
+
+
+class PartitionState(enum.Enum):
+    NEW = "NewPartition"
+    ONLINE = "OnlinePartition"
+    OFFLINE = "OfflinePartition"
+    NON_EXISTENT = "NonExistentPartition"
+
+
+class ReplicaState(enum.Enum):
+    NEW = "NewReplica"
+    ONLINE = "OnlineReplica"
+    OFFLINE = "OfflineReplica"
+    DELETION_STARTED = "ReplicaDeletionStarted"
+    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
+    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
+    NON_EXISTENT = "NonExistentReplica"
+
+
+# Kafka's validPreviousStates, one table per machine: the only moves the controller may make.
+PARTITION_VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
+    PartitionState.NEW: frozenset({PartitionState.NON_EXISTENT}),
+    PartitionState.ONLINE: frozenset({PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}),
+    PartitionState.OFFLINE: frozenset({PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}),
+    PartitionState.NON_EXISTENT: frozenset({PartitionState.OFFLINE}),
+}
+
+REPLICA_VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
+    ReplicaState.NEW: frozenset({ReplicaState.NON_EXISTENT}),
+    ReplicaState.ONLINE: frozenset({ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE,
+                                    ReplicaState.DELETION_INELIGIBLE}),
+    ReplicaState.OFFLINE: frozenset({ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE,
+                                     ReplicaState.DELETION_INELIGIBLE}),
+    ReplicaState.DELETION_STARTED: frozenset({ReplicaState.OFFLINE}),
+    ReplicaState.DELETION_SUCCESSFUL: frozenset({ReplicaState.DELETION_STARTED}),
+    ReplicaState.DELETION_INELIGIBLE: frozenset({ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED}),
+    ReplicaState.NON_EXISTENT: frozenset({ReplicaState.DELETION_SUCCESSFUL}),
+}
+
+
+class IllegalStateTransition(Exception):
+    """A state machine was asked for a move its table forbids; nothing was changed."""
+
+
+class PartitionAndReplica(NamedTuple):
+    topic: str
+    partition: int
+    replica: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = -1
+    live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    shutting_down_broker_ids: set[int] = field(default_factory=set)
+    all_topics: set[str] = field(default_factory=set)
+    partition_assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    partition_leadership_info: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    replica_states: dict[PartitionAndReplica, ReplicaState] = field(default_factory=dict)
+    topics_to_be_deleted: set[str] = field(default_factory=set)
+
+    # -- brokers --------------------------------------------------------------------------------------------------
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        """Brokers that may take new work: alive and not shutting down."""
+        return set(self.live_brokers) - self.shutting_down_broker_ids
+
+    @property
+    def live_or_shutting_down_broker_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    def broker_epoch(self, broker_id: int) -> int:
+        broker = self.live_brokers.get(broker_id)
+        return broker.epoch if broker is not None else -1
+
+    def is_replica_online(self, broker_id: int, *, include_shutting_down: bool = False) -> bool:
+        if include_shutting_down:
+            return broker_id in self.live_brokers
+        return broker_id in self.live_brokers and broker_id not in self.shutting_down_broker_ids
+
+    # -- partitions -----------------------------------------------------------------------------------------------
+
+    def partition_replica_assignment(self, tp: TopicPartition) -> list[int]:
+        return self.partition_assignments.get(tp.topic, {}).get(tp.partition, [])
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in sorted(self.partition_assignments.get(topic, {}))]
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [tp for topic in sorted(self.partition_assignments) for tp in self.partitions_for_topic(topic)]
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if broker_id in self.partition_replica_assignment(tp)]
+
+    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionAndReplica]:
+        return [PartitionAndReplica(tp.topic, tp.partition, r)
+                for tp in partitions for r in self.partition_replica_assignment(tp)]
+
+    def replicas_on_brokers(self, broker_ids: set[int]) -> list[PartitionAndReplica]:
+        return [replica for replica in self.replicas_for_partitions(self.all_partitions())
+                if replica.replica in broker_ids]
+
+    def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_be_deleted
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_for_topic(topic):
+            self.partition_leadership_info.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            for replica in self.replicas_for_partitions([tp]):
+                self.replica_states.pop(replica, None)
+        self.partition_assignments.pop(topic, None)
+        self.all_topics.discard(topic)
+        self.topics_to_be_deleted.discard(topic)

@@ -1,0 +1,465 @@
+"""KafkaController: election, failover, broker changes, topic creation, controlled shutdown (seeds 001-004).
+
+Every broker runs one; the one that creates the ephemeral `/controller` first is the controller, bumps
+`/controller_epoch`, and runs `on_controller_failover`. The others watch `/controller` and stand again when it
+disappears. The controller talks to brokers only through requests on the transport, and writes to the
+coordination service only through multis that check `/controller_epoch`'s version, so a deposed controller
+(a zombie back from a long pause) can neither change the cluster's state nor be believed by brokers, which
+reject its stale controller epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.clock import now_ms
+from kafkalite.common.config import BrokerConfig
+from kafkalite.common.errors import KafkaError
+from kafkalite.common.types import TopicPartition
+from kafkalite.controller.admin import plan_topic
+from kafkalite.controller.channel_manager import ControllerChannelManager
+from kafkalite.controller.context import ControllerContext, PartitionAndReplica, PartitionState, ReplicaState
+from kafkalite.controller.event_manager import (
+    BrokerChange,
+    ControlledShutdown,
+    ControllerChange,
+    ControllerEvent,
+    ControllerEventManager,
+    CreateTopics,
+    DeleteTopics,
+    IsrChangeNotification,
+    Reelect,
+    Startup,
+    TopicChange,
+)
+from kafkalite.controller.leader_selectors import controlled_shutdown_partition_leader_selector
+from kafkalite.controller.partition_state_machine import PartitionStateMachine
+from kafkalite.controller.replica_state_machine import ReplicaStateMachine
+from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.coordination.errors import CoordinationError, NodeExistsError
+from kafkalite.coordination.kafka_zk import (
+    BROKER_IDS_PATH,
+    CONTROLLER_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
+    TOPICS_PATH,
+    ControllerMovedError,
+    KafkaZkClient,
+    delete_topic_path,
+)
+from kafkalite.coordination.service import CreateOp, EventType, WatchedEvent
+from kafkalite.network.requests import (
+    CreatableTopicResult,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    Request,
+    RequestContext,
+    Response,
+)
+from kafkalite.network.transport import PauseGate, Transport
+
+log = logging.getLogger(__name__)
+
+
+class KafkaController:
+    def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, gate: PauseGate, *,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.transport = transport
+        self.gate = gate
+        self.rng = rng or random.Random()
+        self.context = ControllerContext()
+        self.active_controller_id = -1
+        self.event_manager = ControllerEventManager(self._process, gate)
+        self._nursery: trio.Nursery | None = None
+        self._active_scope: trio.CancelScope | None = None
+        self._topics_online: dict[str, trio.Event] = {}
+        self.channel_manager: ControllerChannelManager | None = None
+        self.broker_request_batch: ControllerBrokerRequestBatch | None = None
+        self.partition_state_machine: PartitionStateMachine | None = None
+        self.replica_state_machine: ReplicaStateMachine | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    async def startup(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self.zk.register_state_change_handler(f"controller-{self.broker_id}",
+                                              lambda: self.event_manager.put(Reelect()))
+        self.zk.register_znode_change_handler(CONTROLLER_PATH, self._on_controller_znode)
+        nursery.start_soon(self.event_manager.run)
+        self.event_manager.put(Startup())
+
+    def shutdown(self) -> None:
+        """Stop being the controller before the broker goes away (its `/controller` goes with its session)."""
+        if self.is_active:
+            self.on_controller_resignation()
+        self.active_controller_id = -1
+
+    def _on_controller_znode(self, event: WatchedEvent) -> None:
+        self.event_manager.put(Reelect() if event.type is EventType.NODE_DELETED else ControllerChange())
+
+    # -- the event loop -------------------------------------------------------------------------------------------
+
+    async def _process(self, event: ControllerEvent) -> None:
+        try:
+            if isinstance(event, (Startup, Reelect)):
+                await self._reelect()
+            elif isinstance(event, ControllerChange):
+                self._handle_controller_change()
+            elif isinstance(event, ControlledShutdown):
+                event.result = self._controlled_shutdown(event.broker_id, event.broker_epoch)
+            elif isinstance(event, CreateTopics):
+                event.result = self._create_topics(event.request)
+            elif isinstance(event, DeleteTopics):
+                event.result = self._delete_topics(event.request)
+            elif not self.is_active:
+                return
+            elif isinstance(event, BrokerChange):
+                self._process_broker_change()
+            elif isinstance(event, TopicChange):
+                self._process_topic_change()
+            elif isinstance(event, IsrChangeNotification):
+                self._process_isr_change_notification()
+        except ControllerMovedError as exc:
+            log.warning("controller %d: a write was fenced (%s); another controller was elected", self.broker_id, exc)
+            self._maybe_resign()
+        except CoordinationError as exc:
+            log.warning("controller %d: lost the coordination session while processing %s: %s", self.broker_id,
+                        type(event).__name__, exc)
+            self._maybe_resign()
+
+    def _maybe_resign(self) -> None:
+        if self.is_active:
+            self.on_controller_resignation()
+        self.active_controller_id = -1
+        self.event_manager.put(ControllerChange())
+
+    # -- election (seeds 002, 004) --------------------------------------------------------------------------------
+
+    async def _reelect(self) -> None:
+        if self.is_active:
+            self.on_controller_resignation()
+        self.active_controller_id = -1
+        current = self.zk.get_controller_id(watch=True)
+        if current is not None:
+            self.active_controller_id = current
+            return
+        if not self.zk.try_elect_controller(self.broker_id, now_ms()):
+            current = self.zk.get_controller_id(watch=True)
+            if current is None:
+                self.event_manager.put(Reelect())
+            else:
+                self.active_controller_id = current
+            return
+        self.zk.exists(CONTROLLER_PATH, watch=True)
+        epoch, epoch_zk_version = self.zk.increment_controller_epoch()
+        self.active_controller_id = self.broker_id
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        await self.on_controller_failover(epoch, epoch_zk_version)
+
+    def _handle_controller_change(self) -> None:
+        current = self.zk.get_controller_id(watch=True)
+        if current is None:
+            self.event_manager.put(Reelect())
+            return
+        if self.is_active and current != self.broker_id:
+            self.on_controller_resignation()
+        self.active_controller_id = current
+
+    async def on_controller_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        """Read the cluster into a fresh context, watch it, start the state machines, tell every broker."""
+        assert self._nursery is not None
+        context = self.context = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version)
+        active_nursery = await self._nursery.start(self._hold_active_nursery)
+        self.channel_manager = ControllerChannelManager(self.broker_id, self.transport, self.gate, active_nursery)
+        self.broker_request_batch = ControllerBrokerRequestBatch(self.broker_id, context, self.channel_manager)
+        self.partition_state_machine = PartitionStateMachine(self.broker_id, self.config, context, self.zk,
+                                                             self.broker_request_batch)
+        self.replica_state_machine = ReplicaStateMachine(self.broker_id, context, self.zk, self.broker_request_batch)
+
+        self.zk.register_child_change_handler(BROKER_IDS_PATH, lambda _: self.event_manager.put(BrokerChange()))
+        self.zk.register_child_change_handler(TOPICS_PATH, lambda _: self.event_manager.put(TopicChange()))
+        self.zk.register_child_change_handler(ISR_CHANGE_NOTIFICATION_PATH,
+                                              lambda _: self.event_manager.put(IsrChangeNotification()))
+        context.live_brokers = self.zk.get_all_brokers(watch=True)
+        context.all_topics = set(self.zk.get_all_topics(watch=True))
+        for topic in sorted(context.all_topics):
+            context.partition_assignments[topic] = self.zk.get_replica_assignment(topic) or {}
+        for tp in context.all_partitions():
+            state = self.zk.get_partition_state(tp)
+            if state is not None:
+                context.partition_leadership_info[tp] = state
+        for broker_id in sorted(context.live_brokers):
+            self.channel_manager.add_broker(broker_id)
+        self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, context.all_partitions())
+        self.replica_state_machine.startup()
+        self.partition_state_machine.startup()
+        if self.zk.get_isr_change_notifications(watch=True):
+            self.event_manager.put(IsrChangeNotification())
+        log.info("controller %d epoch %d: failover done, %d live brokers, %d topics", self.broker_id, epoch,
+                 len(context.live_brokers), len(context.all_topics))
+
+    async def _hold_active_nursery(self, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED
+                                   ) -> None:
+        """A nursery that lives exactly as long as this broker is the controller (its channel senders)."""
+        with trio.CancelScope() as scope:
+            self._active_scope = scope
+            async with trio.open_nursery() as nursery:
+                task_status.started(nursery)
+                await trio.sleep_forever()
+
+    def on_controller_resignation(self) -> None:
+        log.info("controller %d epoch %d resigns", self.broker_id, self.context.epoch)
+        self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH)
+        if self._active_scope is not None:
+            self._active_scope.cancel()
+            self._active_scope = None
+        self.channel_manager = None
+        self.broker_request_batch = None
+        self.partition_state_machine = None
+        self.replica_state_machine = None
+        self.context = ControllerContext(epoch=self.context.epoch)
+        for waiter in self._topics_online.values():
+            waiter.set()
+        self._topics_online.clear()
+
+    # -- what the state machines need ------------------------------------------------------------------------------
+
+    @property
+    def _psm(self) -> PartitionStateMachine:
+        assert self.partition_state_machine is not None
+        return self.partition_state_machine
+
+    @property
+    def _rsm(self) -> ReplicaStateMachine:
+        assert self.replica_state_machine is not None
+        return self.replica_state_machine
+
+    def send_update_metadata_request(self, broker_ids: set[int], partitions: list[TopicPartition]) -> None:
+        batch = self.broker_request_batch
+        assert batch is not None
+        batch.new_batch()
+        batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
+        batch.send_requests_to_brokers(self.context.epoch)
+
+    # -- broker changes (seed 003) --------------------------------------------------------------------------------
+
+    def _process_broker_change(self) -> None:
+        assert self.channel_manager is not None
+        context = self.context
+        current = self.zk.get_all_brokers(watch=True)
+        known = context.live_or_shutting_down_broker_ids
+        new = set(current) - known
+        dead = known - set(current)
+        bounced = {b for b in set(current) & known if current[b].epoch != context.live_brokers[b].epoch}
+        log.info("controller %d: newly added brokers %s, dead brokers %s, bounced brokers %s, all live brokers %s",
+                 self.broker_id, sorted(new), sorted(dead), sorted(bounced), sorted(current))
+        for broker_id in dead | bounced:
+            self.channel_manager.remove_broker(broker_id)
+            del context.live_brokers[broker_id]
+        if bounced:
+            self.on_broker_failure(bounced)
+        for broker_id in sorted(new | bounced):
+            context.live_brokers[broker_id] = current[broker_id]
+            self.channel_manager.add_broker(broker_id)
+        if bounced:
+            self.on_broker_startup(bounced)
+        if new:
+            self.on_broker_startup(new)
+        if dead:
+            self.on_broker_failure(dead)
+
+    def on_broker_startup(self, new_brokers: set[int]) -> None:
+        """Tell everyone about the new brokers, give them their replicas, elect where leaders are missing."""
+        context = self.context
+        self.send_update_metadata_request(context.live_or_shutting_down_broker_ids - new_brokers, [])
+        self.send_update_metadata_request(new_brokers, context.all_partitions())
+        replicas = [r for r in context.replicas_on_brokers(new_brokers)
+                    if not context.is_topic_queued_up_for_deletion(r.topic)]
+        self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        self._psm.trigger_online_partition_state_change()
+
+    def on_broker_failure(self, dead_brokers: set[int]) -> None:
+        """Partitions led by the dead go offline and get new leaders; their replicas go offline."""
+        context = self.context
+        context.shutting_down_broker_ids -= dead_brokers
+        without_leader = [tp for tp, leadership in sorted(context.partition_leadership_info.items())
+                          if leadership.leader_and_isr.leader in dead_brokers
+                          and not context.is_topic_queued_up_for_deletion(tp.topic)]
+        self._psm.handle_state_changes(without_leader, PartitionState.OFFLINE)
+        self._psm.trigger_online_partition_state_change()
+        replicas = [r for r in context.replicas_on_brokers(dead_brokers)
+                    if not context.is_topic_queued_up_for_deletion(r.topic)]
+        self._rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
+        if not without_leader:
+            self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, [])
+
+    def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> ControlledShutdownResponse:
+        """Move leadership off a stopping broker and stop its follower replicas; answer what it still leads."""
+        if not self.is_active:
+            return ControlledShutdownResponse(errors.NOT_CONTROLLER.code, error_message=(
+                f"broker {self.broker_id} is not the controller"))
+        context = self.context
+        if broker_id not in context.live_or_shutting_down_broker_ids:
+            return ControlledShutdownResponse(errors.BROKER_NOT_AVAILABLE.code,
+                                              error_message=f"broker {broker_id} is not alive")
+        if broker_epoch != -1 and broker_epoch < context.broker_epoch(broker_id):
+            return ControlledShutdownResponse(errors.STALE_BROKER_EPOCH.code, error_message=(
+                f"broker epoch {broker_epoch} is older than {context.broker_epoch(broker_id)}"))
+        context.shutting_down_broker_ids.add(broker_id)
+        log.info("controller %d: shutting down broker %d", self.broker_id, broker_id)
+        for tp in context.partitions_on_broker(broker_id):
+            leadership = context.partition_leadership_info.get(tp)
+            if leadership is None or len(context.partition_replica_assignment(tp)) < 2:
+                continue
+            if leadership.leader_and_isr.leader == broker_id:
+                self._psm.handle_state_changes([tp], PartitionState.ONLINE,
+                                               controlled_shutdown_partition_leader_selector)
+            else:
+                self._rsm.handle_state_changes([PartitionAndReplica(tp.topic, tp.partition, broker_id)],
+                                               ReplicaState.OFFLINE)
+        remaining = [(tp.topic, tp.partition) for tp, leadership in sorted(context.partition_leadership_info.items())
+                     if leadership.leader_and_isr.leader == broker_id
+                     and len(context.partition_replica_assignment(tp)) > 1]
+        return ControlledShutdownResponse(errors.NONE.code, remaining)
+
+    # -- topics ---------------------------------------------------------------------------------------------------
+
+    def _process_topic_change(self) -> None:
+        context = self.context
+        topics = set(self.zk.get_all_topics(watch=True))
+        new_topics = topics - context.all_topics
+        for topic in context.all_topics - topics:
+            context.remove_topic(topic)
+        context.all_topics |= new_topics
+        new_partitions = []
+        for topic in sorted(new_topics):
+            context.partition_assignments[topic] = self.zk.get_replica_assignment(topic) or {}
+            new_partitions.extend(context.partitions_for_topic(topic))
+        if new_partitions:
+            self.on_new_partition_creation(new_partitions)
+        for topic in new_topics:
+            waiter = self._topics_online.pop(topic, None)
+            if waiter is not None:
+                waiter.set()
+
+    def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        log.info("controller %d: new partitions %s", self.broker_id, [str(tp) for tp in partitions])
+        replicas = self.context.replicas_for_partitions(partitions)
+        self._psm.handle_state_changes(partitions, PartitionState.NEW)
+        self._rsm.handle_state_changes(replicas, ReplicaState.NEW)
+        self._psm.handle_state_changes(partitions, PartitionState.ONLINE)
+        self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def _create_topics(self, request: CreateTopicsRequest) -> tuple[list[CreatableTopicResult], list[trio.Event]]:
+        if not self.is_active:
+            return [CreatableTopicResult(t.name, errors.NOT_CONTROLLER.code, "not the controller")
+                    for t in request.topics], []
+        existing = set(self.zk.get_all_topics()) | self.context.all_topics
+        live = {b: info.rack for b, info in self.context.live_brokers.items() if b in self.context.live_broker_ids}
+        results, waiters = [], []
+        for topic in request.topics:
+            try:
+                assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng)
+                if not request.validate_only:
+                    self.zk.create_topic(topic.name, assignment, overrides)
+                    existing.add(topic.name)
+                    waiters.append(self._topics_online.setdefault(topic.name, trio.Event()))
+                results.append(CreatableTopicResult(topic.name, errors.NONE.code, None, len(assignment),
+                                                    len(next(iter(assignment.values())))))
+            except KafkaError as exc:
+                results.append(CreatableTopicResult(topic.name, exc.code, exc.message))
+            except NodeExistsError:
+                results.append(CreatableTopicResult(topic.name, errors.TOPIC_ALREADY_EXISTS.code,
+                                                    f"Topic '{topic.name}' already exists."))
+        return results, waiters
+
+    def _delete_topics(self, request: DeleteTopicsRequest) -> list[DeletableTopicResult]:
+        """Queue topics for deletion by writing `/admin/delete_topics/<topic>`."""
+        if not self.is_active:
+            return [DeletableTopicResult(t, errors.NOT_CONTROLLER.code, "not the controller")
+                    for t in request.topic_names]
+        results = []
+        for topic in request.topic_names:
+            if not self.config["delete.topic.enable"]:
+                results.append(DeletableTopicResult(topic, errors.TOPIC_DELETION_DISABLED.code,
+                                                    "Topic deletion is disabled (delete.topic.enable=false)."))
+            elif topic not in self.context.all_topics:
+                results.append(DeletableTopicResult(topic, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                    f"Topic '{topic}' does not exist."))
+            else:
+                try:
+                    self.zk.controller_multi(self.context.epoch_zk_version, [CreateOp(delete_topic_path(topic))])
+                except NodeExistsError:
+                    pass  # already queued
+                results.append(DeletableTopicResult(topic, errors.NONE.code))
+        return results
+
+    # -- ISR change notifications ---------------------------------------------------------------------------------
+
+    def _process_isr_change_notification(self) -> None:
+        """Leaders changed ISRs: refresh them from the partition state znodes and tell every broker."""
+        names = self.zk.get_isr_change_notifications(watch=True)
+        if not names:
+            return
+        changed = sorted({tp for name in names for tp in self.zk.read_isr_change_notification(name)})
+        refreshed = []
+        for tp in changed:
+            if tp.topic not in self.context.all_topics:
+                continue
+            state = self.zk.get_partition_state(tp)
+            if state is not None:
+                self.context.partition_leadership_info[tp] = state
+                refreshed.append(tp)
+        self.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, refreshed)
+        self.zk.delete_isr_change_notifications(names, self.context.epoch_zk_version)
+
+    # -- requests from brokers' KafkaApis -------------------------------------------------------------------------
+
+    async def handle_request(self, request: Request, context: RequestContext) -> Response:
+        """Serve a controller-bound request on the event queue and wait for its answer."""
+        if isinstance(request, ControlledShutdownRequest):
+            event: Any = ControlledShutdown(broker_id=request.broker_id, broker_epoch=request.broker_epoch)
+        elif isinstance(request, CreateTopicsRequest):
+            event = CreateTopics(request=request)
+        elif isinstance(request, DeleteTopicsRequest):
+            event = DeleteTopics(request=request)
+        else:
+            raise errors.InvalidRequestError(f"{type(request).__name__} is not a controller request")
+        self.event_manager.put(event)
+        await event.done.wait()
+        if event.result is None:
+            raise errors.UnknownServerError(f"the controller failed to process {type(request).__name__}")
+        if isinstance(event, CreateTopics):
+            results, waiters = event.result
+            with trio.move_on_after(request.timeout_ms / 1000) as timeout:
+                for waiter in waiters:
+                    await waiter.wait()
+            if timeout.cancelled_caught:
+                for result in results:
+                    if result.error_code == errors.NONE.code:
+                        result.error_code = errors.REQUEST_TIMED_OUT.code
+                        result.error_message = "Timed out waiting for the topic's partitions to come online."
+            return CreateTopicsResponse(results)
+        if isinstance(event, DeleteTopics):
+            return DeleteTopicsResponse(event.result)
+        return event.result

@@ -1,0 +1,99 @@
+"""ControllerEventManager: one queue, one processing task (Kafka's controller since 1.1).
+
+Watches fire inside coordination-service writes and requests arrive on many tasks, but every one of them only
+puts an event on this queue; the single task that takes events off it is the only code that reads or changes
+the controller's state. That is the whole concurrency story of the controller: no locks, no interleaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from kafkalite.network.transport import PauseGate
+
+log = logging.getLogger(__name__)
+
+
+class ControllerEvent:
+    """Base of the controller's events; an event with a `done` event is awaited by whoever put it."""
+
+
+@dataclass
+class Startup(ControllerEvent):
+    pass
+
+
+@dataclass
+class Reelect(ControllerEvent):
+    """`/controller` disappeared (or our session was renewed): resign if we led, and stand again."""
+
+
+@dataclass
+class ControllerChange(ControllerEvent):
+    """`/controller` was written: resign if it is no longer us."""
+
+
+@dataclass
+class BrokerChange(ControllerEvent):
+    pass
+
+
+@dataclass
+class TopicChange(ControllerEvent):
+    pass
+
+
+@dataclass
+class IsrChangeNotification(ControllerEvent):
+    pass
+
+
+@dataclass
+class Reply(ControllerEvent):
+    """An event a request handler waits on: the processing task sets `result` and `done`."""
+
+    done: trio.Event = field(default_factory=trio.Event, init=False)
+    result: Any = field(default=None, init=False)
+
+
+@dataclass
+class ControlledShutdown(Reply):
+    broker_id: int = -1
+    broker_epoch: int = -1
+
+
+@dataclass
+class CreateTopics(Reply):
+    request: Any = None
+
+
+@dataclass
+class DeleteTopics(Reply):
+    request: Any = None
+
+
+class ControllerEventManager:
+    def __init__(self, process: Callable[[ControllerEvent], Awaitable[None]], gate: PauseGate) -> None:
+        self._process = process
+        self._gate = gate
+        self._send, self._receive = trio.open_memory_channel[ControllerEvent](math.inf)
+
+    def put(self, event: ControllerEvent) -> None:
+        self._send.send_nowait(event)
+
+    async def run(self) -> None:
+        async for event in self._receive:
+            await self._gate.checkpoint()
+            try:
+                await self._process(event)
+            except Exception:
+                log.exception("controller: error while processing %s", type(event).__name__)
+            finally:
+                if isinstance(event, Reply):
+                    event.done.set()

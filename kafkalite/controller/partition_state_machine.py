@@ -1,0 +1,154 @@
+"""PartitionStateMachine: NewPartition, OnlinePartition, OfflinePartition, NonExistentPartition (seed 002).
+
+Moving a partition online is where leaders are chosen: a new partition takes its first live replica, an
+existing one asks a leader selector. Every new leader and ISR is written to the partition-state znode with a
+version check inside a multi that also checks the controller epoch, and only then announced to brokers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from kafkalite.common.config import BrokerConfig, TopicConfig
+from kafkalite.common.types import TopicPartition
+from kafkalite.controller.context import (
+    PARTITION_VALID_PREVIOUS_STATES,
+    ControllerContext,
+    IllegalStateTransition,
+    PartitionState,
+)
+from kafkalite.controller.leader_selectors import LeaderSelector, NoLeaderAvailable, offline_partition_leader_selector
+from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.coordination.errors import BadVersionError, NodeExistsError
+from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
+
+log = logging.getLogger(__name__)
+state_change_log = logging.getLogger("kafkalite.state.change")
+
+MAX_ELECTION_ATTEMPTS = 3
+
+
+class PartitionStateMachine:
+    def __init__(self, controller_id: int, config: BrokerConfig, context: ControllerContext, zk: KafkaZkClient,
+                 batch: ControllerBrokerRequestBatch) -> None:
+        self.controller_id = controller_id
+        self.config = config
+        self.context = context
+        self.zk = zk
+        self.batch = batch
+
+    def startup(self) -> None:
+        """Initial states from what failover read, then elect leaders wherever there is none."""
+        for tp in self.context.all_partitions():
+            leadership = self.context.partition_leadership_info.get(tp)
+            if leadership is None:
+                self.context.partition_states[tp] = PartitionState.NEW
+            elif self.context.is_replica_online(leadership.leader_and_isr.leader, include_shutting_down=True):
+                self.context.partition_states[tp] = PartitionState.ONLINE
+            else:
+                self.context.partition_states[tp] = PartitionState.OFFLINE
+        self.trigger_online_partition_state_change()
+
+    def trigger_online_partition_state_change(self) -> None:
+        """Elect leaders for every New or Offline partition of a topic not being deleted."""
+        partitions = [tp for tp, state in sorted(self.context.partition_states.items())
+                      if state in (PartitionState.NEW, PartitionState.OFFLINE)
+                      and not self.context.is_topic_queued_up_for_deletion(tp.topic)]
+        self.handle_state_changes(partitions, PartitionState.ONLINE)
+
+    def handle_state_changes(self, partitions: Iterable[TopicPartition], target: PartitionState,
+                             selector: LeaderSelector = offline_partition_leader_selector) -> list[TopicPartition]:
+        """Move `partitions` to `target` in one request batch; returns the partitions that made it."""
+        partitions = list(partitions)
+        if not partitions:
+            return []
+        self.batch.new_batch()
+        try:
+            moved = [tp for tp in partitions if self._handle_state_change(tp, target, selector)]
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        except BaseException:
+            self.batch.clear()
+            raise
+        return moved
+
+    def _handle_state_change(self, tp: TopicPartition, target: PartitionState, selector: LeaderSelector) -> bool:
+        current = self.context.partition_states.get(tp, PartitionState.NON_EXISTENT)
+        if current not in PARTITION_VALID_PREVIOUS_STATES[target]:
+            message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal partition state "
+                       f"transition of {tp} from {current.value} to {target.value}")
+            state_change_log.error(message)
+            raise IllegalStateTransition(message)
+        if target is PartitionState.ONLINE:
+            elected = self._initialize_leader_and_isr(tp) if current is PartitionState.NEW else \
+                self._elect_leader(tp, selector)
+            if not elected:
+                return False
+        self._set_state(tp, current, target)
+        return True
+
+    def _set_state(self, tp: TopicPartition, current: PartitionState, target: PartitionState) -> None:
+        if target is PartitionState.NON_EXISTENT:
+            self.context.partition_states.pop(tp, None)
+        else:
+            self.context.partition_states[tp] = target
+        leadership = self.context.partition_leadership_info.get(tp)
+        detail = "" if leadership is None else (
+            f" with leader {leadership.leader_and_isr.leader}, epoch {leadership.leader_and_isr.leader_epoch}, "
+            f"ISR {list(leadership.leader_and_isr.isr)}")
+        state_change_log.info("controller %d epoch %d changed partition %s from %s to %s%s", self.controller_id,
+                              self.context.epoch, tp, current.value, target.value, detail)
+
+    def _initialize_leader_and_isr(self, tp: TopicPartition) -> bool:
+        """A new partition: its first live replica leads, every live replica is in the ISR."""
+        assignment = self.context.partition_replica_assignment(tp)
+        live = [r for r in assignment if self.context.is_replica_online(r)]
+        if not live:
+            state_change_log.error("controller %d epoch %d: no live replica of new partition %s (assigned %s)",
+                                   self.controller_id, self.context.epoch, tp, assignment)
+            return False
+        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(live[0], 0, tuple(live), 0), self.context.epoch)
+        try:
+            self.zk.controller_multi(self.context.epoch_zk_version, self.zk.create_partition_state_ops(tp, state))
+        except NodeExistsError:
+            state_change_log.error("controller %d epoch %d: partition state of new partition %s already exists",
+                                   self.controller_id, self.context.epoch, tp)
+            return False
+        self.context.partition_leadership_info[tp] = state
+        self.batch.add_leader_and_isr_request_for_brokers(live, tp, state, assignment, is_new=True)
+        return True
+
+    def _elect_leader(self, tp: TopicPartition, selector: LeaderSelector) -> bool:
+        """Ask the selector, write the result with version checks, queue LeaderAndIsr; re-read on a lost race."""
+        for _ in range(MAX_ELECTION_ATTEMPTS):
+            current = self.context.partition_leadership_info.get(tp)
+            if current is None:
+                return False
+            try:
+                election = selector(self.context, tp, current.leader_and_isr, self._unclean_allowed(tp.topic))
+            except NoLeaderAvailable as exc:
+                state_change_log.warning("controller %d epoch %d: no leader elected for %s: %s",
+                                         self.controller_id, self.context.epoch, tp, exc)
+                return False
+            new_state = LeaderIsrAndControllerEpoch(election.leader_and_isr, self.context.epoch)
+            try:
+                results = self.zk.controller_multi(self.context.epoch_zk_version,
+                                                   [self.zk.update_partition_state_op(tp, new_state)])
+            except BadVersionError:
+                refreshed = self.zk.get_partition_state(tp)
+                if refreshed is None:
+                    return False
+                self.context.partition_leadership_info[tp] = refreshed
+                continue
+            lai = election.leader_and_isr
+            new_state = LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[1].version),  # type: ignore[attr-defined]
+                self.context.epoch)
+            self.context.partition_leadership_info[tp] = new_state
+            self.batch.add_leader_and_isr_request_for_brokers(
+                election.replicas_to_receive_request, tp, new_state, self.context.partition_replica_assignment(tp))
+            return True
+        return False
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        return TopicConfig.for_broker(self.zk.get_topic_config(topic), self.config)["unclean.leader.election.enable"]

@@ -1,0 +1,123 @@
+"""ReplicaStateMachine: the seven replica states and what each move tells the brokers (seed 002, 003).
+
+OnlineReplica sends a replica its partition's current LeaderAndIsr; OfflineReplica stops it and takes it out
+of the ISR (leader -1 if it led), so the remaining replicas learn the shrunken ISR with a new leader epoch.
+The deletion states carry a topic's replicas through StopReplica with delete.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from kafkalite.controller.context import (
+    REPLICA_VALID_PREVIOUS_STATES,
+    ControllerContext,
+    IllegalStateTransition,
+    PartitionAndReplica,
+    ReplicaState,
+)
+from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.coordination.errors import BadVersionError
+from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from kafkalite.network.requests import NO_LEADER
+
+log = logging.getLogger(__name__)
+state_change_log = logging.getLogger("kafkalite.state.change")
+
+MAX_ISR_UPDATE_ATTEMPTS = 3
+
+
+class ReplicaStateMachine:
+    def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
+                 batch: ControllerBrokerRequestBatch) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self.zk = zk
+        self.batch = batch
+
+    def startup(self) -> None:
+        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones."""
+        online = []
+        for replica in self.context.replicas_for_partitions(self.context.all_partitions()):
+            if self.context.is_replica_online(replica.replica, include_shutting_down=True):
+                self.context.replica_states[replica] = ReplicaState.ONLINE
+                online.append(replica)
+            else:
+                self.context.replica_states[replica] = ReplicaState.DELETION_INELIGIBLE
+        self.handle_state_changes(online, ReplicaState.ONLINE)
+
+    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState) -> None:
+        replicas = list(replicas)
+        if not replicas:
+            return
+        self.batch.new_batch()
+        try:
+            for replica in replicas:
+                self._handle_state_change(replica, target)
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        except BaseException:
+            self.batch.clear()
+            raise
+
+    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+        current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
+        if current not in REPLICA_VALID_PREVIOUS_STATES[target]:
+            message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal replica state "
+                       f"transition of {replica} from {current.value} to {target.value}")
+            state_change_log.error(message)
+            raise IllegalStateTransition(message)
+        tp = replica.topic_partition
+        assignment = self.context.partition_replica_assignment(tp)
+        if target is ReplicaState.ONLINE and current is not ReplicaState.NEW:
+            leadership = self.context.partition_leadership_info.get(tp)
+            if leadership is not None:
+                self.batch.add_leader_and_isr_request_for_brokers([replica.replica], tp, leadership, assignment)
+        elif target is ReplicaState.OFFLINE:
+            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=False)
+            leadership = self._remove_replica_from_isr(replica)
+            if leadership is not None and not self.context.is_topic_queued_up_for_deletion(tp.topic):
+                others = [r for r in assignment if r != replica.replica and self.context.is_replica_online(r)]
+                self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
+        elif target is ReplicaState.DELETION_STARTED:
+            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=True)
+        if target is ReplicaState.NON_EXISTENT:
+            self.context.replica_states.pop(replica, None)
+        else:
+            self.context.replica_states[replica] = target
+        state_change_log.info("controller %d epoch %d changed replica %d of %s from %s to %s", self.controller_id,
+                              self.context.epoch, replica.replica, tp, current.value, target.value)
+
+    def _remove_replica_from_isr(self, replica: PartitionAndReplica) -> LeaderIsrAndControllerEpoch | None:
+        """Take the replica out of the ISR (the last member stays, as in Kafka); leader -1 if it was the leader.
+
+        Returns the new state to announce, or None when there was nothing to change."""
+        tp = replica.topic_partition
+        for _ in range(MAX_ISR_UPDATE_ATTEMPTS):
+            leadership = self.context.partition_leadership_info.get(tp)
+            if leadership is None:
+                return None
+            lai = leadership.leader_and_isr
+            if replica.replica not in lai.isr and lai.leader != replica.replica:
+                return None  # nothing to change, nothing to announce
+            new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
+            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
+            new_state = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), self.context.epoch)
+            try:
+                results = self.zk.controller_multi(self.context.epoch_zk_version,
+                                                   [self.zk.update_partition_state_op(tp, new_state)])
+            except BadVersionError:
+                refreshed = self.zk.get_partition_state(tp)
+                if refreshed is None:
+                    return None
+                self.context.partition_leadership_info[tp] = refreshed
+                continue
+            written = new_state.leader_and_isr
+            updated = LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(written.leader, written.leader_epoch, written.isr,
+                             results[1].version), self.context.epoch)  # type: ignore[attr-defined]
+            self.context.partition_leadership_info[tp] = updated
+            return updated
+        log.warning("controller %d: could not remove replica %d from the ISR of %s", self.controller_id,
+                    replica.replica, tp)
+        return None

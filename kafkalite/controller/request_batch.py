@@ -1,0 +1,146 @@
+"""ControllerBrokerRequestBatch: state changes collect requests here and leave together (seed 001).
+
+A state-machine pass may touch many partitions; batching turns it into one LeaderAndIsr, one
+UpdateMetadata and one StopReplica per broker, sent in that order so that a broker learns its role before
+the rest of the cluster is told about it, and stops a replica only after the new leader is known.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from kafkalite.common.types import TopicPartition
+from kafkalite.controller.channel_manager import ControllerChannelManager
+from kafkalite.controller.context import ControllerContext
+from kafkalite.coordination.kafka_zk import LeaderIsrAndControllerEpoch
+from kafkalite.network.requests import (
+    LEADER_DURING_DELETE,
+    BrokerEndpoint,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+
+state_change_log = logging.getLogger("kafkalite.state.change")
+
+
+class IllegalBatchState(Exception):
+    """A new batch was started while the previous one still held unsent requests: they would be lost."""
+
+
+class ControllerBrokerRequestBatch:
+    def __init__(self, controller_id: int, context: ControllerContext,
+                 channel_manager: ControllerChannelManager) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self.channel_manager = channel_manager
+        self.leader_and_isr_request_map: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
+        self.stop_replica_request_map: dict[int, list[StopReplicaPartition]] = {}
+        self.update_metadata_request_broker_set: set[int] = set()
+        self.update_metadata_request_partition_info_map: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+
+    def new_batch(self) -> None:
+        if self.leader_and_isr_request_map or self.stop_replica_request_map or \
+                self.update_metadata_request_broker_set:
+            raise IllegalBatchState(
+                "controller-to-broker request batch is not empty while creating a new one: "
+                f"LeaderAndIsr for {sorted(self.leader_and_isr_request_map)}, StopReplica for "
+                f"{sorted(self.stop_replica_request_map)}, UpdateMetadata for "
+                f"{sorted(self.update_metadata_request_broker_set)} might be lost")
+
+    def clear(self) -> None:
+        self.leader_and_isr_request_map.clear()
+        self.stop_replica_request_map.clear()
+        self.update_metadata_request_broker_set.clear()
+        self.update_metadata_request_partition_info_map.clear()
+
+    def add_leader_and_isr_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
+                                               leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch,
+                                               replicas: list[int], is_new: bool = False) -> None:
+        lai = leader_isr_and_controller_epoch.leader_and_isr
+        for broker_id in broker_ids:
+            if broker_id < 0:
+                continue
+            self.leader_and_isr_request_map.setdefault(broker_id, {})[tp] = LeaderAndIsrPartitionState(
+                tp.topic, tp.partition, leader_isr_and_controller_epoch.controller_epoch, lai.leader,
+                lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
+        self.add_update_metadata_request_for_brokers(self.context.live_or_shutting_down_broker_ids, [tp])
+
+    def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],
+                                                partitions: Iterable[TopicPartition] = ()) -> None:
+        self.update_metadata_request_broker_set.update(b for b in broker_ids if b >= 0)
+        for tp in partitions:
+            leadership = self.context.partition_leadership_info.get(tp)
+            if leadership is None:
+                continue  # no leader assigned yet: nothing to tell
+            lai = leadership.leader_and_isr
+            replicas = self.context.partition_replica_assignment(tp)
+            leader = LEADER_DURING_DELETE if self.context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader
+            self.update_metadata_request_partition_info_map[tp] = UpdateMetadataPartitionState(
+                tp.topic, tp.partition, leadership.controller_epoch, leader, lai.leader_epoch, list(lai.isr),
+                lai.zk_version, list(replicas),
+                [r for r in replicas if not self.context.is_replica_online(r, include_shutting_down=True)])
+
+    def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
+                                             delete_partition: bool) -> None:
+        for broker_id in broker_ids:
+            if broker_id < 0:
+                continue
+            leadership = self.context.partition_leadership_info.get(tp)
+            epoch = leadership.leader_and_isr.leader_epoch if leadership is not None else -1
+            self.stop_replica_request_map.setdefault(broker_id, []).append(
+                StopReplicaPartition(tp.topic, tp.partition, delete_partition, epoch))
+
+    def send_requests_to_brokers(self, controller_epoch: int) -> None:
+        try:
+            self._send_leader_and_isr_requests(controller_epoch)
+            self._send_update_metadata_requests(controller_epoch)
+            self._send_stop_replica_requests(controller_epoch)
+        finally:
+            self.clear()
+
+    def _live_brokers(self, broker_ids: Iterable[int]) -> list[LiveBroker]:
+        brokers = []
+        for broker_id in sorted(broker_ids):
+            info = self.context.live_brokers.get(broker_id)
+            if info is not None:
+                brokers.append(LiveBroker(info.id, [BrokerEndpoint(ep.listener, ep.host, ep.port,
+                                                                   ep.security_protocol) for ep in info.endpoints],
+                                          info.rack))
+        return brokers
+
+    def _send_leader_and_isr_requests(self, controller_epoch: int) -> None:
+        for broker_id, states in sorted(self.leader_and_isr_request_map.items()):
+            if broker_id not in self.context.live_or_shutting_down_broker_ids:
+                continue
+            leaders = {state.leader for state in states.values()}
+            for tp, state in states.items():
+                state_change_log.info("controller %d epoch %d sending LeaderAndIsr (leader=%d, epoch=%d, isr=%s) "
+                                      "to broker %d for %s", self.controller_id, controller_epoch, state.leader,
+                                      state.leader_epoch, state.isr, broker_id, tp)
+            self.channel_manager.send_request(broker_id, LeaderAndIsrRequest(
+                self.controller_id, controller_epoch, self.context.broker_epoch(broker_id),
+                list(states.values()), self._live_brokers(leaders)))
+
+    def _send_update_metadata_requests(self, controller_epoch: int) -> None:
+        if not self.update_metadata_request_broker_set:
+            return
+        partition_states = list(self.update_metadata_request_partition_info_map.values())
+        live_brokers = self._live_brokers(self.context.live_or_shutting_down_broker_ids)
+        for broker_id in sorted(self.update_metadata_request_broker_set &
+                                self.context.live_or_shutting_down_broker_ids):
+            self.channel_manager.send_request(broker_id, UpdateMetadataRequest(
+                self.controller_id, controller_epoch, self.context.broker_epoch(broker_id), partition_states,
+                live_brokers))
+
+    def _send_stop_replica_requests(self, controller_epoch: int) -> None:
+        for broker_id, partitions in sorted(self.stop_replica_request_map.items()):
+            if broker_id not in self.context.live_or_shutting_down_broker_ids:
+                continue
+            self.channel_manager.send_request(broker_id, StopReplicaRequest(
+                self.controller_id, controller_epoch, self.context.broker_epoch(broker_id), partitions))

@@ -1,0 +1,123 @@
+"""Per-partition producer state: what makes an idempotent producer's retries land exactly once (KIP-98).
+
+A producer numbers its batches per partition (base sequence) under a producer id and epoch. When a retry
+arrives for a batch the leader already appended, because the response was lost, the leader recognises it
+among the producer's last `MAX_CACHED_BATCHES` batches and answers with the original offset instead of
+appending it twice; a batch that skips a sequence number means one was lost, and is refused. Kafka's producer
+keeps at most five requests in flight per partition, which is why five batches are enough to remember.
+
+The state is derived from the batch headers in the log and nothing else, so any replica can rebuild it: a
+follower that becomes leader, or a log truncated to a leader epoch's end, has exactly the state of its log.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kafkalite.common.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkalite.common.records import RecordBatch
+from kafkalite.log.log import Log
+
+MAX_CACHED_BATCHES = 5
+NO_PRODUCER_ID = -1
+_SEQUENCE_SPACE = 1 << 31  # sequences are int32 and wrap to 0 after Integer.MAX_VALUE, as in Kafka
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, batch: RecordBatch) -> BatchMetadata | None:
+        last_seq = _last_seq_of(batch)
+        for cached in self.batches:
+            if cached.first_seq == batch.base_sequence and cached.last_seq == last_seq:
+                return cached
+        return None
+
+
+def _last_seq_of(batch: RecordBatch) -> int:
+    return (batch.base_sequence + batch.record_count - 1) % _SEQUENCE_SPACE
+
+
+class ProducerStateManager:
+    """Producer id -> epoch, last sequence and the offsets of its last batches, for one partition log."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def check(self, batch: RecordBatch) -> BatchMetadata | None:
+        """Validate a batch the leader is about to append: the original batch's offsets if it is a duplicate.
+
+        Raises InvalidProducerEpochError for an epoch older than the producer's current one (a fenced
+        zombie) and OutOfOrderSequenceNumberError when the batch does not continue the producer's sequence.
+        A producer the log has no state for is accepted at any sequence: its earlier batches may have been
+        removed by retention, and refusing it would wedge it for good (Kafka does the same since KIP-360).
+        """
+        if batch.producer_id == NO_PRODUCER_ID:
+            return None
+        entry = self.producers.get(batch.producer_id)
+        if entry is None:
+            return None
+        if batch.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {batch.producer_id} sent epoch {batch.producer_epoch}, older than its current epoch "
+                f"{entry.producer_epoch}")
+        if batch.producer_epoch > entry.producer_epoch:
+            if batch.base_sequence != 0:
+                raise OutOfOrderSequenceNumberError(
+                    f"producer {batch.producer_id} started epoch {batch.producer_epoch} at sequence "
+                    f"{batch.base_sequence}, expected 0")
+            return None
+        duplicate = entry.find_duplicate(batch)
+        if duplicate is not None:
+            return duplicate
+        expected = (entry.last_seq + 1) % _SEQUENCE_SPACE
+        if batch.base_sequence != expected:
+            raise OutOfOrderSequenceNumberError(
+                f"out of order sequence number for producer {batch.producer_id} at epoch {entry.producer_epoch}: "
+                f"got {batch.base_sequence}, expected {expected}")
+        return None
+
+    def update(self, stored: RecordBatch) -> None:
+        """Remember a batch as the log holds it (offsets assigned): after a leader append, on followers, on load."""
+        if stored.producer_id == NO_PRODUCER_ID:
+            return
+        entry = self.producers.get(stored.producer_id)
+        if entry is None or stored.producer_epoch != entry.producer_epoch:
+            entry = self.producers[stored.producer_id] = ProducerStateEntry(stored.producer_id,
+                                                                             stored.producer_epoch)
+        entry.batches.append(BatchMetadata(stored.base_sequence, _last_seq_of(stored), stored.base_offset,
+                                           stored.last_offset))
+
+    def rebuild_from(self, batches: Iterable[RecordBatch]) -> None:
+        """Forget everything and replay `batches` (a log's, oldest first)."""
+        self.producers.clear()
+        for batch in batches:
+            self.update(batch)
+
+    def truncate_and_reload(self, log: Log) -> None:
+        """Rebuild from what `log` holds after a truncation, so no truncated batch is mistaken for a duplicate."""
+        self.rebuild_from(batch for segment in log.segments for batch in segment.batches)

@@ -1,0 +1,419 @@
+"""The cluster end to end: real brokers, a real controller, real replication, all on the mock clock.
+
+Every scenario checks what a user of a Kafka cluster relies on: offsets, contents, leaders, ISR, high
+watermarks, error codes, and that no acknowledged record is lost and replicas end with identical logs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from kafkalite.cluster import Cluster, PartitionDescription
+from kafkalite.common import errors
+from kafkalite.common.records import Record, RecordBatch
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import (
+    FetchPartition,
+    FetchRequest,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    UpdateMetadataRequest,
+)
+
+SESSION_MS = 6000
+CONFIG = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 10000}
+
+
+def values(n: int, prefix: str = "v") -> list[Record]:
+    return [Record(None, f"{prefix}{i}".encode()) for i in range(n)]
+
+
+async def describe(cluster: Cluster, topic: str, partition: int = 0) -> PartitionDescription:
+    return (await cluster.describe_topic(topic))[partition]
+
+
+async def read_values(cluster: Cluster, topic: str, partition: int = 0) -> list[bytes]:
+    return [record.value for _, record in await cluster.fetch_all(topic, partition)]
+
+
+def replica_batches(cluster: Cluster, broker_id: int, tp: TopicPartition) -> list[tuple[int, int, bytes]]:
+    log = cluster.log_manager(broker_id).get_log(tp)
+    assert log is not None, f"broker {broker_id} has no log for {tp}"
+    return [(b.base_offset, b.partition_leader_epoch, b.payload)
+            for b in log.read(log.log_start_offset, 1 << 30)]
+
+
+async def wait_replicas_agree(cluster: Cluster, topic: str, partition: int = 0) -> None:
+    """Wait for every live replica to catch up, then require byte-identical logs (offsets, epochs, payloads)."""
+    tp = TopicPartition(topic, partition)
+
+    async def caught_up() -> bool:
+        d = await describe(cluster, topic, partition)
+        leos = {b: o for b, o in d.log_end_offsets.items() if b in cluster.live_broker_ids}
+        return len(set(leos.values())) == 1 and d.high_watermark == next(iter(leos.values()))
+
+    with trio.fail_after(120):
+        while not await caught_up():
+            await trio.sleep(0.05)
+    d = await describe(cluster, topic, partition)
+    logs = {b: replica_batches(cluster, b, tp) for b in d.replicas if b in cluster.live_broker_ids}
+    first = next(iter(logs.values()))
+    for broker_id, batches in logs.items():
+        assert batches == first, f"replica on broker {broker_id} diverges from the others"
+
+
+def metadata_agrees(cluster: Cluster, topic: str, partitions: int) -> bool:
+    """Every live broker's MetadataCache says what the partition state znodes say."""
+    for p in range(partitions):
+        state = cluster.partition_state(topic, p)
+        for broker_id in cluster.live_broker_ids:
+            info = cluster.broker(broker_id).metadata_cache.get_partition_info(TopicPartition(topic, p))
+            if info is None or info.leader != state.leader or info.leader_epoch != state.leader_epoch \
+                    or sorted(info.isr) != sorted(state.isr):
+                return False
+    return True
+
+
+async def test_create_topic_elects_a_leader_per_partition_and_every_broker_knows(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        assert cluster.controller_id in (1, 2, 3)
+        await cluster.create_topic("orders", partitions=6, replication_factor=3)
+        described = await cluster.describe_topic("orders")
+        assert [d.partition for d in described] == list(range(6))
+        for d in described:
+            assert sorted(d.replicas) == [1, 2, 3]
+            assert d.leader == d.replicas[0]
+            assert sorted(d.isr) == [1, 2, 3]
+            assert d.leader_epoch == 0
+            assert d.high_watermark == 0
+        # leaders spread over every broker
+        assert {d.leader for d in described} == {1, 2, 3}
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "orders", 6))
+        for broker_id in cluster.broker_ids:
+            response = await cluster.metadata(broker_id, ["orders"])
+            assert response.controller_id == cluster.controller_id
+            assert sorted(b.node_id for b in response.brokers) == [1, 2, 3]
+            assert [p.leader for p in sorted(response.topics[0].partitions, key=lambda p: p.partition)] == \
+                [d.leader for d in described]
+
+
+async def test_acks_all_produce_is_replicated_before_it_is_acknowledged(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        assert await cluster.produce("t", 0, values(5)) == 0
+        assert await cluster.produce("t", 0, values(3, "w")) == 5
+        d = await describe(cluster, "t")
+        assert d.high_watermark == 8
+        assert all(leo == 8 for leo in d.log_end_offsets.values())  # every replica had it before the ack
+        assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + \
+            [f"w{i}".encode() for i in range(3)]
+        await wait_replicas_agree(cluster, "t")
+
+
+async def test_controller_failover_increments_epoch_and_new_controller_knows_every_partition(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=3) as cluster:
+        await cluster.create_topic("a", partitions=4, replication_factor=2)
+        await cluster.create_topic("b", partitions=2, replication_factor=3)
+        old = cluster.controller_id
+        old_epoch = cluster.controller().epoch
+        await cluster.kill_broker(old)
+        await cluster.wait_until(lambda: cluster.controller_id not in (None, old), timeout=SESSION_MS / 1000 + 5)
+        new = cluster.controller()
+        assert new.epoch == old_epoch + 1
+        known = set(new.context.all_partitions())
+        assert known == {TopicPartition("a", p) for p in range(4)} | {TopicPartition("b", p) for p in range(2)}
+        # partitions the dead controller led moved to live replicas
+        await cluster.wait_until(lambda: all(cluster.partition_state(t, p).leader in cluster.live_broker_ids
+                                             for t, n in (("a", 4), ("b", 2)) for p in range(n)
+                                             if set(cluster.partition_state(t, p).isr) - {old}))
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "b", 2))
+
+
+async def test_leader_failover_with_acks_all_loses_no_acknowledged_record(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=4) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        acked = []
+        for i in range(20):
+            await cluster.produce("t", 0, values(10, f"a{i}-"))
+            acked.extend(f"a{i}-{j}".encode() for j in range(10))
+        leader = cluster.leader_for("t", 0)
+        epoch = cluster.partition_state("t", 0).leader_epoch
+        killed_at = trio.current_time()
+        await cluster.kill_broker(leader)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) not in (-1, leader), timeout=60)
+        elapsed = trio.current_time() - killed_at
+        # the session runs out at most one heartbeat interval early; then the controller needs under 50 ms
+        assert SESSION_MS / 1000 - SESSION_MS / 3000 <= elapsed <= SESSION_MS / 1000 + 0.05
+        state = cluster.partition_state("t", 0)
+        assert state.leader_epoch > epoch
+        assert leader not in state.isr
+        # the new leader accepts writes with acks=-1 (2 replicas left, min.insync.replicas=2)
+        offset = await cluster.produce("t", 0, values(1, "after"))
+        assert offset == 200
+        acked.append(b"after0")
+        assert await read_values(cluster, "t") == acked
+        await cluster.restart_broker(leader)
+        await cluster.wait_until(lambda: leader in cluster.partition_state("t", 0).isr, timeout=60)
+        await wait_replicas_agree(cluster, "t")
+
+
+async def test_not_enough_replicas_when_isr_shrinks_and_recovery_when_broker_returns(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=5) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2, config={"min.insync.replicas": 2})
+        await cluster.produce("t", 0, values(3))
+        d = await describe(cluster, "t")
+        follower = next(r for r in d.replicas if r != d.leader)
+        await cluster.kill_broker(follower)
+        await cluster.wait_until(lambda: cluster.partition_state("t", 0).isr == (d.leader,), timeout=60)
+        with pytest.raises(errors.NotEnoughReplicasError) as info:
+            await cluster.produce("t", 0, values(1, "x"))
+        assert info.value.code == 19
+        assert (await describe(cluster, "t")).log_end_offsets[d.leader] == 3  # nothing appended
+        assert await cluster.produce("t", 0, values(1, "one"), acks=1) == 3  # acks=1 still works
+        await cluster.restart_broker(follower)
+        await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == sorted(d.replicas),
+                                 timeout=60)
+        assert await cluster.produce("t", 0, values(1, "y")) == 4
+        assert await read_values(cluster, "t") == [b"v0", b"v1", b"v2", b"one0", b"y0"]
+        await wait_replicas_agree(cluster, "t")
+
+
+async def test_isr_shrinks_when_follower_stalls_and_expands_when_it_catches_up(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=6) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.produce("t", 0, values(2))
+        d = await describe(cluster, "t")
+        stalled = next(r for r in d.replicas if r != d.leader and r != cluster.controller_id) \
+            if any(r not in (d.leader, cluster.controller_id) for r in d.replicas) else \
+            next(r for r in d.replicas if r != d.leader)
+        cluster.pause_broker(stalled)
+        await cluster.produce("t", 0, values(2, "p"), acks=1)
+        shrink_start = trio.current_time()
+        await cluster.wait_until(lambda: stalled not in cluster.partition_state("t", 0).isr, timeout=20)
+        assert trio.current_time() - shrink_start >= 10 - 0.001 - 5  # not before the lag window could pass
+        # acks=-1 now completes with the remaining ISR
+        assert await cluster.produce("t", 0, values(1, "q")) == 4
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 1), timeout=30)
+        cluster.resume_broker(stalled)
+        await cluster.wait_until(lambda: stalled in cluster.partition_state("t", 0).isr, timeout=60)
+        await wait_replicas_agree(cluster, "t")
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 1), timeout=30)
+
+
+async def test_controlled_shutdown_moves_every_leader_off_the_broker_first(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=7) as cluster:
+        await cluster.create_topic("t", partitions=6, replication_factor=3)
+        for p in range(6):
+            await cluster.produce("t", p, values(2))
+        victim = cluster.controller_id % 3 + 1  # not the controller
+        led = [p for p in range(6) if cluster.leader_for("t", p) == victim]
+        assert led
+        before = {p: cluster.partition_state("t", p).leader_epoch for p in led}
+        clean = await cluster.shutdown_broker(victim)
+        assert clean
+        # leadership moved while it was still up: no election had to wait for a session timeout
+        for p in range(6):
+            state = cluster.partition_state("t", p)
+            assert state.leader in cluster.live_broker_ids
+            assert victim not in state.isr
+            if p in led:
+                assert state.leader_epoch > before[p]
+            assert await read_values(cluster, "t", p) == [b"v0", b"v1"]
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 6))
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+async def test_unclean_leader_election(autojump_clock, unclean: bool) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2,
+                                   config={"unclean.leader.election.enable": unclean})
+        await cluster.produce("t", 0, values(2))
+        d = await describe(cluster, "t")
+        follower = next(r for r in d.replicas if r != d.leader)
+        await cluster.kill_broker(follower)
+        await cluster.wait_until(lambda: cluster.partition_state("t", 0).isr == (d.leader,), timeout=60)
+        await cluster.produce("t", 0, values(1, "only-on-leader"), acks=1)
+        await cluster.kill_broker(d.leader)
+        await cluster.restart_broker(follower)
+        await trio.sleep(3 * SESSION_MS / 1000)
+        state = cluster.partition_state("t", 0)
+        if unclean:
+            assert state.leader == follower
+            assert state.isr == (follower,)
+            assert await read_values(cluster, "t") == [b"v0", b"v1"]  # the out-of-sync record is gone
+        else:
+            assert state.leader == -1  # stays offline rather than lose acknowledged data
+            with pytest.raises(errors.LeaderNotAvailableError):
+                await cluster.produce("t", 0, values(1, "x"))
+
+
+async def test_kip101_follower_restart_after_hw_advance_then_leader_crash(autojump_clock) -> None:
+    """KIP-101 scenario 1: a follower restarting must not truncate to its stale HW and then lead without data."""
+    async with Cluster(brokers=3, config=CONFIG, seed=9) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2, config={"min.insync.replicas": 1})
+        await cluster.produce("t", 0, values(1, "m1-"))
+        await cluster.produce("t", 0, values(1, "m2-"))  # acks=-1: the follower has m2, maybe not yet its HW
+        d = await describe(cluster, "t")
+        leader, follower = d.leader, next(r for r in d.replicas if r != d.leader)
+        await cluster.kill_broker(follower)
+        await cluster.restart_broker(follower)
+        await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == sorted(d.replicas),
+                                 timeout=60)
+        await cluster.kill_broker(leader)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) == follower, timeout=60)
+        assert await read_values(cluster, "t") == [b"m1-0", b"m2-0"]
+        await cluster.restart_broker(leader)
+        await wait_replicas_agree(cluster, "t")
+
+
+async def test_kip101_both_replicas_crash_and_restart_in_the_other_order(autojump_clock) -> None:
+    """KIP-101 scenario 2: after an unclean restart the logs must converge instead of silently diverging."""
+    async with Cluster(brokers=3, config=CONFIG, seed=10) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2,
+                                   config={"unclean.leader.election.enable": True})
+        await cluster.produce("t", 0, values(1, "m1-"))
+        d = await describe(cluster, "t")
+        leader, follower = d.leader, next(r for r in d.replicas if r != d.leader)
+        cluster.pause_broker(follower)
+        await cluster.produce("t", 0, values(1, "m2-"), acks=1)  # only on the leader
+        await cluster.kill_broker(follower)
+        await cluster.kill_broker(leader)
+        await cluster.restart_broker(follower)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) == follower, timeout=60)
+        assert await cluster.produce("t", 0, values(1, "m3-"), acks=1) == 1
+        await cluster.restart_broker(leader)
+        await wait_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [b"m1-0", b"m3-0"]
+
+
+async def test_divergent_follower_truncates_by_leader_epoch_under_a_reelected_leader(autojump_clock) -> None:
+    """KIP-279: a returning replica holding records of an epoch the leader never saw truncates to where the leader's
+    log diverged from it, instead of to its high watermark."""
+    async with Cluster(brokers=3, config=CONFIG, seed=11) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2,
+                                   config={"unclean.leader.election.enable": True})
+        await cluster.produce("t", 0, values(1, "m1-"))
+        d = await describe(cluster, "t")
+        a, b = d.leader, next(r for r in d.replicas if r != d.leader)
+        # a freezes; its session expires and b, the other ISR member, takes over and writes a record a never sees
+        cluster.pause_broker(a)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) == b, timeout=60)
+        await cluster.kill_broker(a)
+        await cluster.produce("t", 0, values(1, "b-only-"), acks=1)
+        # b crashes; a comes back and is elected uncleanly; then b returns as a follower of the same leader
+        await cluster.kill_broker(b)
+        await cluster.restart_broker(a)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) == a, timeout=60)
+        await cluster.produce("t", 0, values(1, "a-only-"), acks=1)
+        await cluster.restart_broker(b)
+        await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == sorted([a, b]),
+                                 timeout=60)
+        await wait_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [b"m1-0", b"a-only-0"]
+
+
+async def test_zombie_controller_is_fenced(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=12) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=3)
+        zombie_id = cluster.controller_id
+        zombie = cluster.controller(zombie_id)
+        zombie_epoch = zombie.epoch
+        cluster.pause_broker(zombie_id)
+        await cluster.wait_until(lambda: cluster.controller_id not in (None, zombie_id), timeout=60)
+        assert cluster.controller().epoch == zombie_epoch + 1
+        cluster.resume_broker(zombie_id)
+        await cluster.wait_until(lambda: not zombie.is_active, timeout=60)
+        # a request stamped with the old epoch is rejected by every broker and changes nothing
+        for broker_id in cluster.live_broker_ids:
+            if broker_id == zombie_id:
+                continue
+            before = cluster.broker(broker_id).metadata_cache.get_partition_info(TopicPartition("t", 0))
+            response = await cluster.transport.send(zombie_id, broker_id, UpdateMetadataRequest(
+                zombie_id, zombie_epoch, -1, [], []))
+            assert response.error_code == errors.STALE_CONTROLLER_EPOCH.code
+            response = await cluster.transport.send(zombie_id, broker_id, LeaderAndIsrRequest(
+                zombie_id, zombie_epoch, -1,
+                [LeaderAndIsrPartitionState("t", 0, zombie_epoch, broker_id, 99, [broker_id], 0, [1, 2, 3])], []))
+            assert response.error_code == errors.STALE_CONTROLLER_EPOCH.code
+            assert cluster.broker(broker_id).metadata_cache.get_partition_info(TopicPartition("t", 0)) == before
+        await cluster.produce("t", 0, values(1))
+        await wait_replicas_agree(cluster, "t")
+
+
+async def test_bad_input_gets_kafka_error_codes_and_the_cluster_keeps_serving(autojump_clock) -> None:
+    async with Cluster(brokers=3, config={**CONFIG, "message.max.bytes": 10000}, seed=13) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.produce("t", 0, values(3))
+        cases = [
+            (dict(name="bad name!"), errors.InvalidTopicError),
+            (dict(name="x" * 250), errors.InvalidTopicError),
+            (dict(name="zero", partitions=0), errors.InvalidPartitionsError),
+            (dict(name="neg", partitions=-3), errors.InvalidPartitionsError),
+            (dict(name="rf", replication_factor=4), errors.InvalidReplicationFactorError),
+            (dict(name="cfg", config={"no.such.key": 1}), errors.InvalidConfigError),
+            (dict(name="cfg2", config={"min.insync.replicas": "many"}), errors.InvalidConfigError),
+            (dict(name="t"), errors.TopicAlreadyExistsError),
+        ]
+        for kwargs, error in cases:
+            with pytest.raises(error) as info:
+                await cluster.create_topic(**kwargs)
+            assert info.value.message
+            if kwargs["name"] != "t":
+                assert kwargs["name"] not in cluster.topics()  # nothing half-created
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await cluster.produce("nope", 0, values(1))
+        leader = cluster.leader_for("t", 0)
+        follower = next(b for b in cluster.broker_ids if b != leader)
+        batch = RecordBatch.from_records(values(1))
+        from kafkalite.network.requests import ProducePartitionData, ProduceRequest
+        response = await cluster.transport.send("client", follower, ProduceRequest(
+            -1, 1000, [ProducePartitionData("t", 0, [batch])]))
+        assert response.partitions[0].error_code == errors.NOT_LEADER_OR_FOLLOWER.code
+        with pytest.raises(errors.MessageTooLargeError):
+            await cluster.produce("t", 0, [Record(None, b"x" * 20000)])
+        response = await cluster.transport.send("client", leader, FetchRequest(
+            -1, 0, 0, [FetchPartition("t", 0, 99)]))
+        assert response.partitions[0].error_code == errors.OFFSET_OUT_OF_RANGE.code
+        response = await cluster.transport.send("client", leader, ListOffsetsRequest(
+            -1, [ListOffsetsPartition("t", 0, -1), ListOffsetsPartition("t", 0, -2)]))
+        assert [(p.error_code, p.offset) for p in response.partitions] == [(0, 3), (0, 0)]
+        # still serving, nothing acknowledged lost
+        assert await cluster.produce("t", 0, values(1, "after")) == 3
+        assert await read_values(cluster, "t") == [b"v0", b"v1", b"v2", b"after0"]
+        await wait_replicas_agree(cluster, "t")
+
+
+async def test_expired_session_makes_the_broker_reregister_with_a_new_epoch(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=14) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=3)
+        broker_id = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        old_epoch = cluster.broker(broker_id).broker_epoch
+        await cluster.expire_session(broker_id)
+        await cluster.wait_until(lambda: cluster.broker(broker_id).broker_epoch > old_epoch, timeout=30)
+        for p in range(3):
+            await cluster.produce("t", p, values(1))
+        await cluster.wait_until(lambda: all(broker_id in cluster.partition_state("t", p).isr for p in range(3)),
+                                 timeout=60)
+        for p in range(3):
+            await wait_replicas_agree(cluster, "t", p)
+
+
+async def test_network_partition_isolating_a_leader_from_the_coordination_service(autojump_clock) -> None:
+    from kafkalite.cluster import COORDINATION
+
+    async with Cluster(brokers=3, config=CONFIG, seed=15) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        await cluster.produce("t", 0, values(5))
+        leader = cluster.leader_for("t", 0)
+        others = [b for b in cluster.broker_ids if b != leader]
+        cluster.partition_network({leader}, {*others, COORDINATION})
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) in others, timeout=60)
+        # the isolated old leader cannot take acks=-1 writes: its followers stopped fetching from it
+        assert await cluster.produce("t", 0, values(1, "new")) == 5
+        cluster.heal()
+        await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == [1, 2, 3], timeout=120)
+        await wait_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + [b"new0"]
