@@ -51,6 +51,7 @@ COORDINATION = "coordination"
 """The coordination service's name in `partition_network` groups."""
 
 CLIENT = "cluster-client"
+CLUSTER_OBSERVER = "cluster-observer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,7 @@ class Cluster:
             self._nodes[broker_id] = _Node(broker_id, broker_config, LogManager(broker_config))
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
+        self._observer: KafkaZkClient | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
@@ -114,6 +116,10 @@ class Cluster:
         self._nursery = await self._nursery_manager.__aenter__()
         try:
             await self._nursery.start(self.service.run)
+            # The cluster's own view of the coordination service, outside every fault: what a test reads must
+            # not depend on which brokers are cut off.
+            self._observer = KafkaZkClient(self.service, CLUSTER_OBSERVER, session_timeout_ms=60_000)
+            self._nursery.start_soon(self._observer.run)
             for node in self._nodes.values():
                 await self._start_node(node)
             await self.wait_until(self._is_ready, timeout=60, what="a controller and every broker registered")
@@ -126,11 +132,15 @@ class Cluster:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
         assert self._nursery is not None
-        for node in self._nodes.values():
-            if node.alive and node.zk is not None:
-                node.zk.close()
         self._nursery.cancel_scope.cancel()
-        return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        finally:
+            for node in self._nodes.values():
+                if node.zk is not None:
+                    node.zk.close()
+            if self._observer is not None:
+                self._observer.close()
 
     def _is_ready(self) -> bool:
         controller = self.controller_id
@@ -164,6 +174,11 @@ class Cluster:
         finally:
             self.transport.unregister(node.broker_id)
             node.stopped.set()
+
+    def _zk(self) -> KafkaZkClient:
+        if self._observer is None:
+            raise RuntimeError("the cluster is not running: use it as `async with Cluster(...)`")
+        return self._observer
 
     def _node(self, broker_id: int) -> _Node:
         try:
@@ -216,7 +231,7 @@ class Cluster:
 
     async def describe_topic(self, topic: str) -> list[PartitionDescription]:
         """Per partition the controller's leader, epoch and ISR, the leader's HW and every replica's LEO."""
-        zk = self._any_zk()
+        zk = self._zk()
         assignment = zk.get_replica_assignment(topic)
         if assignment is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -239,12 +254,6 @@ class Cluster:
             described.append(PartitionDescription(topic, partition, leader, epoch, tuple(replicas), tuple(isr), hw,
                                                   leos))
         return described
-
-    def _any_zk(self) -> KafkaZkClient:
-        for node in self._nodes.values():
-            if node.alive and node.zk is not None and not node.zk.session.expired:
-                return node.zk
-        raise LeaderNotAvailableError("no broker is running")
 
     # -- admin and data path for tests ------------------------------------------------------------------------------
 
@@ -281,17 +290,50 @@ class Cluster:
 
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr:
         """Leader, leader epoch and ISR as the controller (or a leader's ISR change) last wrote them."""
-        state = self._any_zk().get_partition_state(TopicPartition(topic, partition))
+        state = self._zk().get_partition_state(TopicPartition(topic, partition))
         if state is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         return state.leader_and_isr
 
     def leader_for(self, topic: str, partition: int) -> int:
-        """The partition's leader, or -1 while it has none."""
+        """The partition's leader as a client would see it: -1 while none is elected or the elected one is down.
+
+        After a controller failover a partition whose leader died keeps that leader in its state until an
+        election succeeds, exactly as in Kafka, whose metadata then answers LEADER_NOT_AVAILABLE.
+        """
+        leader = self.partition_state(topic, partition).leader
+        return leader if leader in self._nodes and self._nodes[leader].alive else -1
+
+    async def wait_for_leader(self, topic: str, partition: int, *, timeout: float = 60,
+                              not_on: Iterable[int] = ()) -> int:
+        """Wait until a leader (not one of `not_on`) is elected and acting as leader; returns its id.
+
+        The partition state changes first and the leader learns of it from the controller's LeaderAndIsr
+        a moment later; a produce in between would get NOT_LEADER_OR_FOLLOWER, as a Kafka client would.
+        """
+        excluded = set(not_on)
+
+        def ready() -> bool:
+            state = self.partition_state(topic, partition)
+            node = self._nodes.get(state.leader)
+            if state.leader in excluded or node is None or not node.alive or node.broker is None:
+                return False
+            local = node.broker.replica_manager.get_partition(TopicPartition(topic, partition))
+            return local is not None and local.is_leader and local.leader_epoch == state.leader_epoch
+
+        await self.wait_until(ready, timeout=timeout, what=f"a leader for {topic}-{partition}")
         return self.partition_state(topic, partition).leader
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The committed offset on the partition's acting leader, or -1 while it has none."""
+        leader = self.leader_for(topic, partition)
+        if leader < 0 or self._nodes[leader].broker is None:
+            return -1
+        local = self._nodes[leader].broker.replica_manager.get_partition(TopicPartition(topic, partition))
+        return local.high_watermark if local is not None and local.is_leader else -1
+
     def topics(self) -> list[str]:
-        return self._any_zk().get_all_topics()
+        return self._zk().get_all_topics()
 
     async def produce(self, topic: str, partition: int, records: Sequence[Record] | RecordBatch, *,
                       acks: int = -1, timeout_ms: int = 30000) -> int:

@@ -39,12 +39,14 @@ async def _demo(console: Console, records: int, seed: int | None) -> bool:
         console.print(f"Killing broker {victim}, the leader of {TOPIC}-0 ...")
         killed_at = trio.current_time()
         await cluster.kill_broker(victim)
-        await cluster.wait_until(lambda: cluster.leader_for(TOPIC, 0) not in (-1, victim), timeout=60)
+        await cluster.wait_for_leader(TOPIC, 0, not_on=[victim])
         await cluster.wait_until(lambda: victim not in cluster.partition_state(TOPIC, 0).isr, timeout=60)
         console.print(f"New leader of {TOPIC}-0: broker {cluster.leader_for(TOPIC, 0)}, elected "
                       f"{trio.current_time() - killed_at:.2f} s (simulated) after the crash, once the session timed out")
         console.print(_table("After", await cluster.describe_topic(TOPIC)))
 
+        await cluster.wait_until(lambda: all(cluster.high_watermark(TOPIC, p) >= len(v) for p, v in sent.items()),
+                                 timeout=60, what="the new leader's high watermark to cover what was acknowledged")
         lost = 0
         for partition, values in sent.items():
             read = [record.value for _, record in await cluster.fetch_all(TOPIC, partition)]

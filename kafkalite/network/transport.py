@@ -5,6 +5,9 @@ makes `kill_broker` a faithful crash: cancelling the broker's scope cancels ever
 as a process dying drops its connections, and a handler can never keep writing to a dead broker's log. A
 broker that is paused holds requests at its door until it resumes, like a JVM in a long GC pause.
 
+A paused sender is held too: a response that arrives while it is paused is acted on only after it resumes,
+so a frozen follower cannot slip in one more append from a fetch it sent just before the pause.
+
 Ordering is the sender's business, as in Kafka: the controller keeps one in-flight request per broker
 (`ControllerChannelManager`), so requests to one broker are handled in the order they were sent.
 
@@ -124,6 +127,9 @@ class Transport:
         except RuntimeError:  # the broker's nursery is closing: it is going down
             raise NetworkExceptionError(f"Broker {destination} is shutting down") from None
         await done.wait()
+        sender = self._nodes.get(source)
+        if sender is not None:
+            await sender.gate.checkpoint()  # a paused sender acts on no response until it resumes
         kind, value = outcome[0]
         if kind == "ok":
             if not self.link_up(source, destination):

@@ -13,13 +13,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import trio
+
 from kafkalite.common import errors
 from kafkalite.common.errors import ErrorCode, KafkaError
+from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     ApiVersionsRequest,
     ControlledShutdownRequest,
     CreateTopicsRequest,
+    CreateTopicsResponse,
     DeleteTopicsRequest,
     FetchRequest,
     InitProducerIdRequest,
@@ -82,7 +86,7 @@ class KafkaApis:
             UpdateMetadataRequest: self.handle_update_metadata,
             StopReplicaRequest: self.handle_stop_replica,
             ControlledShutdownRequest: self.forward_to_controller,
-            CreateTopicsRequest: self.forward_to_controller,
+            CreateTopicsRequest: self.handle_create_topics,
             DeleteTopicsRequest: self.forward_to_controller,
             ProduceRequest: self.handle_produce,
             FetchRequest: self.handle_fetch,
@@ -158,6 +162,28 @@ class KafkaApis:
             return build_error_response(request, errors.NOT_CONTROLLER, "no controller is known")
         forwarded = RequestContext(self.broker_id, context.listener, context.client_id, context.correlation_id)
         return await self._transport.send(self.broker_id, controller_id, request, forwarded)
+
+    async def handle_create_topics(self, request: CreateTopicsRequest, context: RequestContext) -> Response:
+        """Create through the controller, then answer once this broker's metadata shows the new leaders.
+
+        As Kafka's delayed create-topics operation does: a client that creates a topic and then asks the same
+        broker for its metadata must find it.
+        """
+        response: CreateTopicsResponse = await self.forward_to_controller(request, context)  # type: ignore[assignment]
+        created = [tp for tp in response.topics if tp.error_code == errors.NONE.code and not request.validate_only]
+
+        def online(cache: MetadataCache) -> bool:
+            return all(
+                (info := cache.get_partition_info(TopicPartition(result.name, p))) is not None and info.leader >= 0
+                for result in created for p in range(result.num_partitions))
+
+        with trio.move_on_after(request.timeout_ms / 1000) as waited:
+            await self.metadata_cache.wait_until(online)
+        if waited.cancelled_caught:
+            for result in created:
+                result.error_code = errors.REQUEST_TIMED_OUT.code
+                result.error_message = "Timed out waiting for the topic's metadata to reach this broker."
+        return response
 
     # -- data path ------------------------------------------------------------------------------------------------
 

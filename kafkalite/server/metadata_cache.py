@@ -8,8 +8,10 @@ so a reader holding one sees a consistent view even if an update lands while it 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+import trio
 
 from kafkalite.common import errors
 from kafkalite.common.errors import InvalidTopicError
@@ -40,6 +42,12 @@ class MetadataCache:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self._snapshot = MetadataSnapshot({}, None, {}, {})
+        self._updated = trio.Event()
+
+    async def wait_until(self, condition: Callable[[MetadataCache], bool]) -> None:
+        """Wait for an UpdateMetadata after which `condition` holds (Kafka's delayed create-topics waits so)."""
+        while not condition(self):
+            await self._updated.wait()
 
     def update_metadata(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply an UpdateMetadata; returns the partitions it deleted (those marked LEADER_DURING_DELETE).
@@ -77,6 +85,8 @@ class MetadataCache:
             log.debug("broker %d cached %d partition states (correlation id %d)", self.broker_id,
                       len(request.partition_states), correlation_id)
         self._snapshot = MetadataSnapshot(partition_states, controller_id, alive_brokers, alive_nodes)
+        self._updated.set()
+        self._updated = trio.Event()
         return deleted
 
     # -- reads ----------------------------------------------------------------------------------------------------

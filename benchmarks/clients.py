@@ -1,0 +1,123 @@
+"""Client throughput: records per second produced (acks=all, 3 replicas) and consumed back, in one run.
+
+    python benchmarks/clients.py [--records N] [--tcp-records N] [--peer-records N]
+
+Measured on Trio's real clock against a three-broker `Cluster` with one partition replicated three times:
+
+- in-process: one `send()` per record (100-byte values), then `poll()` until all are back;
+- TCP on loopback, batched (batch.size 1 MiB, linger.ms 5): the same, through the brokers' NATIVE listeners;
+  the targets are 300,000 records/s produced and 500,000 records/s consumed;
+- mockafka-py, a mock of confluent-kafka's API, driven the same way (produce per record, poll back), if it is
+  installed; it is a dictionary behind a client API, with no brokers, replication or network, so it is the
+  floor of what "a Kafka in the test process" costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import trio
+
+from kafkalite.client import Consumer, Producer, TopicPartition
+from kafkalite.cluster import Cluster
+
+VALUE = bytes(100)
+TARGETS = {("tcp", "produce"): 300_000, ("tcp", "consume"): 500_000}
+
+
+async def produce_and_consume(bootstrap: Any, topic: str, records: int, producer_config: dict[str, Any]
+                              ) -> tuple[float, float]:
+    """(produce seconds, consume seconds) for `records` records sent one send() at a time and polled back."""
+    async with Producer(bootstrap, {"acks": "all", **producer_config}) as producer:
+        started = time.perf_counter()
+        handle = None
+        for _ in range(records):
+            handle = await producer.send(topic, VALUE, partition=0)
+        await producer.flush()
+        produce_s = time.perf_counter() - started
+        assert handle is not None and (await handle).offset == records - 1
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest", "max.poll.records": 10_000}) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        started = time.perf_counter()
+        received = 0
+        while received < records:
+            received += len(await consumer.poll(10))
+        consume_s = time.perf_counter() - started
+    return produce_s, consume_s
+
+
+def mockafka_run(records: int) -> tuple[float, float] | None:
+    try:
+        from confluent_kafka.admin import NewTopic  # type: ignore[import-untyped]
+        from mockafka import FakeAdminClientImpl, FakeConsumer, FakeProducer  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    FakeAdminClientImpl(clean=True).create_topics([NewTopic("bench", num_partitions=1)])
+    producer = FakeProducer()
+    started = time.perf_counter()
+    for _ in range(records):
+        producer.produce("bench", VALUE, partition=0)
+    producer.flush()
+    produce_s = time.perf_counter() - started
+    consumer = FakeConsumer()
+    consumer.subscribe(["bench"])
+    started = time.perf_counter()
+    received = 0
+    while received < records:
+        received += consumer.poll(1) is not None
+    return produce_s, time.perf_counter() - started
+
+
+async def tcp_bootstrap(cluster: Cluster) -> str | None:
+    metadata = await cluster.metadata(cluster.live_broker_ids[0])
+    servers = [f"{broker.host}:{broker.port}" for broker in metadata.brokers if broker.port > 0]
+    return ",".join(servers) or None
+
+
+async def run(args: argparse.Namespace) -> list[tuple[str, str, int, float]]:
+    rows = []
+    async with Cluster(brokers=3) as cluster:
+        await cluster.create_topic("inprocess", partitions=1, replication_factor=3)
+        produce_s, consume_s = await produce_and_consume(cluster, "inprocess", args.records, {})
+        rows += [("in-process", "produce", args.records, produce_s), ("in-process", "consume", args.records,
+                                                                      consume_s)]
+        bootstrap = await tcp_bootstrap(cluster)
+        if bootstrap is None:
+            print("TCP: the brokers advertise no NATIVE listener; skipped")
+        else:
+            await cluster.create_topic("tcp", partitions=1, replication_factor=3)
+            produce_s, consume_s = await produce_and_consume(
+                bootstrap, "tcp", args.tcp_records, {"batch.size": 1 << 20, "max.request.size": 1 << 22})
+            rows += [("tcp", "produce", args.tcp_records, produce_s), ("tcp", "consume", args.tcp_records, consume_s)]
+    return rows
+
+
+def table(rows: list[tuple[str, str, int, float]]) -> str:
+    lines = [f"{'client':<12} {'direction':<9} {'records':>9} {'seconds':>8} {'records/s':>11}  target"]
+    for client, direction, records, seconds in rows:
+        target = TARGETS.get((client, direction))
+        verdict = "" if target is None else f">= {target:,} {'ok' if records / seconds >= target else 'MISSED'}"
+        lines.append(f"{client:<12} {direction:<9} {records:>9,} {seconds:>8.3f} {records / seconds:>11,.0f}  {verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=100_000, help="records for the in-process run")
+    parser.add_argument("--tcp-records", type=int, default=500_000, help="records for the TCP run")
+    parser.add_argument("--peer-records", type=int, default=20_000, help="records for the mockafka-py run")
+    args = parser.parse_args(argv)
+    rows = trio.run(run, args)
+    peer = mockafka_run(args.peer_records)
+    if peer is None:
+        print("mockafka-py not installed")
+    else:
+        rows += [("mockafka-py", "produce", args.peer_records, peer[0]),
+                 ("mockafka-py", "consume", args.peer_records, peer[1])]
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""The admin client: topics, cluster description and offsets.
+
+Each call retries what Kafka's AdminClient retries (no controller known, controller moved, broker not
+reachable, leader moved) until default.api.timeout.ms, and raises anything else as the KafkaError subclass of
+the broker's error code with the broker's message, so `except TopicAlreadyExistsError` works as in Java.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple, TypeVar
+
+import trio
+
+from kafkalite.client.config import admin_config
+from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
+from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
+from kafkalite.common import errors
+from kafkalite.common.errors import KafkaError, RequestTimedOutError
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import (
+    CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, CreatableTopic, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ListOffsetsPartition, ListOffsetsRequest,
+    ListOffsetsResponse, Request,
+)
+
+_T = TypeVar("_T")
+
+OFFSET_SPECS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+
+
+@dataclass(slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    configs: Mapping[str, Any] = field(default_factory=dict)
+
+
+class PartitionDescription(NamedTuple):
+    partition: int
+    leader: int  # -1 while the partition has no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+class TopicDescription(NamedTuple):
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+    is_internal: bool
+
+
+class BrokerNode(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str
+    controller_id: int | None
+    brokers: tuple[BrokerNode, ...]
+
+
+class ListOffsetsResultInfo(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+class _Retry(Exception):
+    """A retriable outcome inside one attempt; carries the error to raise if time runs out."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _config_value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class Admin:
+    """`async with Admin(cluster_or_bootstrap_servers) as admin:`."""
+
+    def __init__(self, bootstrap: ClusterLike | str | ClientTransport, config: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        self.config = cfg = admin_config({**(config or {}), **kwargs})
+        self._transport = open_transport(bootstrap, "admin", cfg["client.id"], cfg["request.timeout.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self._timeout_ms: int = cfg["default.api.timeout.ms"]
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._transport.aclose()
+
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]], what: str) -> _T:
+        """Run `attempt` until it returns, refreshing metadata after each retriable failure."""
+        last: KafkaError | None = None
+        with trio.move_on_after(self._timeout_ms / 1000):
+            while True:
+                try:
+                    return await attempt()
+                except _Retry as retry:
+                    last = retry.error
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    last = exc
+                try:
+                    await self.metadata.refresh()
+                except KafkaError as exc:
+                    last = exc
+        raise RequestTimedOutError(f"{what} timed out after {self._timeout_ms} ms"
+                                   + (f"; last error: {last}" if last is not None else ""))
+
+    async def _send_to_controller(self, request: Request) -> Any:
+        """Send to the controller if known; any broker forwards to it otherwise."""
+        controller = self.metadata.controller_id
+        if controller is None:
+            return await self._transport.send_to_any(request)
+        return await self._transport.send(controller, request)
+
+    @staticmethod
+    def _raise_results(results: Sequence[Any]) -> None:
+        for result in results:
+            if result.error_code == errors.NOT_CONTROLLER.code:
+                raise _Retry(errors.NotControllerError(result.error_message))
+        for result in results:
+            errors.raise_for(result.error_code, result.error_message)
+
+    # -- topics -------------------------------------------------------------------------------------------------
+
+    async def create_topics(self, new_topics: Sequence[NewTopic], *, validate_only: bool = False) -> None:
+        """Create the topics; the first topic's failure is raised (e.g. TopicAlreadyExistsError)."""
+        request = CreateTopicsRequest(
+            [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None,
+                            {k: _config_value(v) for k, v in t.configs.items()}) for t in new_topics],
+            timeout_ms=self.config["request.timeout.ms"], validate_only=validate_only)
+
+        async def attempt() -> None:
+            response: CreateTopicsResponse = await self._send_to_controller(request)
+            self._raise_results(response.topics)
+
+        await self._with_retries(attempt, "create_topics")
+
+    async def delete_topics(self, names: Sequence[str]) -> None:
+        request = DeleteTopicsRequest(list(names), timeout_ms=self.config["request.timeout.ms"])
+
+        async def attempt() -> None:
+            response: DeleteTopicsResponse = await self._send_to_controller(request)
+            self._raise_results(response.responses)
+
+        await self._with_retries(attempt, "delete_topics")
+
+    async def list_topics(self) -> list[str]:
+        response = await self._with_retries(lambda: self.metadata.fetch(None), "list_topics")
+        return sorted(t.name for t in response.topics if t.error_code == errors.NONE.code)
+
+    async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
+        """Leader, epoch, replicas and ISR of every partition, as the brokers' metadata has them."""
+        response = await self._with_retries(lambda: self.metadata.fetch(list(names)), "describe_topics")
+        described = {}
+        for topic in response.topics:
+            errors.raise_for(topic.error_code, topic.error_message)
+            described[topic.name] = TopicDescription(topic.name, tuple(
+                PartitionDescription(p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                     tuple(p.offline_replicas))
+                for p in sorted(topic.partitions, key=lambda p: p.partition)), topic.is_internal)
+        return described
+
+    async def describe_cluster(self) -> ClusterDescription:
+        response = await self._with_retries(lambda: self.metadata.fetch([]), "describe_cluster")
+        return ClusterDescription(response.cluster_id, self.metadata.controller_id, tuple(
+            BrokerNode(b.node_id, b.host, b.port, b.rack) for b in response.brokers))
+
+    # -- offsets ------------------------------------------------------------------------------------------------
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, str | int]
+                           ) -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """Offsets per partition for "earliest", "latest" or a timestamp (the first offset at or after it).
+
+        "latest" is the high watermark: what a consumer can read, not what the leader has appended.
+        """
+        timestamps = {TopicPartition(*tp): OFFSET_SPECS[spec] if isinstance(spec, str) else int(spec)
+                      for tp, spec in specs.items()}
+        found: dict[TopicPartition, ListOffsetsResultInfo] = {}
+        self.metadata.add_topics(tp.topic for tp in timestamps)
+
+        async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
+            remaining = [tp for tp in timestamps if tp not in found]
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in remaining:
+                leader = self.metadata.leader_for(tp)
+                if leader is None:
+                    raise _Retry(errors.LeaderNotAvailableError(f"no leader known for {tp}"))
+                by_leader.setdefault(leader.leader, []).append(tp)
+            for leader_id, tps in by_leader.items():
+                response: ListOffsetsResponse = await self._transport.send(leader_id, ListOffsetsRequest(
+                    CONSUMER_REPLICA_ID, [ListOffsetsPartition(tp.topic, tp.partition, timestamps[tp])
+                                          for tp in tps]))
+                for result in response.partitions:
+                    tp = TopicPartition(result.topic, result.partition)
+                    if result.error_code == errors.NONE.code:
+                        found[tp] = ListOffsetsResultInfo(result.offset, result.timestamp, result.leader_epoch)
+                    elif result.error_code not in STALE_METADATA_ERRORS:
+                        errors.raise_for(result.error_code, result.error_message)
+            missing = [tp for tp in timestamps if tp not in found]
+            if missing:
+                raise _Retry(errors.NotLeaderOrFollowerError(f"leaders moved for {missing}"))
+            return found
+
+        return await self._with_retries(attempt, "list_offsets")

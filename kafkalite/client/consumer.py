@@ -1,0 +1,340 @@
+"""The consumer, without groups: manual assignment, seeks, and polls served from a prefetch buffer.
+
+As in Kafka's Fetcher, fetching runs ahead of `poll()`: each poll sends one FetchRequest per leader for every
+assigned partition that has nothing buffered and no fetch in flight, and those fetches complete in the
+background into per-partition buffers. A poll returns as soon as any buffer holds records, at most
+`max.poll.records` of them, so a long-polling fetch on one leader never delays records another leader already
+returned, and records fetched but not yet returned are kept for the next poll instead of being fetched again.
+
+A partition's position is the offset of the next record `poll()` will return. A fetch that comes back after
+a seek is discarded (each seek starts a new "generation" of the partition), and records before the position
+inside a returned batch are skipped, since brokers return whole batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple
+
+import trio
+
+from kafkalite.client.config import consumer_config
+from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
+from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
+from kafkalite.common import errors
+from kafkalite.common.errors import KafkaError, OffsetOutOfRangeError, RequestTimedOutError
+from kafkalite.common.records import Header
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import (
+    CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchPartition,
+    FetchRequest, FetchResponse, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
+)
+
+log = logging.getLogger(__name__)
+
+_RESET_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """No valid position and auto.offset.reset=none: the application must seek first."""
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    position: int | None = None
+    reset: str | None = None  # a pending seek_to_beginning/end ("earliest"/"latest"), done lazily as in Kafka
+    generation: int = 0
+    buffer: deque[ConsumerRecord] = field(default_factory=deque)
+    fetching: bool = False
+    backoff_until: float = 0.0
+    high_watermark: int = -1
+
+
+class Consumer:
+    """`async with Consumer(cluster_or_bootstrap_servers, {"auto.offset.reset": "earliest"}) as consumer:`."""
+
+    def __init__(self, bootstrap: ClusterLike | str | ClientTransport, config: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        self.config = cfg = consumer_config({**(config or {}), **kwargs})
+        self._transport = open_transport(bootstrap, "consumer", cfg["client.id"], cfg["request.timeout.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
+        self._max_poll_records: int = cfg["max.poll.records"]
+        self._auto_offset_reset: str = cfg["auto.offset.reset"]
+        self._isolation = READ_COMMITTED if cfg["isolation.level"] == "read_committed" else READ_UNCOMMITTED
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._data_arrived = trio.Event()
+        self._error: KafkaError | None = None
+        self._iterated: deque[ConsumerRecord] = deque()
+        self._nursery: trio.Nursery | None = None
+        self._nursery_manager: Any = None
+
+    async def __aenter__(self) -> Consumer:
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        try:
+            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        finally:
+            await self._transport.aclose()
+
+    # -- assignment and positions -------------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; partitions kept keep their positions and buffers."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        self.metadata.add_topics(tp.topic for tp in wanted)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._states)
+
+    def _state(self, tp: TopicPartition) -> _PartitionState:
+        try:
+            return self._states[tp]
+        except KeyError:
+            raise ValueError(f"{tp} is not assigned to this consumer") from None
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"seek offset must not be negative, got {offset}")
+        self._move(self._state(tp), offset, None)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        for tp in self._states if partitions is None else partitions:
+            self._move(self._state(tp), None, "earliest")
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        for tp in self._states if partitions is None else partitions:
+            self._move(self._state(tp), None, "latest")
+
+    def _move(self, state: _PartitionState, position: int | None, reset: str | None) -> None:
+        state.position, state.reset = position, reset
+        state.generation += 1
+        state.buffer.clear()
+        self._iterated.clear()
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record poll() returns, looking it up first if a reset is pending."""
+        state = self._state(tp)
+        timeout_ms = self.config["default.api.timeout.ms"]
+        with trio.move_on_after(timeout_ms / 1000):
+            while state.position is None:
+                await self._reset_positions()
+            return state.position
+        raise RequestTimedOutError(f"position of {tp} could not be determined within {timeout_ms} ms")
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high watermark the last fetch of `tp` reported, or None before one returned."""
+        hw = self._state(tp).high_watermark
+        return hw if hw >= 0 else None
+
+    async def _reset_positions(self) -> None:
+        """Resolve every partition without a position with ListOffsets to its leader (one request per leader)."""
+        by_leader: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+        for tp, state in self._states.items():
+            if state.position is not None:
+                continue
+            strategy = state.reset or self._auto_offset_reset
+            if strategy == "none":
+                raise NoOffsetForPartitionError(f"no position for {tp} and auto.offset.reset is none")
+            leader = self.metadata.leader_for(tp)
+            if leader is None:
+                await self._refresh_metadata()
+                return
+            by_leader.setdefault(leader.leader, []).append((tp, _RESET_TIMESTAMPS[strategy], state.generation))
+        async with trio.open_nursery() as nursery:
+            for leader_id, partitions in by_leader.items():
+                nursery.start_soon(self._list_offsets, leader_id, partitions)
+
+    async def _list_offsets(self, leader_id: int, partitions: list[tuple[TopicPartition, int, int]]) -> None:
+        request = ListOffsetsRequest(CONSUMER_REPLICA_ID, [
+            ListOffsetsPartition(tp.topic, tp.partition, timestamp, self._leader_epoch(tp))
+            for tp, timestamp, _ in partitions], self._isolation)
+        try:
+            response: ListOffsetsResponse = await self._transport.send(leader_id, request)
+        except KafkaError as exc:
+            await self._refresh_metadata(exc)
+            return
+        generations = {tp: generation for tp, _, generation in partitions}
+        for result in response.partitions:
+            tp = TopicPartition(result.topic, result.partition)
+            state = self._states.get(tp)
+            if state is None or state.generation != generations.get(tp):
+                continue
+            if result.error_code == errors.NONE.code:
+                state.position, state.reset = result.offset, None
+            else:
+                await self._refresh_metadata(errors.for_code(result.error_code).exception(result.error_message))
+
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        leader = self.metadata.leader_for(tp)
+        return leader.leader_epoch if leader is not None else -1
+
+    async def _refresh_metadata(self, cause: KafkaError | None = None) -> None:
+        """Refresh after a stale-metadata error (with backoff); any other error is the application's."""
+        if cause is not None and cause.code not in STALE_METADATA_ERRORS and not cause.retriable:
+            raise cause
+        try:
+            await self.metadata.refresh()
+        except KafkaError as exc:
+            log.info("%s: metadata refresh failed: %s", self._transport.name, exc)
+
+    # -- polling ------------------------------------------------------------------------------------------------
+
+    async def poll(self, timeout: float = 0) -> list[ConsumerRecord]:
+        """Up to max.poll.records records, waiting up to `timeout` seconds for some to arrive."""
+        if self._nursery is None:
+            raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+        with trio.move_on_after(timeout):
+            while True:
+                self._raise_pending_error()
+                records = self._drain_buffers()
+                if records:
+                    return records
+                if any(state.position is None for state in self._states.values()):
+                    await self._reset_positions()
+                    continue
+                self._data_arrived = trio.Event()
+                wake_at = self._send_fetches()
+                with trio.move_on_at(wake_at):
+                    await self._data_arrived.wait()
+        self._raise_pending_error()
+        return self._drain_buffers()
+
+    def _raise_pending_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _drain_buffers(self) -> list[ConsumerRecord]:
+        records: list[ConsumerRecord] = []
+        for state in self._states.values():
+            room = self._max_poll_records - len(records)
+            if room <= 0:
+                break
+            buffer = state.buffer
+            if not buffer:
+                continue
+            if len(buffer) <= room:
+                records.extend(buffer)
+                buffer.clear()
+            else:
+                records.extend(buffer.popleft() for _ in range(room))
+            state.position = records[-1].offset + 1
+        return records
+
+    def _send_fetches(self) -> float:
+        """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again."""
+        now = trio.current_time()
+        wake_at = math.inf
+        by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
+        stale = False
+        for tp, state in self._states.items():
+            if state.fetching or state.buffer or state.position is None:
+                continue
+            if state.backoff_until > now:
+                wake_at = min(wake_at, state.backoff_until)
+                continue
+            leader = self.metadata.leader_for(tp)
+            if leader is None:
+                stale = True
+                continue
+            by_leader.setdefault(leader.leader, []).append((tp, state))
+        assert self._nursery is not None
+        if stale:
+            self._nursery.start_soon(self._refresh_and_wake)
+        for leader_id, partitions in by_leader.items():
+            for _, state in partitions:
+                state.fetching = True
+            self._nursery.start_soon(self._fetch, leader_id, partitions)
+        return wake_at
+
+    async def _refresh_and_wake(self) -> None:
+        await self._refresh_metadata()
+        self._data_arrived.set()
+
+    async def _fetch(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]]) -> None:
+        cfg = self.config
+        asked = {tp: (state.position, state.generation) for tp, state in partitions}
+        request = FetchRequest(
+            CONSUMER_REPLICA_ID, cfg["fetch.max.wait.ms"], cfg["fetch.min.bytes"],
+            [FetchPartition(tp.topic, tp.partition, state.position, cfg["max.partition.fetch.bytes"],  # type: ignore[arg-type]
+                            self._leader_epoch(tp)) for tp, state in partitions],
+            cfg["fetch.max.bytes"], self._isolation)
+        try:
+            response: FetchResponse = await self._transport.send(leader_id, request)
+            errors.raise_for(response.error_code)
+            for result in response.partitions:
+                tp = TopicPartition(result.topic, result.partition)
+                state = self._states.get(tp)
+                if state is None or (state.position, state.generation) != asked.get(tp):
+                    continue  # unassigned or sought while the fetch was in flight
+                if result.error_code == errors.NONE.code:
+                    state.high_watermark = result.high_watermark
+                    self._buffer(tp, state, result.batches)
+                else:
+                    self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
+                        result.error_message))
+        except KafkaError as exc:
+            for tp, state in partitions:
+                self._on_partition_error(tp, state, exc)
+        finally:
+            for _, state in partitions:
+                state.fetching = False
+            self._data_arrived.set()
+
+    def _buffer(self, tp: TopicPartition, state: _PartitionState, batches: list[Any]) -> None:
+        position = state.position
+        assert position is not None
+        topic, partition = tp
+        state.buffer.extend(
+            ConsumerRecord(topic, partition, offset, record.timestamp, record.key, record.value, record.headers)
+            for batch in batches if batch.next_offset > position
+            for offset, record in batch.offsets_and_records() if offset >= position)
+
+    def _on_partition_error(self, tp: TopicPartition, state: _PartitionState, error: KafkaError) -> None:
+        if isinstance(error, OffsetOutOfRangeError):
+            if self._auto_offset_reset == "none":
+                self._error = error
+            else:
+                log.info("%s: %s; resetting %s to %s", self._transport.name, error, tp, self._auto_offset_reset)
+                self._move(state, None, self._auto_offset_reset)
+            return
+        if error.code in STALE_METADATA_ERRORS or error.retriable:
+            state.backoff_until = trio.current_time() + self._retry_backoff_s
+            assert self._nursery is not None
+            self._nursery.start_soon(self._refresh_and_wake)
+            return
+        self._error = error
+
+    # -- iteration ----------------------------------------------------------------------------------------------
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        """Records one by one, forever; a record counts as consumed (position past it) once poll returned it."""
+        while not self._iterated:
+            self._iterated.extend(await self.poll(math.inf))
+        return self._iterated.popleft()

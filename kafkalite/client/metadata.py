@@ -1,0 +1,122 @@
+"""The client's view of the cluster: brokers, the controller, and each partition's leader and leader epoch.
+
+It is refreshed from a MetadataRequest whenever a broker says the client's view is stale (not the leader,
+no leader, unknown topic, fenced epoch) or a broker cannot be reached, and never more often than once per
+retry.backoff.ms: during an election every request fails the same way, and refreshing in a tight loop would
+only add load while the controller works. Concurrent refreshes are coalesced into one request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.errors import KafkaError, UnknownTopicOrPartitionError
+from kafkalite.common.types import TopicPartition
+from kafkalite.client.transport import ClientTransport
+from kafkalite.network.requests import MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse
+
+STALE_METADATA_ERRORS: frozenset[int] = frozenset(e.code for e in (
+    errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE, errors.UNKNOWN_TOPIC_OR_PARTITION,
+    errors.FENCED_LEADER_EPOCH, errors.UNKNOWN_LEADER_EPOCH, errors.NETWORK_EXCEPTION, errors.REQUEST_TIMED_OUT,
+    errors.NOT_CONTROLLER, errors.REPLICA_NOT_AVAILABLE, errors.LISTENER_NOT_FOUND,
+))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    name: str
+    partitions: tuple[MetadataPartition, ...]  # indexed by partition number
+    is_internal: bool = False
+
+
+class ClusterMetadata:
+    def __init__(self, transport: ClientTransport, retry_backoff_ms: int) -> None:
+        self.transport = transport
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.cluster_id: str | None = None
+        self.controller_id: int | None = None
+        self.brokers: dict[int, MetadataBroker] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self.topic_errors: dict[str, KafkaError] = {}
+        self._wanted: set[str] = set()
+        self._last_refresh = -float("inf")
+        self._refreshing: trio.Event | None = None
+
+    def add_topics(self, topics: Iterable[str]) -> bool:
+        """Track `topics` from now on; True if any was new, so the caller knows a refresh is due."""
+        before = len(self._wanted)
+        self._wanted.update(topics)
+        return len(self._wanted) != before
+
+    def leader_for(self, tp: TopicPartition) -> MetadataPartition | None:
+        """The partition's metadata if it has a leader the client knows how to reach, else None."""
+        topic = self.topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            return None
+        partition = topic.partitions[tp.partition]
+        return partition if partition.leader >= 0 and partition.leader in self.brokers else None
+
+    def partition_count(self, topic: str) -> int | None:
+        found = self.topics.get(topic)
+        return len(found.partitions) if found is not None else None
+
+    async def refresh(self, topics: Iterable[str] = ()) -> None:
+        """Fetch fresh metadata for the tracked topics (plus `topics`), waiting out the backoff first.
+
+        Raises only when no broker answered (NETWORK_EXCEPTION or REQUEST_TIMED_OUT, both retriable).
+        """
+        if self.add_topics(topics):
+            self._last_refresh = -float("inf")
+        if self._refreshing is not None:
+            await self._refreshing.wait()
+            return
+        self._refreshing = done = trio.Event()
+        try:
+            await trio.sleep_until(self._last_refresh + self.retry_backoff_s)
+            self._last_refresh = trio.current_time()
+            await self.fetch(sorted(self._wanted))
+        finally:
+            self._refreshing = None
+            done.set()
+
+    async def fetch(self, topics: list[str] | None) -> MetadataResponse:
+        """One MetadataRequest now, without backoff (`None`: every topic), applied to the cache and returned."""
+        response: MetadataResponse = await self.transport.send_to_any(MetadataRequest(topics))
+        self._apply(response)
+        return response
+
+    def _apply(self, response: MetadataResponse) -> None:
+        self.cluster_id = response.cluster_id
+        self.controller_id = response.controller_id if response.controller_id >= 0 else None
+        if response.brokers:  # an empty list is a broker without metadata yet, not an empty cluster
+            self.brokers = {broker.node_id: broker for broker in response.brokers}
+            self.transport.update_brokers(response.brokers)
+        for topic in response.topics:
+            if topic.error_code == errors.NONE.code:
+                partitions = tuple(sorted(topic.partitions, key=lambda p: p.partition))
+                self.topics[topic.name] = TopicMetadata(topic.name, partitions, topic.is_internal)
+                self.topic_errors.pop(topic.name, None)
+            else:
+                self.topics.pop(topic.name, None)
+                self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
+
+    async def wait_for_topic(self, topic: str, timeout_s: float) -> TopicMetadata:
+        """The topic's metadata, refreshing until it is known; its error (or UNKNOWN_TOPIC) after `timeout_s`."""
+        with trio.move_on_after(timeout_s):
+            while True:
+                found = self.topics.get(topic)
+                if found is not None:
+                    return found
+                try:
+                    await self.refresh([topic])
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                error = self.topic_errors.get(topic)
+                if error is not None and not error.retriable:
+                    raise error
+        raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata after {timeout_s * 1000:.0f} ms")

@@ -1,0 +1,172 @@
+"""How a client reaches brokers: the cluster's in-process transport, or native TCP connections.
+
+Both speak the same request dataclasses and fail the same way (NETWORK_EXCEPTION when a broker cannot be
+reached, REQUEST_TIMED_OUT after request.timeout.ms), so producer, consumer and admin do not know which one
+they use. Requests to one broker are handled by it in the order they were sent: a TCP connection gives that
+for free, and the in-process transport gets it by sending one request at a time per broker, because it runs
+each request as its own task and Trio does not promise to start tasks in the order they were spawned.
+Kafka's ordering guarantees for retried and pipelined produce requests rest on exactly this.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import trio
+
+from kafkalite.common.errors import NetworkExceptionError, RequestTimedOutError
+from kafkalite.network.connection import Connection
+from kafkalite.network.requests import MetadataBroker, Request, RequestContext
+from kafkalite.network.transport import Transport
+
+log = logging.getLogger(__name__)
+
+NodeKey = int | str
+"""A broker id, or "host:port" for a bootstrap server whose id is not known yet."""
+
+_client_numbers = itertools.count(1)
+
+
+def client_name(kind: str, client_id: str) -> str:
+    """A unique name per client, as Kafka numbers `producer-1`, `consumer-2`; it is the client's transport
+    identity too, so fault tests can cut one client off."""
+    return client_id or f"{kind}-{next(_client_numbers)}"
+
+
+class ClusterLike(Protocol):
+    """What the in-process transport needs of a `kafkalite.cluster.Cluster` (which clients must not import)."""
+
+    transport: Transport
+
+    @property
+    def broker_ids(self) -> list[int]: ...
+
+
+class ClientTransport(ABC):
+    """Sends requests to brokers by node; tracks requests in flight per node to pick the least loaded one."""
+
+    def __init__(self, name: str, request_timeout_ms: int) -> None:
+        self.name = name
+        self.request_timeout_s = request_timeout_ms / 1000
+        self._in_flight: defaultdict[NodeKey, int] = defaultdict(int)
+        self._broker_ids: list[int] = []
+
+    def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
+        self._broker_ids = [broker.node_id for broker in brokers]
+
+    def least_loaded_nodes(self) -> list[NodeKey]:
+        """Nodes to try for a request any broker can answer, least busy first (Kafka's leastLoadedNode)."""
+        nodes: list[NodeKey] = list(self._broker_ids) or self._bootstrap_nodes()
+        return sorted(nodes, key=lambda node: self._in_flight[node])
+
+    async def send(self, node: NodeKey, request: Request) -> Any:
+        self._in_flight[node] += 1
+        try:
+            with trio.fail_after(self.request_timeout_s):
+                return await self._send(node, request)
+        except trio.TooSlowError:
+            raise RequestTimedOutError(f"no response from {node} to {type(request).__name__} within "
+                                       f"{self.request_timeout_s * 1000:.0f} ms") from None
+        finally:
+            self._in_flight[node] -= 1
+
+    async def send_to_any(self, request: Request) -> Any:
+        """Send to the least loaded node that answers; NETWORK_EXCEPTION only if none does."""
+        failure: NetworkExceptionError | RequestTimedOutError | None = None
+        for node in self.least_loaded_nodes():
+            try:
+                return await self.send(node, request)
+            except (NetworkExceptionError, RequestTimedOutError) as exc:
+                failure = exc
+        raise failure or NetworkExceptionError("no broker to send to")
+
+    @abstractmethod
+    def _bootstrap_nodes(self) -> list[NodeKey]: ...
+
+    @abstractmethod
+    async def _send(self, node: NodeKey, request: Request) -> Any: ...
+
+    async def aclose(self) -> None:
+        """Nothing to release by default: the in-process transport holds no resources."""
+
+
+class InProcessTransport(ClientTransport):
+    def __init__(self, cluster_transport: Transport, bootstrap_broker_ids: Sequence[int], name: str,
+                 request_timeout_ms: int = 30000) -> None:
+        super().__init__(name, request_timeout_ms)
+        self._transport = cluster_transport
+        self._bootstrap = list(bootstrap_broker_ids)
+        self._context = RequestContext(source=name, listener="NATIVE", client_id=name)
+        self._locks: defaultdict[NodeKey, trio.Lock] = defaultdict(trio.Lock)
+
+    def _bootstrap_nodes(self) -> list[NodeKey]:
+        return list(self._bootstrap)
+
+    async def _send(self, node: NodeKey, request: Request) -> Any:
+        async with self._locks[node]:
+            return await self._transport.send(self.name, node, request, self._context)
+
+
+class TcpTransport(ClientTransport):
+    """One native connection per broker, opened on first use and replaced after it breaks."""
+
+    def __init__(self, bootstrap_servers: str, name: str, request_timeout_ms: int = 30000) -> None:
+        super().__init__(name, request_timeout_ms)
+        self._addresses: dict[NodeKey, tuple[str, int]] = {}
+        for server in filter(None, (part.strip() for part in bootstrap_servers.split(","))):
+            host, colon, port = server.rpartition(":")
+            if not colon or not port.isdigit():
+                raise ValueError(f"bootstrap server {server!r} is not host:port")
+            self._addresses[server] = (host.strip("[]"), int(port))
+        if not self._addresses:
+            raise ValueError("bootstrap servers must name at least one host:port")
+        self._bootstrap = list(self._addresses)
+        self._connections: dict[NodeKey, Connection] = {}
+        self._opening: defaultdict[NodeKey, trio.Lock] = defaultdict(trio.Lock)
+
+    def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
+        super().update_brokers(brokers)
+        for broker in brokers:
+            self._addresses[broker.node_id] = (broker.host, broker.port)
+
+    def _bootstrap_nodes(self) -> list[NodeKey]:
+        return list(self._bootstrap)
+
+    async def _connection(self, node: NodeKey) -> Connection:
+        async with self._opening[node]:
+            connection = self._connections.get(node)
+            if connection is None or connection.closed:
+                address = self._addresses.get(node)
+                if address is None:
+                    raise NetworkExceptionError(f"no known address for broker {node}")
+                connection = await Connection.open(*address, client_id=self.name)
+                self._connections[node] = connection
+            return connection
+
+    async def _send(self, node: NodeKey, request: Request) -> Any:
+        return await (await self._connection(node)).send(request)
+
+    async def aclose(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            with trio.CancelScope(shield=True):
+                await connection.aclose()
+
+
+def open_transport(bootstrap: ClusterLike | str | ClientTransport, kind: str, client_id: str,
+                   request_timeout_ms: int) -> ClientTransport:
+    """The transport `bootstrap` calls for: a Cluster (in-process), "host:port,..." (TCP), or a transport."""
+    if isinstance(bootstrap, ClientTransport):
+        return bootstrap
+    name = client_name(kind, client_id)
+    if isinstance(bootstrap, str):
+        return TcpTransport(bootstrap, name, request_timeout_ms)
+    transport = getattr(bootstrap, "transport", None)
+    if isinstance(transport, Transport):
+        return InProcessTransport(transport, bootstrap.broker_ids, name, request_timeout_ms)
+    raise TypeError(f"bootstrap must be a Cluster, 'host:port,...' or a ClientTransport, not {bootstrap!r}")

@@ -1,0 +1,79 @@
+"""The admin client: topics, cluster description, offsets, and Kafka's error codes for bad requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkalite.client import Admin, NewTopic, Producer
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.types import TopicPartition
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+
+async def test_create_describe_and_delete_topics(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("orders", 3, 2), NewTopic("audit", 1, 3, {"retention.ms": 60000})])
+        await cluster.wait_until(lambda: all(cluster.leader_for("orders", p) >= 0 for p in range(3)))
+        described = await admin.describe_topics(["orders", "audit"])
+        orders = described["orders"]
+        assert [p.partition for p in orders.partitions] == [0, 1, 2]
+        for p in orders.partitions:
+            assert len(p.replicas) == 2 and p.leader in p.replicas and set(p.isr) <= set(p.replicas)
+        assert len(described["audit"].partitions[0].replicas) == 3
+        assert {"orders", "audit"} <= set(await admin.list_topics())
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await admin.describe_topics(["missing"])
+        await admin.delete_topics(["audit"])
+
+
+@pytest.mark.parametrize(("topic", "error"), [
+    (NewTopic("bad/name", 1, 1), errors.InvalidTopicError),
+    (NewTopic("zero", 0, 1), errors.InvalidPartitionsError),
+    (NewTopic("wide", 1, 4), errors.InvalidReplicationFactorError),
+    (NewTopic("conf", 1, 1, {"min.insync.replicas": "many"}), errors.InvalidConfigError),
+    (NewTopic("typo", 1, 1, {"retention.msec": "1"}), errors.InvalidConfigError),
+])
+async def test_bad_topics_get_kafkas_error_codes(autojump_clock: Any, bootstrap: Any, topic: NewTopic, error: type) -> None:
+    async with Admin(bootstrap) as admin:
+        with pytest.raises(error) as raised:
+            await admin.create_topics([topic])
+        assert raised.value.message
+
+
+async def test_creating_an_existing_topic_fails(autojump_clock: Any, bootstrap: Any) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("twice", 1, 1)])
+        with pytest.raises(errors.TopicAlreadyExistsError):
+            await admin.create_topics([NewTopic("twice", 1, 1)])
+
+
+async def test_validate_only_creates_nothing(autojump_clock: Any, bootstrap: Any) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("dry", 1, 1)], validate_only=True)
+        assert "dry" not in await admin.list_topics()
+
+
+async def test_describe_cluster(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Admin(bootstrap) as admin:
+        description = await admin.describe_cluster()
+    assert [b.node_id for b in description.brokers] == [1, 2, 3]
+    assert description.controller_id == cluster.controller_id
+    assert description.cluster_id
+
+
+async def test_list_offsets(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("offsets", partitions=2, replication_factor=3)
+    async with Producer(bootstrap) as producer:
+        for i in range(5):
+            await producer.send("offsets", b"x", partition=0, timestamp=1000 * (i + 1))
+    tp0, tp1 = TopicPartition("offsets", 0), TopicPartition("offsets", 1)
+    async with Admin(bootstrap) as admin:
+        latest = await admin.list_offsets({tp0: "latest", tp1: "latest"})
+        earliest = await admin.list_offsets({tp0: "earliest"})
+        by_time = await admin.list_offsets({tp0: 3000})
+    assert (latest[tp0].offset, latest[tp1].offset, earliest[tp0].offset) == (5, 0, 0)
+    assert by_time[tp0].offset == 2

@@ -1,0 +1,49 @@
+"""Client configs take Kafka's names (or their Python spelling) and reject typos and bad values by name."""
+
+import pytest
+
+from kafkalite.client import Admin, Consumer, Producer
+from kafkalite.client.transport import TcpTransport
+from kafkalite.common.errors import InvalidConfigError
+
+BOOTSTRAP = "127.0.0.1:9"  # never connected to: these tests only build clients
+
+
+def test_kafka_names_and_keyword_spelling_are_the_same_key() -> None:
+    producer = Producer(BOOTSTRAP, {"linger.ms": 7}, batch_size=100, acks="all")
+    assert producer.config["linger.ms"] == 7 and producer.config["batch.size"] == 100
+    assert producer.acks == -1 and producer.idempotent
+
+
+@pytest.mark.parametrize(("acks", "parsed"), [("all", -1), (-1, -1), ("0", 0), (1, 1)])
+def test_acks_spellings(acks: object, parsed: int) -> None:
+    assert Producer(BOOTSTRAP, acks=acks).acks == parsed
+
+
+@pytest.mark.parametrize(("client", "config", "named"), [
+    (Producer, {"linger.msec": 1}, "linger.msec"),
+    (Producer, {"batch.size": "big"}, "batch.size"),
+    (Producer, {"acks": 2}, "acks"),
+    (Producer, {"enable.idempotence": "yes"}, "enable.idempotence"),
+    (Consumer, {"auto.offset.reset": "smallest"}, "auto.offset.reset"),
+    (Consumer, {"max.poll.records": 0}, "max.poll.records"),
+    (Consumer, {"group.id": "g"}, "group.id"),
+    (Admin, {"linger.ms": 5}, "linger.ms"),
+])
+def test_bad_configs_are_rejected_by_name(client: type, config: dict[str, object], named: str) -> None:
+    with pytest.raises(InvalidConfigError, match=named.replace(".", r"\.")):
+        client(BOOTSTRAP, config)
+
+
+def test_idempotence_yields_to_acks_unless_asked_for() -> None:
+    assert not Producer(BOOTSTRAP, acks=1).idempotent
+    with pytest.raises(InvalidConfigError, match="enable.idempotence"):
+        Producer(BOOTSTRAP, {"acks": 1, "enable.idempotence": True})
+
+
+def test_bootstrap_must_be_a_cluster_or_servers() -> None:
+    assert isinstance(Producer(BOOTSTRAP)._transport, TcpTransport)
+    with pytest.raises(ValueError, match="host:port"):
+        Consumer("localhost")
+    with pytest.raises(TypeError):
+        Admin(42)  # type: ignore[arg-type]

@@ -1,0 +1,170 @@
+"""The consumer against a real cluster: positions, seeks, resets, poll limits, long polls and leader changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.client import Consumer, NoOffsetForPartitionError, Producer
+from kafkalite.cluster import Cluster
+from kafkalite.common.errors import OffsetOutOfRangeError
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+TP = TopicPartition("events", 0)
+
+
+async def fill(cluster: Cluster, count: int, *, partitions: int = 1) -> None:
+    if "events" not in cluster.topics():
+        await cluster.create_topic("events", partitions=partitions, replication_factor=3)
+    for p in range(partitions if count else 0):
+        await cluster.produce("events", p, [Record(None, b"%d" % i) for i in range(count)])
+
+
+async def test_positions_follow_seeks_and_polls(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 10)
+    async with Consumer(bootstrap) as consumer:
+        consumer.assign([TP])
+        assert consumer.assignment() == {TP}
+        assert await consumer.position(TP) == 10  # auto.offset.reset=latest
+        consumer.seek(TP, 4)
+        assert await consumer.position(TP) == 4
+        records = await consumer.poll(5)
+        assert [r.offset for r in records] == list(range(4, 10))
+        assert await consumer.position(TP) == 10
+        consumer.seek_to_beginning([TP])
+        assert await consumer.position(TP) == 0
+        assert [r.value for r in await consumer.poll(5)] == [b"%d" % i for i in range(10)]
+        consumer.seek(TP, 3)
+        consumer.seek_to_end()
+        assert await consumer.position(TP) == 10
+        assert await consumer.poll(1) == []
+        with pytest.raises(ValueError, match="not assigned"):
+            consumer.seek(TopicPartition("events", 1), 0)
+
+
+async def test_a_seek_inside_a_batch_skips_the_records_before_it(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 100)  # one batch of 100 records
+    async with Consumer(bootstrap) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 57)
+        assert [r.offset for r in await consumer.poll(5)] == list(range(57, 100))
+
+
+async def test_poll_returns_at_most_max_poll_records(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 25, partitions=2)
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest", "max.poll.records": 7}) as consumer:
+        consumer.assign([TopicPartition("events", 0), TopicPartition("events", 1)])
+        sizes = []
+        seen = []
+        while len(seen) < 50:
+            batch = await consumer.poll(5)
+            sizes.append(len(batch))
+            seen.extend((r.partition, r.offset) for r in batch)
+    assert max(sizes) == 7
+    assert sorted(seen) == [(p, o) for p in range(2) for o in range(25)]
+
+
+async def test_a_poll_waits_for_records_produced_meanwhile(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 0)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer, \
+            Producer(bootstrap, linger_ms=0) as producer:
+        consumer.assign([TP])
+        assert await consumer.position(TP) == 0
+
+        async def produce_later() -> None:
+            await trio.sleep(3)
+            await (await producer.send("events", b"late"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce_later)
+            started = trio.current_time()
+            records = await consumer.poll(30)
+        assert [r.value for r in records] == [b"late"]
+        assert 3 <= trio.current_time() - started < 4
+
+
+async def test_fetch_min_bytes_holds_a_fetch_up_to_fetch_max_wait(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 1)
+    config = {"auto.offset.reset": "earliest", "fetch.min.bytes": 1_000_000, "fetch.max.wait.ms": 2000}
+    async with Consumer(bootstrap, config) as consumer:
+        consumer.assign([TP])
+        await consumer.position(TP)
+        started = trio.current_time()
+        records = await consumer.poll(30)
+        assert len(records) == 1
+        assert 2 - 1e-6 <= trio.current_time() - started < 2.5
+        started = trio.current_time()
+        assert await consumer.poll(1) == []
+        assert trio.current_time() - started == pytest.approx(1)
+
+
+@pytest.mark.parametrize(("reset", "expected"), [("earliest", [b"0", b"1", b"2", b"3"]), ("latest", [b"3"])])
+async def test_auto_offset_reset(autojump_clock: Any, cluster: Cluster, bootstrap: Any, reset: str, expected: list[bytes]) -> None:
+    await fill(cluster, 3)
+    async with Consumer(bootstrap, auto_offset_reset=reset) as consumer:
+        consumer.assign([TP])
+        await consumer.position(TP)
+        await cluster.produce("events", 0, [Record(None, b"3")])
+        records = []
+        while len(records) < len(expected):
+            records.extend(await consumer.poll(5))
+    assert [r.value for r in records] == expected
+
+
+async def test_auto_offset_reset_none_needs_a_seek(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 3)
+    async with Consumer(bootstrap, auto_offset_reset="none") as consumer:
+        consumer.assign([TP])
+        with pytest.raises(NoOffsetForPartitionError):
+            await consumer.poll(1)
+        consumer.seek(TP, 1)
+        assert [r.offset for r in await consumer.poll(5)] == [1, 2]
+        consumer.seek(TP, 50)
+        with pytest.raises(OffsetOutOfRangeError):
+            await consumer.poll(5)
+
+
+async def test_an_out_of_range_position_is_reset(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 3)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 50)
+        assert [r.offset for r in await consumer.poll(5)] == [0, 1, 2]
+
+
+async def test_iteration_yields_records_in_order(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 20)
+    seen = []
+    async with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=3) as consumer:
+        consumer.assign([TP])
+        async for record in consumer:
+            seen.append(record.offset)
+            if record.offset == 19:
+                break
+        assert await consumer.position(TP) == 20
+    assert seen == list(range(20))
+
+
+async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 10)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TP])
+        first = []
+        while len(first) < 10:
+            first.extend(await consumer.poll(5))
+        old_leader = cluster.leader_for("events", 0)
+        await cluster.kill_broker(old_leader)
+        await cluster.wait_until(lambda: cluster.leader_for("events", 0) not in (old_leader, -1), timeout=60)
+        async with Producer(bootstrap) as producer:
+            for i in range(10, 20):
+                await producer.send("events", b"%d" % i)
+        later = []
+        with trio.fail_after(60):
+            while len(later) < 10:
+                later.extend(await consumer.poll(5))
+    assert [r.value for r in first + later] == [b"%d" % i for i in range(20)]

@@ -1,0 +1,162 @@
+"""The producer against a real cluster: partitioning, ordering, acks, batching, failover and errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.client import Producer, RecordMetadata
+from kafkalite.client.partitioner import partition_for_key
+from kafkalite.cluster import Cluster
+from kafkalite.common.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from kafkalite.common.types import TopicPartition
+
+from .conftest import consume
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+
+async def test_keyed_records_land_on_the_java_clients_partitions(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("keyed", partitions=6, replication_factor=3)
+    keys = [f"user-{i}".encode() for i in range(60)]
+    async with Producer(bootstrap) as producer:
+        handles = [await producer.send("keyed", b"v", key=key) for key in keys]
+        sent = [await handle for handle in handles]
+    assert [m.partition for m in sent] == [partition_for_key(key, 6) for key in keys]
+    records = await consume(bootstrap, [TopicPartition("keyed", p) for p in range(6)], len(keys))
+    assert sorted((r.key, r.partition) for r in records) == sorted(zip(keys, (m.partition for m in sent)))
+
+
+async def test_one_partition_keeps_send_order_with_contiguous_offsets(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("ordered", partitions=1, replication_factor=3)
+    async with Producer(bootstrap, {"batch.size": 500}) as producer:
+        handles = [await producer.send("ordered", b"%d" % i) for i in range(300)]
+        sent = [await handle for handle in handles]
+    assert [m.offset for m in sent] == list(range(300))
+    records = await consume(bootstrap, [TopicPartition("ordered", 0)], 300)
+    assert [r.value for r in records] == [b"%d" % i for i in range(300)]
+    assert [r.offset for r in records] == list(range(300))
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+async def test_every_acks_level_delivers(autojump_clock: Any, cluster: Cluster, bootstrap: Any, acks: str) -> None:
+    await cluster.create_topic("acks", partitions=1, replication_factor=3)
+    async with Producer(bootstrap, acks=acks) as producer:
+        handles = [await producer.send("acks", b"%d" % i, partition=0) for i in range(20)]
+        sent = [await handle for handle in handles]
+    assert [m.offset for m in sent] == ([-1] * 20 if acks == "0" else list(range(20)))
+    records = await consume(bootstrap, [TopicPartition("acks", 0)], 20)
+    assert [r.value for r in records] == [b"%d" % i for i in range(20)]
+
+
+async def test_records_linger_until_flushed(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("linger", partitions=1, replication_factor=1)
+    async with Producer(bootstrap, linger_ms=3_600_000) as producer:
+        handle = await producer.send("linger", b"waiting")
+        await trio.sleep(60)
+        assert not handle.done()
+        started = trio.current_time()
+        await producer.flush()
+        assert handle.done() and trio.current_time() - started < 1
+        assert (await handle).offset == 0
+
+
+async def test_a_full_batch_goes_without_lingering(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("full", partitions=1, replication_factor=1)
+    async with Producer(bootstrap, linger_ms=3_600_000, batch_size=1000) as producer:
+        handles = [await producer.send("full", bytes(100)) for _ in range(20)]
+        with trio.fail_after(10):
+            await handles[0]
+        await producer.flush()
+
+
+async def test_headers_keys_and_timestamps_round_trip(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("headers", partitions=1, replication_factor=3)
+    headers = [("trace", b"abc"), ("empty", None), ("trace", b"twice")]
+    async with Producer(bootstrap) as producer:
+        given = await (await producer.send("headers", b"v", key=b"k", headers=headers, timestamp=1_600_000_000_000))
+        stamped = await (await producer.send("headers", None, partition=0))
+    assert given == RecordMetadata("headers", 0, 0, 1_600_000_000_000)
+    assert stamped.timestamp > 1_600_000_000_000
+    first, second = await consume(bootstrap, [TopicPartition("headers", 0)], 2)
+    assert (first.key, first.value, list(first.headers), first.timestamp) == \
+        (b"k", b"v", headers, 1_600_000_000_000)
+    assert (second.key, second.value, second.headers, second.timestamp) == (None, None, (), stamped.timestamp)
+
+
+async def test_records_without_key_fill_one_partition_per_batch(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("sticky", partitions=4, replication_factor=1)
+    async with Producer(bootstrap, linger_ms=3_600_000) as producer:
+        rounds = []
+        for _ in range(8):
+            handles = [await producer.send("sticky", b"x") for _ in range(10)]
+            await producer.flush()
+            rounds.append({(await handle).partition for handle in handles})
+    assert all(len(partitions) == 1 for partitions in rounds)
+    assert len(set().union(*rounds)) > 1
+
+
+async def test_acknowledged_records_survive_a_leader_crash_exactly_once(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("failover", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+    leader = cluster.leader_for("failover", 0)
+    handles: list[Any] = []
+    async with Producer(bootstrap, linger_ms=1, batch_size=200) as producer:
+        async def produce() -> None:
+            for i in range(400):
+                handles.append(await producer.send("failover", b"%d" % i))
+                if i % 50 == 49:
+                    await trio.sleep(0.05)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            await trio.sleep(0.1)
+            await cluster.kill_broker(leader)
+        offsets = [(await handle).offset for handle in handles]
+    assert offsets == list(range(400))
+    assert cluster.leader_for("failover", 0) not in (leader, -1)
+    records = await consume(bootstrap, [TopicPartition("failover", 0)], 400)
+    assert [r.value for r in records] == [b"%d" % i for i in range(400)]
+
+
+async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Producer(bootstrap, max_block_ms=5000) as producer:
+        started = trio.current_time()
+        with pytest.raises(UnknownTopicOrPartitionError, match="nowhere"):
+            await producer.send("nowhere", b"x")
+        assert 5 <= trio.current_time() - started < 6
+
+
+async def test_a_topic_created_while_sending_is_waited_for(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Producer(bootstrap) as producer:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cluster.create_topic, "late")
+            metadata = await (await producer.send("late", b"x"))
+    assert metadata.offset == 0
+
+
+async def test_a_record_over_max_message_bytes_fails_alone(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("small", partitions=1, replication_factor=3, config={"max.message.bytes": 1000})
+    async with Producer(bootstrap) as producer:
+        before = await producer.send("small", b"before")
+        too_big = await producer.send("small", bytes(2000))
+        after = await producer.send("small", b"after")
+        huge = await producer.send("small", bytes(2_000_000))
+        assert (await before).offset == 0
+        with pytest.raises(MessageTooLargeError):
+            await too_big
+        with pytest.raises(MessageTooLargeError, match="max.request.size"):
+            await huge
+        assert (await after).offset == 1
+    records = await consume(bootstrap, [TopicPartition("small", 0)], 2)
+    assert [r.value for r in records] == [b"before", b"after"]
+
+
+async def test_send_rejects_what_can_never_succeed(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("strict", partitions=2, replication_factor=1)
+    async with Producer(bootstrap) as producer:
+        with pytest.raises(ValueError, match="partition 2"):
+            await producer.send("strict", b"x", partition=2)
+        with pytest.raises(TypeError, match="value"):
+            await producer.send("strict", "text")  # type: ignore[arg-type]
