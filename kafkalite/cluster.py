@@ -305,7 +305,7 @@ class Cluster:
         return leader if leader in self._nodes and self._nodes[leader].alive else -1
 
     async def wait_for_leader(self, topic: str, partition: int, *, timeout: float = 60,
-                              not_on: Iterable[int] = ()) -> int:
+                              not_on: Iterable[int] = (), interval: float = 0.005) -> int:
         """Wait until a leader (not one of `not_on`) is elected and acting as leader; returns its id.
 
         The partition state changes first and the leader learns of it from the controller's LeaderAndIsr
@@ -321,7 +321,7 @@ class Cluster:
             local = node.broker.replica_manager.get_partition(TopicPartition(topic, partition))
             return local is not None and local.is_leader and local.leader_epoch == state.leader_epoch
 
-        await self.wait_until(ready, timeout=timeout, what=f"a leader for {topic}-{partition}")
+        await self.wait_until(ready, timeout=timeout, interval=interval, what=f"a leader for {topic}-{partition}")
         return self.partition_state(topic, partition).leader
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -404,6 +404,12 @@ class Cluster:
         node.scope.cancel()
         await node.stopped.wait()
         return clean
+
+    def session_deadline(self, broker_id: int) -> float:
+        """When the broker's coordination session runs out unless it heartbeats again (Trio time)."""
+        node = self._live_node(broker_id)
+        assert node.zk is not None
+        return node.zk.session.deadline
 
     async def expire_session(self, broker_id: int) -> None:
         """The broker's coordination session expires now: its registration and, if it had it, /controller go."""

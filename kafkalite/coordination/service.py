@@ -435,6 +435,11 @@ class Session:
     def closed(self) -> bool:
         return self._ended
 
+    @property
+    def deadline(self) -> float:
+        """When the session expires unless it heartbeats first (Trio time): when a crashed owner is noticed."""
+        return self._deadline
+
     def add_listener(self, callback: Callable[[WatchedEvent], None]) -> None:
         """Have `callback` called with each event, synchronously, once the write that fired it is complete."""
         self._listeners.append(callback)
