@@ -202,7 +202,10 @@ class _Config(Mapping[str, Any]):
         self._values = parsed
 
     def __getitem__(self, name: str) -> Any:
-        return self._values[_canonical_keys(self._keys).get(name, name)]
+        try:
+            return self._values[name]
+        except KeyError:  # an alias (zookeeper.session.timeout.ms) or an unknown key
+            return self._values[_canonical_keys(self._keys).get(name, name)]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)

@@ -1,9 +1,10 @@
 """The in-process network between brokers, the controller and in-process clients, with fault hooks.
 
-A request to a broker runs as a task in that broker's own nursery, not in the sender's task. That is what
-makes `kill_broker` a faithful crash: cancelling the broker's scope cancels every request it was serving, just
-as a process dying drops its connections, and a handler can never keep writing to a dead broker's log. A
-broker that is paused holds requests at its door until it resumes, like a JVM in a long GC pause.
+A request runs in the sender's task (a task per request would cost more than most handlers), inside a cancel
+scope that the destination broker owns: when the broker goes down, `unregister` cancels every request it was
+serving, just as a process dying drops its connections, so a handler can never keep writing to a dead
+broker's log. A broker that is paused holds requests at its door until it resumes, like a JVM in a long GC
+pause.
 
 A paused sender is held too: a response that arrives while it is paused is acted on only after it resumes,
 so a frozen follower cannot slip in one more append from a fetch it sent just before the pause.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -60,8 +61,8 @@ class PauseGate:
 @dataclass
 class _Node:
     handler: Handler
-    nursery: trio.Nursery
     gate: PauseGate
+    serving: set[trio.CancelScope] = field(default_factory=set)
 
 
 class Transport:
@@ -71,11 +72,15 @@ class Transport:
         self._nodes: dict[NodeId, _Node] = {}
         self._group_of: dict[NodeId, int] = {}
 
-    def register(self, node_id: NodeId, handler: Handler, nursery: trio.Nursery, gate: PauseGate) -> None:
-        self._nodes[node_id] = _Node(handler, nursery, gate)
+    def register(self, node_id: NodeId, handler: Handler, gate: PauseGate) -> None:
+        self._nodes[node_id] = _Node(handler, gate)
 
     def unregister(self, node_id: NodeId) -> None:
-        self._nodes.pop(node_id, None)
+        """The node is gone: refuse new requests and cancel the ones it was serving."""
+        node = self._nodes.pop(node_id, None)
+        if node is not None:
+            for scope in node.serving:
+                scope.cancel()
 
     def is_registered(self, node_id: NodeId) -> bool:
         return node_id in self._nodes
@@ -99,42 +104,26 @@ class Transport:
                    context: RequestContext | None = None) -> Any:
         """Run `request` on `destination` and return its response; NETWORK_EXCEPTION if it cannot get there.
 
-        The caller's cancellation abandons the wait but not the handler, as a client closing its socket
-        does not undo what the broker already started; the handler dies only with its broker.
+        Cancelling the caller abandons the request like a client closing its socket: what the handler did
+        before its first wait (an append) stays done, what it was waiting for (replication) is not awaited.
         """
         node = self._nodes.get(destination)
         if node is None:
             raise NetworkExceptionError(f"Broker {destination} is not available (connection refused)")
         if not self.link_up(source, destination):
             raise NetworkExceptionError(f"The link between {source} and {destination} is cut")
-        context = context or RequestContext(source=source)
-        done = trio.Event()
-        outcome: list[Any] = []
-
-        async def serve() -> None:
+        with trio.CancelScope() as serving:
+            node.serving.add(serving)
             try:
                 await node.gate.checkpoint()
-                outcome.append(("ok", await node.handler(request, context)))
-            except BaseException as exc:  # delivered to the caller; a cancelled broker is a dropped connection
-                outcome.append(("error", exc))
-                if not isinstance(exc, Exception):
-                    raise
+                response = await node.handler(request, context or RequestContext(source=source))
             finally:
-                done.set()
-
-        try:
-            node.nursery.start_soon(serve)
-        except RuntimeError:  # the broker's nursery is closing: it is going down
-            raise NetworkExceptionError(f"Broker {destination} is shutting down") from None
-        await done.wait()
+                node.serving.discard(serving)
+        if serving.cancelled_caught:
+            raise NetworkExceptionError(f"Broker {destination} disconnected while handling {type(request).__name__}")
         sender = self._nodes.get(source)
         if sender is not None:
             await sender.gate.checkpoint()  # a paused sender acts on no response until it resumes
-        kind, value = outcome[0]
-        if kind == "ok":
-            if not self.link_up(source, destination):
-                raise NetworkExceptionError(f"The link between {source} and {destination} was cut")
-            return value
-        if isinstance(value, Exception):
-            raise value
-        raise NetworkExceptionError(f"Broker {destination} disconnected while handling {type(request).__name__}")
+        if not self.link_up(source, destination):
+            raise NetworkExceptionError(f"The link between {source} and {destination} was cut")
+        return response

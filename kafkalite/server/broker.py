@@ -76,7 +76,7 @@ class Broker:
         """Open the listeners, start serving and register with the ports actually bound."""
         self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
         self.zk.ensure_persistent_paths()
-        self.transport.register(self.broker_id, self.handle, nursery, self.gate)
+        self.transport.register(self.broker_id, self.handle, self.gate)
         self.replica_manager.startup(nursery)
         await self._register()
         self.zk.register_state_change_handler(f"broker-{self.broker_id}", self._on_new_session)

@@ -52,7 +52,7 @@ class Harness:
         self.received: list[tuple[int, Any]] = []
         transport = Transport()
         for broker_id in (1, 2, 3):
-            transport.register(broker_id, self._recorder(broker_id), nursery, PauseGate())
+            transport.register(broker_id, self._recorder(broker_id), PauseGate())
         self.channels = ControllerChannelManager(1, transport, PauseGate(), nursery)
         for broker_id in (1, 2, 3):
             self.channels.add_broker(broker_id)
