@@ -13,6 +13,7 @@ from kafkalite.cluster import Cluster, PartitionDescription
 from kafkalite.common import errors
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
+from kafkalite.coordination.kafka_zk import ControllerMovedError, LeaderIsrAndControllerEpoch
 from kafkalite.network.requests import (
     FetchPartition,
     FetchRequest,
@@ -326,11 +327,19 @@ async def test_zombie_controller_is_fenced(autojump_clock) -> None:
         zombie_id = cluster.controller_id
         zombie = cluster.controller(zombie_id)
         zombie_epoch = zombie.epoch
+        zombie_epoch_version = zombie.context.epoch_zk_version
         cluster.pause_broker(zombie_id)
         await cluster.wait_until(lambda: cluster.controller_id not in (None, zombie_id), timeout=60)
         assert cluster.controller().epoch == zombie_epoch + 1
         cluster.resume_broker(zombie_id)
         await cluster.wait_until(lambda: not zombie.is_active, timeout=60)
+        # a write fenced by the old epoch's version fails and changes nothing
+        before = cluster.partition_state("t", 0)
+        with pytest.raises(ControllerMovedError):
+            zombie.zk.controller_multi(zombie_epoch_version, [zombie.zk.update_partition_state_op(
+                TopicPartition("t", 0), LeaderIsrAndControllerEpoch(before.new_leader_and_isr(zombie_id, [zombie_id]),
+                                                                    zombie_epoch))])
+        assert cluster.partition_state("t", 0) == before
         # a request stamped with the old epoch is rejected by every broker and changes nothing
         for broker_id in cluster.live_broker_ids:
             if broker_id == zombie_id:
