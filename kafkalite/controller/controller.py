@@ -381,7 +381,8 @@ class KafkaController:
             try:
                 assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng)
                 if not request.validate_only:
-                    self.zk.create_topic(topic.name, assignment, overrides)
+                    self.zk.controller_multi(self.context.epoch_zk_version,
+                                             self.zk.create_topic_ops(topic.name, assignment, overrides))
                     existing.add(topic.name)
                     waiters.append(self._topics_online.setdefault(topic.name, trio.Event()))
                 results.append(CreatableTopicResult(topic.name, errors.NONE.code, None, len(assignment),

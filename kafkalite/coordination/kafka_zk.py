@@ -376,16 +376,16 @@ class KafkaZkClient:
             return None
         return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
 
-    def create_topic(self, topic: str, assignment: dict[int, list[int]], config: dict[str, Any]) -> None:
-        """Write a new topic's assignment and config in one transaction; the controller's watch does the rest.
+    def create_topic_ops(self, topic: str, assignment: dict[int, list[int]], config: dict[str, Any]) -> list[Op]:
+        """A new topic's assignment and config, to be written in one transaction; the topic watch does the rest.
 
-        NodeExistsError if the topic exists: TOPIC_ALREADY_EXISTS to the caller, and nothing half-created.
+        NodeExistsError from the multi means the topic exists: TOPIC_ALREADY_EXISTS, nothing half-created.
         """
-        self.session.multi([
+        return [
             CreateOp(topic_config_path(topic), encode({"version": 1, "config": config})),
             CreateOp(topic_path(topic), encode({"version": 1, "partitions": {
                 str(p): replicas for p, replicas in sorted(assignment.items())}})),
-        ])
+        ]
 
     def set_replica_assignment_op(self, topic: str, assignment: dict[int, list[int]]) -> Op:
         return SetDataOp(topic_path(topic), encode({"version": 1, "partitions": {

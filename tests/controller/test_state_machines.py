@@ -48,7 +48,7 @@ class Harness:
         self.context = ControllerContext(epoch=epoch, epoch_zk_version=version)
         self.context.live_brokers = {b: BrokerInfo(b, (), None, 10 * b) for b in (1, 2, 3)}
         self.context.partition_assignments = {"t": {0: [1, 2, 3]}}
-        self.zk.create_topic("t", {0: [1, 2, 3]}, {})
+        self.zk.session.multi(self.zk.create_topic_ops("t", {0: [1, 2, 3]}, {}))
         self.received: list[tuple[int, Any]] = []
         transport = Transport()
         for broker_id in (1, 2, 3):

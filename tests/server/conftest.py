@@ -69,7 +69,7 @@ class Harness:
 
     def create_topic_znodes(self, tp: TopicPartition, replicas: Sequence[int], config: dict[str, Any]) -> None:
         if self.zk.get_replica_assignment(tp.topic) is None:
-            self.zk.create_topic(tp.topic, {tp.partition: list(replicas)}, config)
+            self.zk.session.multi(self.zk.create_topic_ops(tp.topic, {tp.partition: list(replicas)}, config))
 
     def write_state(self, tp: TopicPartition, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
         """What the controller writes before it tells brokers: a new leader epoch in the state znode."""
