@@ -6,7 +6,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Cluster", "__version__"]
+__all__ = ["Cluster", "EmbeddedCluster", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -15,4 +15,8 @@ def __getattr__(name: str) -> Any:
         from kafkalite.cluster import Cluster
 
         return Cluster
+    if name == "EmbeddedCluster":
+        from kafkalite.embedded import EmbeddedCluster
+
+        return EmbeddedCluster
     raise AttributeError(f"module 'kafkalite' has no attribute {name!r}")
