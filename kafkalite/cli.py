@@ -1,46 +1,259 @@
-"""The `kafkalite` command.
+"""The `kafkalite` command: serve a cluster, manage topics, produce, consume, describe, demo.
 
-Errors print one line and exit non-zero: a traceback tells a user of a command-line tool nothing they can act on.
+Client commands talk to brokers over their NATIVE TCP listeners (`--bootstrap-server`, or the
+KAFKALITE_BOOTSTRAP_SERVER environment variable). Errors print one line and exit non-zero: a traceback tells a
+user of a command-line tool nothing they can act on.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import kafkalite
 
+BOOTSTRAP_ENV = "KAFKALITE_BOOTSTRAP_SERVER"
+
+
+class UsageError(Exception):
+    """A command that cannot run as given; printed as one line."""
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key, value
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kafkalite",
-        description="A real, replicated Kafka cluster in one Python process.",
-    )
+    parser = argparse.ArgumentParser(prog="kafkalite",
+                                     description="A real, replicated Kafka cluster in one Python process.")
     parser.add_argument("--version", action="version", version=f"kafkalite {kafkalite.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
     demo = commands.add_parser("demo", help="start a 3-broker cluster, fail a leader, show that nothing was lost")
     demo.add_argument("--records", type=int, default=1000, help="records to produce (default 1000)")
     demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment")
+
+    serve = commands.add_parser("serve", help="run a cluster in the foreground until Ctrl-C")
+    serve.add_argument("--brokers", type=int, default=3)
+    serve.add_argument("--port", type=int, default=0, help="broker i listens on PORT+i-1 (default: free ports)")
+    serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help="a broker property, e.g. --config min.insync.replicas=2")
+
+    def client(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV),
+                         help=f"host:port[,host:port...] (default: ${BOOTSTRAP_ENV})")
+        sub.add_argument("--api-timeout", type=float, default=15.0, metavar="SECONDS",
+                         help="give up on an unreachable or unanswering cluster after this long (default 15)")
+        return sub
+
+    topics = client("topics", "create, list, describe or delete topics")
+    topics.add_argument("action", choices=["create", "list", "describe", "delete"])
+    topics.add_argument("name", nargs="?")
+    topics.add_argument("--partitions", type=int, default=-1)
+    topics.add_argument("--replication-factor", type=int, default=-1)
+    topics.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE")
+
+    produce = client("produce", "send the lines of standard input to a topic")
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", default=None, help="split each line into key and value at this text")
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+
+    consume = client("consume", "print a topic's records")
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--max", type=int, default=None, help="stop after this many records")
+    consume.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
+
+    describe = client("describe", "brokers, controller and partitions (leader, ISR, high watermark)")
+    describe.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command is None:
-        _parser().print_help()
+        parser.print_help()
         return 0
     try:
         if args.command == "demo":
             from kafkalite.demo import run_demo
 
             return run_demo(records=args.records, seed=args.seed)
+        if args.command == "serve":
+            return _serve(args)
+        if not args.bootstrap_server:
+            raise UsageError(f"--bootstrap-server is required (or set {BOOTSTRAP_ENV})")
+        import trio
+
+        return trio.run(_CLIENT_COMMANDS[args.command], args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # one clear line, no traceback
         print(f"kafkalite: error: {exc}", file=sys.stderr)
         return 1
+
+
+# -- serve ----------------------------------------------------------------------------------------------------------
+
+def _serve(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from kafkalite.embedded import EmbeddedCluster
+
+    config = dict(args.config)
+    brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{args.port + b - 1}"} for b in range(1, args.brokers + 1)} \
+        if args.port else None
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    console = Console()
+    with EmbeddedCluster(args.brokers, config, broker_configs=brokers) as cluster:
+        print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        console.print(_brokers_table(cluster.describe_brokers()))
+        console.print("Press Ctrl-C to stop.")
+        stop.wait()
+    console.print("stopped")
     return 0
+
+
+# -- client commands ------------------------------------------------------------------------------------------------
+
+async def _topics(args: argparse.Namespace) -> int:
+    from kafkalite.client import Admin, NewTopic
+
+    async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
+        if args.action == "list":
+            for name in sorted(await admin.list_topics()):
+                print(name)
+            return 0
+        if not args.name:
+            raise UsageError(f"topics {args.action} needs a topic name")
+        if args.action == "create":
+            await admin.create_topics([NewTopic(args.name, args.partitions, args.replication_factor,
+                                                dict(args.config))])
+            print(f"created topic {args.name}")
+        elif args.action == "delete":
+            await admin.delete_topics([args.name])
+            print(f"deleted topic {args.name}")
+        else:
+            description = (await admin.describe_topics([args.name]))[args.name]
+            from rich.console import Console
+
+            Console().print(_partitions_table(args.name, [p._asdict() for p in description.partitions]))
+    return 0
+
+
+async def _produce(args: argparse.Namespace) -> int:
+    from kafkalite.client import Producer
+
+    count = 0
+    async with Producer(args.bootstrap_server, {"acks": args.acks, "max.block.ms": int(args.api_timeout * 1000),
+                                                "delivery.timeout.ms": int(args.api_timeout * 1000)}) as producer:
+        handles = []
+        for line in sys.stdin:
+            line = line.rstrip("\n")
+            key = None
+            if args.key_separator is not None and args.key_separator in line:
+                key_text, line = line.split(args.key_separator, 1)
+                key = key_text.encode()
+            handles.append(await producer.send(args.topic, line.encode(), key=key))
+        await producer.flush()
+        for handle in handles:
+            await handle
+            count += 1
+    print(f"produced {count} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+async def _consume(args: argparse.Namespace) -> int:
+    from kafkalite.client import Admin, Consumer, TopicPartition
+
+    async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
+        description = (await admin.describe_topics([args.topic]))[args.topic]
+    partitions = [TopicPartition(args.topic, p.partition) for p in description.partitions]
+    printed = 0
+    reset = "earliest" if args.from_beginning else "latest"
+    async with Consumer(args.bootstrap_server, auto_offset_reset=reset) as consumer:
+        consumer.assign(partitions)
+        while args.max is None or printed < args.max:
+            records = await consumer.poll(args.timeout if args.timeout is not None else 1.0)
+            if not records and args.timeout is not None:
+                break
+            for record in records[: None if args.max is None else args.max - printed]:
+                print(record.value.decode(errors="replace") if record.value is not None else "", flush=True)
+                printed += 1
+    return 0
+
+
+async def _describe(args: argparse.Namespace) -> int:
+    from kafkalite.client import Admin
+
+    async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
+        cluster = await admin.describe_cluster()
+        names = await admin.list_topics()
+        topics = await admin.describe_topics(names) if names else {}
+        offsets = await admin.list_offsets({(t, p.partition): "latest"
+                                            for t, d in topics.items() for p in d.partitions})
+    described: dict[str, Any] = {
+        "controller": cluster.controller_id,
+        "brokers": [b._asdict() for b in cluster.brokers],
+        "topics": {name: [{**p._asdict(), "high_watermark": offsets[(name, p.partition)].offset}
+                          for p in description.partitions] for name, description in sorted(topics.items())},
+    }
+    if args.json:
+        print(json.dumps(described, indent=2))
+        return 0
+    from rich.console import Console
+
+    console = Console()
+    console.print(_brokers_table([{**b, "controller": b["node_id"] == cluster.controller_id}
+                                  for b in described["brokers"]]))
+    for name, partitions in described["topics"].items():
+        console.print(_partitions_table(name, partitions))
+    return 0
+
+
+def _admin_config(args: argparse.Namespace) -> dict[str, Any]:
+    return {"default.api.timeout.ms": int(args.api_timeout * 1000)}
+
+
+_CLIENT_COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "describe": _describe}
+
+
+def _brokers_table(brokers: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="Brokers")
+    for column in ("id", "host", "port", "rack", "controller"):
+        table.add_column(column)
+    for broker in brokers:
+        table.add_row(str(broker["node_id"]), broker["host"], str(broker["port"]), str(broker.get("rack") or ""),
+                      "yes" if broker.get("controller") else "")
+    return table
+
+
+def _partitions_table(topic: str, partitions: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=topic)
+    for column in ("partition", "leader", "epoch", "replicas", "isr", "high watermark"):
+        table.add_column(column)
+    for p in partitions:
+        table.add_row(str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
+                      ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])),
+                      str(p.get("high_watermark", "")))
+    return table
 
 
 if __name__ == "__main__":

@@ -332,6 +332,17 @@ class Cluster:
         local = self._nodes[leader].broker.replica_manager.get_partition(TopicPartition(topic, partition))
         return local.high_watermark if local is not None and local.is_leader else -1
 
+    def describe_brokers(self) -> list[dict[str, Any]]:
+        """Live brokers with their NATIVE endpoint and rack, and which one is the controller."""
+        controller = self.controller_id
+        described = []
+        for broker_id in self.live_broker_ids:
+            broker = self.broker(broker_id)
+            endpoint = next(ep for ep in broker.endpoints if ep.listener == "NATIVE")
+            described.append({"node_id": broker_id, "host": endpoint.host, "port": endpoint.port,
+                              "rack": broker.config["broker.rack"], "controller": broker_id == controller})
+        return described
+
     def topics(self) -> list[str]:
         return self._zk().get_all_topics()
 
