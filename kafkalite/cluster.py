@@ -34,6 +34,7 @@ from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
     CreatableTopic,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
     FetchPartition,
     FetchRequest,
     MetadataRequest,
@@ -272,6 +273,16 @@ class Cluster:
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(name, partitions), timeout=timeout,
                               what=f"topic {name} online on every broker")
+
+    async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
+        """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""
+        response = await self._send(self._require_controller(),
+                                    DeleteTopicsRequest([name], timeout_ms=int(timeout * 1000)))
+        result = response.responses[0]
+        raise_for(result.error_code, result.error_message)
+        await self.wait_until(lambda: not any(self._nodes[b].broker.metadata_cache.contains_topic(name)  # type: ignore
+                                              for b in self.live_broker_ids),
+                              timeout=timeout, what=f"topic {name} gone from every broker's metadata")
 
     def _topic_online(self, topic: str, partitions: int) -> bool:
         for broker_id in self.live_broker_ids:

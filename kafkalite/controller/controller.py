@@ -36,15 +36,19 @@ from kafkalite.controller.event_manager import (
     Reelect,
     Startup,
     TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
 )
 from kafkalite.controller.leader_selectors import controlled_shutdown_partition_leader_selector
 from kafkalite.controller.partition_state_machine import PartitionStateMachine
 from kafkalite.controller.replica_state_machine import ReplicaStateMachine
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.controller.topic_deletion_manager import TopicDeletionManager
 from kafkalite.coordination.errors import CoordinationError, NodeExistsError
 from kafkalite.coordination.kafka_zk import (
     BROKER_IDS_PATH,
     CONTROLLER_PATH,
+    DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     TOPICS_PATH,
     ControllerMovedError,
@@ -89,6 +93,8 @@ class KafkaController:
         self.broker_request_batch: ControllerBrokerRequestBatch | None = None
         self.partition_state_machine: PartitionStateMachine | None = None
         self.replica_state_machine: ReplicaStateMachine | None = None
+        self.topic_deletion_manager: TopicDeletionManager | None = None
+        self._topics_deleted: dict[str, trio.Event] = {}
 
     @property
     def is_active(self) -> bool:
@@ -139,6 +145,10 @@ class KafkaController:
                 self._process_topic_change()
             elif isinstance(event, IsrChangeNotification):
                 self._process_isr_change_notification()
+            elif isinstance(event, TopicDeletion):
+                self._deletion.process_topic_deletion()
+            elif isinstance(event, TopicDeletionStopReplicaResponseReceived):
+                self._deletion.on_stop_replica_response(event.broker_id, event.response)
         except ControllerMovedError as exc:
             log.warning("controller %d: a write was fenced (%s); another controller was elected", self.broker_id, exc)
             self._maybe_resign()
@@ -194,12 +204,16 @@ class KafkaController:
         self.broker_request_batch = ControllerBrokerRequestBatch(self.broker_id, context, self.channel_manager)
         self.partition_state_machine = PartitionStateMachine(self.broker_id, self.config, context, self.zk,
                                                              self.broker_request_batch)
-        self.replica_state_machine = ReplicaStateMachine(self.broker_id, context, self.zk, self.broker_request_batch)
+        self.replica_state_machine = ReplicaStateMachine(self.broker_id, context, self.zk, self.broker_request_batch,
+                                                         self._on_stop_replica_with_delete)
+        self.topic_deletion_manager = TopicDeletionManager(self, self.partition_state_machine,
+                                                           self.replica_state_machine, self._on_topic_deleted)
 
         self.zk.register_child_change_handler(BROKER_IDS_PATH, lambda _: self.event_manager.put(BrokerChange()))
         self.zk.register_child_change_handler(TOPICS_PATH, lambda _: self.event_manager.put(TopicChange()))
         self.zk.register_child_change_handler(ISR_CHANGE_NOTIFICATION_PATH,
                                               lambda _: self.event_manager.put(IsrChangeNotification()))
+        self.zk.register_child_change_handler(DELETE_TOPICS_PATH, lambda _: self.event_manager.put(TopicDeletion()))
         context.live_brokers = self.zk.get_all_brokers(watch=True)
         context.all_topics = set(self.zk.get_all_topics(watch=True))
         for topic in sorted(context.all_topics):
@@ -208,11 +222,14 @@ class KafkaController:
             state = self.zk.get_partition_state(tp)
             if state is not None:
                 context.partition_leadership_info[tp] = state
+        if self.config["delete.topic.enable"]:
+            context.topics_to_be_deleted = set(self.zk.get_children(DELETE_TOPICS_PATH)) & context.all_topics
         for broker_id in sorted(context.live_brokers):
             self.channel_manager.add_broker(broker_id)
         self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, context.all_partitions())
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
+        self.event_manager.put(TopicDeletion())  # resume, and handle requests queued while no one was controller
         if self.zk.get_isr_change_notifications(watch=True):
             self.event_manager.put(IsrChangeNotification())
         log.info("controller %d epoch %d: failover done, %d live brokers, %d topics", self.broker_id, epoch,
@@ -229,7 +246,7 @@ class KafkaController:
 
     def on_controller_resignation(self) -> None:
         log.info("controller %d epoch %d resigns", self.broker_id, self.context.epoch)
-        self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH)
+        self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH)
         if self._active_scope is not None:
             self._active_scope.cancel()
             self._active_scope = None
@@ -237,10 +254,12 @@ class KafkaController:
         self.broker_request_batch = None
         self.partition_state_machine = None
         self.replica_state_machine = None
+        self.topic_deletion_manager = None
         self.context = ControllerContext(epoch=self.context.epoch)
-        for waiter in self._topics_online.values():
-            waiter.set()
-        self._topics_online.clear()
+        for waiters in (self._topics_online, self._topics_deleted):
+            for waiter in waiters.values():
+                waiter.set()
+            waiters.clear()
 
     # -- what the state machines need ------------------------------------------------------------------------------
 
@@ -253,6 +272,20 @@ class KafkaController:
     def _rsm(self) -> ReplicaStateMachine:
         assert self.replica_state_machine is not None
         return self.replica_state_machine
+
+    @property
+    def _deletion(self) -> TopicDeletionManager:
+        assert self.topic_deletion_manager is not None
+        return self.topic_deletion_manager
+
+    def _on_stop_replica_with_delete(self, broker_id: int, response: Any) -> None:
+        """Called on a channel sender task: only queue the event."""
+        self.event_manager.put(TopicDeletionStopReplicaResponseReceived(broker_id=broker_id, response=response))
+
+    def _on_topic_deleted(self, topic: str) -> None:
+        waiter = self._topics_deleted.pop(topic, None)
+        if waiter is not None:
+            waiter.set()
 
     def send_update_metadata_request(self, broker_ids: set[int], partitions: list[TopicPartition]) -> None:
         batch = self.broker_request_batch
@@ -293,10 +326,11 @@ class KafkaController:
         context = self.context
         self.send_update_metadata_request(context.live_or_shutting_down_broker_ids - new_brokers, [])
         self.send_update_metadata_request(new_brokers, context.all_partitions())
-        replicas = [r for r in context.replicas_on_brokers(new_brokers)
-                    if not context.is_topic_queued_up_for_deletion(r.topic)]
-        self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        on_new = context.replicas_on_brokers(new_brokers)
+        self._rsm.handle_state_changes([r for r in on_new if not context.is_topic_queued_up_for_deletion(r.topic)],
+                                       ReplicaState.ONLINE)
         self._psm.trigger_online_partition_state_change()
+        self._deletion.resume_deletion_for_topics(on_new)
 
     def on_broker_failure(self, dead_brokers: set[int]) -> None:
         """Partitions led by the dead go offline and get new leaders; their replicas go offline."""
@@ -307,9 +341,11 @@ class KafkaController:
                           and not context.is_topic_queued_up_for_deletion(tp.topic)]
         self._psm.handle_state_changes(without_leader, PartitionState.OFFLINE)
         self._psm.trigger_online_partition_state_change()
-        replicas = [r for r in context.replicas_on_brokers(dead_brokers)
-                    if not context.is_topic_queued_up_for_deletion(r.topic)]
-        self._rsm.handle_state_changes(replicas, ReplicaState.OFFLINE)
+        on_dead = context.replicas_on_brokers(dead_brokers)
+        self._rsm.handle_state_changes([r for r in on_dead if not context.is_topic_queued_up_for_deletion(r.topic)],
+                                       ReplicaState.OFFLINE)
+        self._deletion.fail_replica_deletion(r for r in on_dead if context.is_topic_queued_up_for_deletion(r.topic)
+                                             and context.replica_states.get(r) is not ReplicaState.DELETION_SUCCESSFUL)
         if not without_leader:
             self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, [])
 
@@ -394,13 +430,13 @@ class KafkaController:
                                                     f"Topic '{topic.name}' already exists."))
         return results, waiters
 
-    def _delete_topics(self, request: DeleteTopicsRequest) -> list[DeletableTopicResult]:
-        """Queue topics for deletion by writing `/admin/delete_topics/<topic>`."""
+    def _delete_topics(self, request: DeleteTopicsRequest) -> tuple[list[DeletableTopicResult], list[trio.Event]]:
+        """Queue topics for deletion by writing `/admin/delete_topics/<topic>`; the watch does the rest."""
         if not self.is_active:
             return [DeletableTopicResult(t, errors.NOT_CONTROLLER.code, "not the controller")
-                    for t in request.topic_names]
-        results = []
-        for topic in request.topic_names:
+                    for t in request.topic_names], []
+        results, waiters = [], []
+        for topic in request.topic_names:  # with deletion disabled every topic gets that answer, as in Kafka
             if not self.config["delete.topic.enable"]:
                 results.append(DeletableTopicResult(topic, errors.TOPIC_DELETION_DISABLED.code,
                                                     "Topic deletion is disabled (delete.topic.enable=false)."))
@@ -408,12 +444,11 @@ class KafkaController:
                 results.append(DeletableTopicResult(topic, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
                                                     f"Topic '{topic}' does not exist."))
             else:
-                try:
+                if not self.zk.exists(delete_topic_path(topic)):
                     self.zk.controller_multi(self.context.epoch_zk_version, [CreateOp(delete_topic_path(topic))])
-                except NodeExistsError:
-                    pass  # already queued
+                waiters.append(self._topics_deleted.setdefault(topic, trio.Event()))
                 results.append(DeletableTopicResult(topic, errors.NONE.code))
-        return results
+        return results, waiters
 
     # -- ISR change notifications ---------------------------------------------------------------------------------
 
@@ -450,17 +485,15 @@ class KafkaController:
         await event.done.wait()
         if event.result is None:
             raise errors.UnknownServerError(f"the controller failed to process {type(request).__name__}")
-        if isinstance(event, CreateTopics):
+        if isinstance(event, (CreateTopics, DeleteTopics)):
             results, waiters = event.result
-            with trio.move_on_after(request.timeout_ms / 1000) as timeout:
+            with trio.move_on_after(request.timeout_ms / 1000) as timeout:  # type: ignore[attr-defined]
                 for waiter in waiters:
                     await waiter.wait()
             if timeout.cancelled_caught:
                 for result in results:
                     if result.error_code == errors.NONE.code:
                         result.error_code = errors.REQUEST_TIMED_OUT.code
-                        result.error_message = "Timed out waiting for the topic's partitions to come online."
-            return CreateTopicsResponse(results)
-        if isinstance(event, DeleteTopics):
-            return DeleteTopicsResponse(event.result)
+                        result.error_message = "Timed out waiting for the controller to finish."
+            return CreateTopicsResponse(results) if isinstance(event, CreateTopics) else DeleteTopicsResponse(results)
         return event.result

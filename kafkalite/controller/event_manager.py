@@ -55,6 +55,17 @@ class IsrChangeNotification(ControllerEvent):
 
 
 @dataclass
+class TopicDeletion(ControllerEvent):
+    """`/admin/delete_topics` changed (or a new controller picks up where the last one stopped)."""
+
+
+@dataclass
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
+    broker_id: int
+    response: Any
+
+
+@dataclass
 class Reply(ControllerEvent):
     """An event a request handler waits on: the processing task sets `result` and `done`."""
 

@@ -8,7 +8,7 @@ The deletion states carry a topic's replicas through StopReplica with delete.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kafkalite.controller.context import (
     REPLICA_VALID_PREVIOUS_STATES,
@@ -20,7 +20,7 @@ from kafkalite.controller.context import (
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.coordination.errors import BadVersionError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
-from kafkalite.network.requests import NO_LEADER
+from kafkalite.network.requests import NO_LEADER, Response
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
@@ -30,11 +30,13 @@ MAX_ISR_UPDATE_ATTEMPTS = 3
 
 class ReplicaStateMachine:
     def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
-                 batch: ControllerBrokerRequestBatch) -> None:
+                 batch: ControllerBrokerRequestBatch,
+                 on_stop_replica_with_delete: Callable[[int, Response], None] | None = None) -> None:
         self.controller_id = controller_id
         self.context = context
         self.zk = zk
         self.batch = batch
+        self._on_stop_replica_with_delete = on_stop_replica_with_delete
 
     def startup(self) -> None:
         """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones."""
@@ -80,7 +82,8 @@ class ReplicaStateMachine:
                 others = [r for r in assignment if r != replica.replica and self.context.is_replica_online(r)]
                 self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
         elif target is ReplicaState.DELETION_STARTED:
-            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=True)
+            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=True,
+                                                            callback=self._on_stop_replica_with_delete)
         if target is ReplicaState.NON_EXISTENT:
             self.context.replica_states.pop(replica, None)
         else:

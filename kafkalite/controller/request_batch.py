@@ -7,11 +7,12 @@ the rest of the cluster is told about it, and stops a replica only after the new
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kafkalite.common.types import TopicPartition
-from kafkalite.controller.channel_manager import ControllerChannelManager
+from kafkalite.controller.channel_manager import ControllerChannelManager, ResponseCallback
 from kafkalite.controller.context import ControllerContext
 from kafkalite.coordination.kafka_zk import LeaderIsrAndControllerEpoch
 from kafkalite.network.requests import (
@@ -20,6 +21,7 @@ from kafkalite.network.requests import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LiveBroker,
+    Response,
     StopReplicaPartition,
     StopReplicaRequest,
     UpdateMetadataPartitionState,
@@ -41,6 +43,7 @@ class ControllerBrokerRequestBatch:
         self.channel_manager = channel_manager
         self.leader_and_isr_request_map: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]] = {}
         self.stop_replica_request_map: dict[int, list[StopReplicaPartition]] = {}
+        self.stop_replica_callbacks: dict[int, ResponseCallback] = {}
         self.update_metadata_request_broker_set: set[int] = set()
         self.update_metadata_request_partition_info_map: dict[TopicPartition, UpdateMetadataPartitionState] = {}
 
@@ -56,6 +59,7 @@ class ControllerBrokerRequestBatch:
     def clear(self) -> None:
         self.leader_and_isr_request_map.clear()
         self.stop_replica_request_map.clear()
+        self.stop_replica_callbacks.clear()
         self.update_metadata_request_broker_set.clear()
         self.update_metadata_request_partition_info_map.clear()
 
@@ -87,10 +91,14 @@ class ControllerBrokerRequestBatch:
                 [r for r in replicas if not self.context.is_replica_online(r, include_shutting_down=True)])
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
-                                             delete_partition: bool) -> None:
+                                             delete_partition: bool,
+                                             callback: Callable[[int, Response], None] | None = None) -> None:
+        """`callback(broker_id, response)` hears the broker's answer: topic deletion waits for it."""
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
+            if callback is not None:
+                self.stop_replica_callbacks[broker_id] = functools.partial(callback, broker_id)
             leadership = self.context.partition_leadership_info.get(tp)
             epoch = leadership.leader_and_isr.leader_epoch if leadership is not None else -1
             self.stop_replica_request_map.setdefault(broker_id, []).append(
@@ -143,4 +151,5 @@ class ControllerBrokerRequestBatch:
             if broker_id not in self.context.live_or_shutting_down_broker_ids:
                 continue
             self.channel_manager.send_request(broker_id, StopReplicaRequest(
-                self.controller_id, controller_epoch, self.context.broker_epoch(broker_id), partitions))
+                self.controller_id, controller_epoch, self.context.broker_epoch(broker_id), partitions),
+                self.stop_replica_callbacks.get(broker_id))
