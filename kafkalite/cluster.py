@@ -33,6 +33,8 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
     CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     FetchPartition,
@@ -273,6 +275,15 @@ class Cluster:
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(name, partitions), timeout=timeout,
                               what=f"topic {name} online on every broker")
+
+    async def create_partitions(self, topic: str, new_total: int, *, timeout: float = 30) -> None:
+        """Grow a topic to `new_total` partitions; returns once the new ones have leaders every broker knows."""
+        response = await self._send(self._require_controller(), CreatePartitionsRequest(
+            [CreatePartitionsTopic(topic, new_total)], timeout_ms=int(timeout * 1000)))
+        result = response.results[0]
+        raise_for(result.error_code, result.error_message)
+        await self.wait_until(lambda: self._topic_online(topic, new_total), timeout=timeout,
+                              what=f"partitions of {topic} online on every broker")
 
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""

@@ -21,7 +21,7 @@ from kafkalite.common.clock import now_ms
 from kafkalite.common.config import BrokerConfig
 from kafkalite.common.errors import KafkaError
 from kafkalite.common.types import TopicPartition
-from kafkalite.controller.admin import plan_topic
+from kafkalite.controller.admin import assign_replicas_to_brokers, plan_topic, validate_assignment
 from kafkalite.controller.channel_manager import ControllerChannelManager
 from kafkalite.controller.context import ControllerContext, PartitionAndReplica, PartitionState, ReplicaState
 from kafkalite.controller.event_manager import (
@@ -30,9 +30,11 @@ from kafkalite.controller.event_manager import (
     ControllerChange,
     ControllerEvent,
     ControllerEventManager,
+    CreatePartitions,
     CreateTopics,
     DeleteTopics,
     IsrChangeNotification,
+    PartitionModifications,
     Reelect,
     Startup,
     TopicChange,
@@ -54,11 +56,16 @@ from kafkalite.coordination.kafka_zk import (
     ControllerMovedError,
     KafkaZkClient,
     delete_topic_path,
+    topic_path,
 )
 from kafkalite.coordination.service import CreateOp, EventType, WatchedEvent
 from kafkalite.network.requests import (
     CreatableTopicResult,
     ControlledShutdownRequest,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
     ControlledShutdownResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -95,6 +102,7 @@ class KafkaController:
         self.replica_state_machine: ReplicaStateMachine | None = None
         self.topic_deletion_manager: TopicDeletionManager | None = None
         self._topics_deleted: dict[str, trio.Event] = {}
+        self._partitions_added: dict[str, trio.Event] = {}
 
     @property
     def is_active(self) -> bool:
@@ -137,6 +145,8 @@ class KafkaController:
                 event.result = self._create_topics(event.request)
             elif isinstance(event, DeleteTopics):
                 event.result = self._delete_topics(event.request)
+            elif isinstance(event, CreatePartitions):
+                event.result = self._create_partitions(event.request)
             elif not self.is_active:
                 return
             elif isinstance(event, BrokerChange):
@@ -145,6 +155,8 @@ class KafkaController:
                 self._process_topic_change()
             elif isinstance(event, IsrChangeNotification):
                 self._process_isr_change_notification()
+            elif isinstance(event, PartitionModifications):
+                self._process_partition_modifications(event.topic)
             elif isinstance(event, TopicDeletion):
                 self._deletion.process_topic_deletion()
             elif isinstance(event, TopicDeletionStopReplicaResponseReceived):
@@ -217,7 +229,7 @@ class KafkaController:
         context.live_brokers = self.zk.get_all_brokers(watch=True)
         context.all_topics = set(self.zk.get_all_topics(watch=True))
         for topic in sorted(context.all_topics):
-            context.partition_assignments[topic] = self.zk.get_replica_assignment(topic) or {}
+            context.partition_assignments[topic] = self._watch_assignment(topic)
         for tp in context.all_partitions():
             state = self.zk.get_partition_state(tp)
             if state is not None:
@@ -246,7 +258,8 @@ class KafkaController:
 
     def on_controller_resignation(self) -> None:
         log.info("controller %d epoch %d resigns", self.broker_id, self.context.epoch)
-        self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH)
+        self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH,
+                                    *(topic_path(topic) for topic in self.context.all_topics))
         if self._active_scope is not None:
             self._active_scope.cancel()
             self._active_scope = None
@@ -256,7 +269,7 @@ class KafkaController:
         self.replica_state_machine = None
         self.topic_deletion_manager = None
         self.context = ControllerContext(epoch=self.context.epoch)
-        for waiters in (self._topics_online, self._topics_deleted):
+        for waiters in (self._topics_online, self._topics_deleted, self._partitions_added):
             for waiter in waiters.values():
                 waiter.set()
             waiters.clear()
@@ -386,10 +399,11 @@ class KafkaController:
         new_topics = topics - context.all_topics
         for topic in context.all_topics - topics:
             context.remove_topic(topic)
+            self.zk.unregister_handlers(topic_path(topic))
         context.all_topics |= new_topics
         new_partitions = []
         for topic in sorted(new_topics):
-            context.partition_assignments[topic] = self.zk.get_replica_assignment(topic) or {}
+            context.partition_assignments[topic] = self._watch_assignment(topic)
             new_partitions.extend(context.partitions_for_topic(topic))
         if new_partitions:
             self.on_new_partition_creation(new_partitions)
@@ -397,6 +411,67 @@ class KafkaController:
             waiter = self._topics_online.pop(topic, None)
             if waiter is not None:
                 waiter.set()
+
+    def _watch_assignment(self, topic: str) -> dict[int, list[int]]:
+        """Read a topic's assignment and watch it: added partitions arrive as a change of this znode."""
+        self.zk.register_znode_change_handler(
+            topic_path(topic), lambda event: self.event_manager.put(PartitionModifications(topic)))
+        return self.zk.get_replica_assignment(topic, watch=True) or {}
+
+    def _process_partition_modifications(self, topic: str) -> None:
+        if topic not in self.context.all_topics:
+            return
+        assignment = self._watch_assignment(topic)
+        added = sorted(set(assignment) - set(self.context.partition_assignments.get(topic, {})))
+        if not added:
+            return
+        self.context.partition_assignments[topic] = assignment
+        self.on_new_partition_creation([TopicPartition(topic, p) for p in added])
+        waiter = self._partitions_added.pop(topic, None)
+        if waiter is not None:
+            waiter.set()
+
+    def _create_partitions(self, request: CreatePartitionsRequest
+                           ) -> tuple[list[CreatePartitionsTopicResult], list[trio.Event]]:
+        """Extend topics' assignments (Kafka's way, continuing from the last partition) and let the watch act."""
+        if not self.is_active:
+            return [CreatePartitionsTopicResult(t.name, errors.NOT_CONTROLLER.code, "not the controller")
+                    for t in request.topics], []
+        results, waiters = [], []
+        live = {b: info.rack for b, info in self.context.live_brokers.items() if b in self.context.live_broker_ids}
+        for topic in request.topics:
+            try:
+                assignment = self._plan_new_partitions(topic, live)
+                if not request.validate_only:
+                    self.zk.controller_multi(self.context.epoch_zk_version,
+                                             [self.zk.set_replica_assignment_op(topic.name, assignment)])
+                    waiters.append(self._partitions_added.setdefault(topic.name, trio.Event()))
+                results.append(CreatePartitionsTopicResult(topic.name, errors.NONE.code))
+            except KafkaError as exc:
+                results.append(CreatePartitionsTopicResult(topic.name, exc.code, exc.message))
+        return results, waiters
+
+    def _plan_new_partitions(self, topic: CreatePartitionsTopic, live: dict[int, str | None]) -> dict[int, list[int]]:
+        current = self.context.partition_assignments.get(topic.name)
+        if current is None:
+            raise errors.UnknownTopicOrPartitionError(f"Topic '{topic.name}' does not exist.")
+        if self.context.is_topic_queued_up_for_deletion(topic.name):
+            raise errors.InvalidTopicError(f"Topic '{topic.name}' is queued for deletion.")
+        if topic.count <= len(current):
+            raise errors.InvalidPartitionsError(
+                f"Topic '{topic.name}' has {len(current)} partitions; the new count {topic.count} must be larger.")
+        new_count = topic.count - len(current)
+        replication = len(current[0])
+        if topic.assignments is not None:
+            if len(topic.assignments) != new_count:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"{len(topic.assignments)} assignments given for {new_count} new partitions.")
+            added = {len(current) + i: list(replicas) for i, replicas in enumerate(topic.assignments)}
+            validate_assignment({**current, **added}, set(live) | {r for rs in current.values() for r in rs})
+        else:
+            added = assign_replicas_to_brokers(new_count, replication, sorted(live), live, rng=self.rng,
+                                               start_partition_id=len(current))
+        return {**current, **added}
 
     def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
         log.info("controller %d: new partitions %s", self.broker_id, [str(tp) for tp in partitions])
@@ -479,13 +554,15 @@ class KafkaController:
             event = CreateTopics(request=request)
         elif isinstance(request, DeleteTopicsRequest):
             event = DeleteTopics(request=request)
+        elif isinstance(request, CreatePartitionsRequest):
+            event = CreatePartitions(request=request)
         else:
             raise errors.InvalidRequestError(f"{type(request).__name__} is not a controller request")
         self.event_manager.put(event)
         await event.done.wait()
         if event.result is None:
             raise errors.UnknownServerError(f"the controller failed to process {type(request).__name__}")
-        if isinstance(event, (CreateTopics, DeleteTopics)):
+        if isinstance(event, (CreateTopics, DeleteTopics, CreatePartitions)):
             results, waiters = event.result
             with trio.move_on_after(request.timeout_ms / 1000) as timeout:  # type: ignore[attr-defined]
                 for waiter in waiters:
@@ -495,5 +572,7 @@ class KafkaController:
                     if result.error_code == errors.NONE.code:
                         result.error_code = errors.REQUEST_TIMED_OUT.code
                         result.error_message = "Timed out waiting for the controller to finish."
-            return CreateTopicsResponse(results) if isinstance(event, CreateTopics) else DeleteTopicsResponse(results)
+            response_type = {CreateTopics: CreateTopicsResponse, DeleteTopics: DeleteTopicsResponse,
+                             CreatePartitions: CreatePartitionsResponse}[type(event)]
+            return response_type(results)
         return event.result

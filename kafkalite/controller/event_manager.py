@@ -85,6 +85,18 @@ class CreateTopics(Reply):
 
 
 @dataclass
+class CreatePartitions(Reply):
+    request: Any = None
+
+
+@dataclass
+class PartitionModifications(ControllerEvent):
+    """A topic's assignment znode changed: partitions were added."""
+
+    topic: str
+
+
+@dataclass
 class DeleteTopics(Reply):
     request: Any = None
 

@@ -440,6 +440,33 @@ class InitProducerIdResponse(Response):
     error_message: str | None = None
 
 
+@dataclass(slots=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the new total number of partitions
+    assignments: list[list[int]] | None = None  # replicas of each new partition, instead of Kafka's assignment
+
+
+@dataclass(slots=True)
+class CreatePartitionsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int = 30000
+    validate_only: bool = False
+
+
+@dataclass(slots=True)
+class CreatePartitionsTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class CreatePartitionsResponse(Response):
+    results: list[CreatePartitionsTopicResult]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Version negotiation: answered by a TCP listener itself, before any handler sees a request
 
@@ -469,6 +496,7 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest, ControlledShutdownRequest,
         ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
         CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
+        CreatePartitionsRequest,
     )
 }
 
@@ -486,6 +514,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
     ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
+    ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
 }
 
 # The versions a TCP listener accepts, {api_key: (min_version, max_version)}; every schema is still at version 0.

@@ -15,7 +15,8 @@ from typing import Any
 
 from kafkalite.network.requests import (
     SUPPORTED_VERSIONS, ApiVersion, ApiVersionsRequest, ApiVersionsResponse, CreatableTopicResult,
-    CreateTopicsRequest, CreateTopicsResponse, DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopicResult, CreateTopicsRequest,
+    CreateTopicsResponse, DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse,
     EpochEndOffset, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
     MetadataResponse, MetadataTopic, OffsetsForLeaderEpochRequest, OffsetsForLeaderEpochResponse,
     ProducePartitionResponse, ProduceRequest, ProduceResponse, Request, Response, RESPONSE_TYPES,
@@ -57,6 +58,10 @@ def _delete_topics(request: Any, code: int, message: str | None) -> Response:
     return DeleteTopicsResponse([DeletableTopicResult(name, code, message) for name in request.topic_names])
 
 
+def _create_partitions(request: Any, code: int, message: str | None) -> Response:
+    return CreatePartitionsResponse([CreatePartitionsTopicResult(t.name, code, message) for t in request.topics])
+
+
 _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None]] = {
     ProduceRequest: _produce,
     ListOffsetsRequest: _list_offsets,
@@ -64,6 +69,7 @@ _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None
     MetadataRequest: _metadata,
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
+    CreatePartitionsRequest: _create_partitions,
 }
 
 

@@ -22,6 +22,8 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     ApiVersionsRequest,
     ControlledShutdownRequest,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -87,6 +89,7 @@ class KafkaApis:
             StopReplicaRequest: self.handle_stop_replica,
             ControlledShutdownRequest: self.forward_to_controller,
             CreateTopicsRequest: self.handle_create_topics,
+            CreatePartitionsRequest: self.handle_create_partitions,
             DeleteTopicsRequest: self.forward_to_controller,
             ProduceRequest: self.handle_produce,
             FetchRequest: self.handle_fetch,
@@ -170,20 +173,33 @@ class KafkaApis:
         broker for its metadata must find it.
         """
         response: CreateTopicsResponse = await self.forward_to_controller(request, context)  # type: ignore[assignment]
-        created = [tp for tp in response.topics if tp.error_code == errors.NONE.code and not request.validate_only]
+        if not request.validate_only:
+            await self._await_partitions_online(
+                [(result, result.name, result.num_partitions) for result in response.topics], request.timeout_ms)
+        return response
+
+    async def handle_create_partitions(self, request: CreatePartitionsRequest, context: RequestContext) -> Response:
+        response: CreatePartitionsResponse = await self.forward_to_controller(request, context)  # type: ignore
+        if not request.validate_only:
+            counts = {topic.name: topic.count for topic in request.topics}
+            await self._await_partitions_online(
+                [(result, result.name, counts.get(result.name, 0)) for result in response.results], request.timeout_ms)
+        return response
+
+    async def _await_partitions_online(self, results: list[tuple[Any, str, int]], timeout_ms: int) -> None:
+        """Wait until this broker's metadata has a leader for each successful result's partitions."""
+        waiting = [(result, topic, count) for result, topic, count in results if result.error_code == errors.NONE.code]
 
         def online(cache: MetadataCache) -> bool:
-            return all(
-                (info := cache.get_partition_info(TopicPartition(result.name, p))) is not None and info.leader >= 0
-                for result in created for p in range(result.num_partitions))
+            return all((info := cache.get_partition_info(TopicPartition(topic, p))) is not None and info.leader >= 0
+                       for _, topic, count in waiting for p in range(count))
 
-        with trio.move_on_after(request.timeout_ms / 1000) as waited:
+        with trio.move_on_after(timeout_ms / 1000) as waited:
             await self.metadata_cache.wait_until(online)
         if waited.cancelled_caught:
-            for result in created:
+            for result, _, _ in waiting:
                 result.error_code = errors.REQUEST_TIMED_OUT.code
-                result.error_message = "Timed out waiting for the topic's metadata to reach this broker."
-        return response
+                result.error_message = "Timed out waiting for the new partitions' metadata to reach this broker."
 
     # -- data path ------------------------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ def live_brokers() -> list[r.LiveBroker]:
 def requests() -> list[r.Request]:
     return [
         r.InitProducerIdRequest(None, 60000, -1, -1),
+        r.CreatePartitionsRequest([r.CreatePartitionsTopic("t", 4, [[1, 2], [2, 3]]), r.CreatePartitionsTopic("u", 2)]),
         r.LeaderAndIsrRequest(1, 3, 77, [
             r.LeaderAndIsrPartitionState("orders", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], is_new=True),
             r.LeaderAndIsrPartitionState("orders", 1, 3, 2, 0, [], 0, [2]),
@@ -64,6 +65,7 @@ def requests() -> list[r.Request]:
 def responses() -> list[r.Response]:
     return [
         r.InitProducerIdResponse(0, 1000, 0),
+        r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),
         r.LeaderAndIsrResponse(0, [r.PartitionError("orders", 0, 0), r.PartitionError("orders", 1, 6)]),
         r.UpdateMetadataResponse(77),
         r.StopReplicaResponse(0, [r.PartitionError("orders", 0, 0)]),
