@@ -32,11 +32,13 @@ from kafkalite.coordination import CoordinationService
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
+    PREFERRED_ELECTION,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    ElectLeadersRequest,
     FetchPartition,
     FetchRequest,
     MetadataRequest,
@@ -284,6 +286,19 @@ class Cluster:
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(topic, new_total), timeout=timeout,
                               what=f"partitions of {topic} online on every broker")
+
+    async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None = None
+                            ) -> dict[TopicPartition, int]:
+        """Kafka's ElectLeaders (PREFERRED_ELECTION or UNCLEAN_ELECTION): each partition's error code (0: elected)."""
+        response = await self._send(self._require_controller(), ElectLeadersRequest(
+            election_type, None if partitions is None else [tuple(tp) for tp in partitions]))  # type: ignore[misc]
+        raise_for(response.error_code, response.error_message)
+        return {TopicPartition(r.topic, r.partition): r.error_code for r in response.results}
+
+    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None
+                                      ) -> dict[TopicPartition, int]:
+        """Move leadership back to each partition's first assigned replica where it is alive and in the ISR."""
+        return await self.elect_leaders(PREFERRED_ELECTION, partitions)
 
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""

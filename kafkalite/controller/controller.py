@@ -29,19 +29,26 @@ from kafkalite.controller.event_manager import (
     ControlledShutdown,
     ControllerChange,
     ControllerEvent,
+    AutoPreferredReplicaLeaderElection,
     ControllerEventManager,
     CreatePartitions,
     CreateTopics,
     DeleteTopics,
+    ElectLeaders,
     IsrChangeNotification,
     PartitionModifications,
+    PreferredReplicaLeaderElection,
     Reelect,
     Startup,
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
 )
-from kafkalite.controller.leader_selectors import controlled_shutdown_partition_leader_selector
+from kafkalite.controller.leader_selectors import (
+    controlled_shutdown_partition_leader_selector,
+    preferred_replica_partition_leader_selector,
+    unclean_partition_leader_selector,
+)
 from kafkalite.controller.partition_state_machine import PartitionStateMachine
 from kafkalite.controller.replica_state_machine import ReplicaStateMachine
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
@@ -51,6 +58,7 @@ from kafkalite.coordination.kafka_zk import (
     BROKER_IDS_PATH,
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
+    PREFERRED_REPLICA_ELECTION_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     TOPICS_PATH,
     ControllerMovedError,
@@ -58,7 +66,7 @@ from kafkalite.coordination.kafka_zk import (
     delete_topic_path,
     topic_path,
 )
-from kafkalite.coordination.service import CreateOp, EventType, WatchedEvent
+from kafkalite.coordination.service import CreateOp, DeleteOp, EventType, WatchedEvent
 from kafkalite.network.requests import (
     CreatableTopicResult,
     ControlledShutdownRequest,
@@ -72,6 +80,11 @@ from kafkalite.network.requests import (
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PREFERRED_ELECTION,
+    UNCLEAN_ELECTION,
     Request,
     RequestContext,
     Response,
@@ -147,6 +160,8 @@ class KafkaController:
                 event.result = self._delete_topics(event.request)
             elif isinstance(event, CreatePartitions):
                 event.result = self._create_partitions(event.request)
+            elif isinstance(event, ElectLeaders):
+                event.result = self._elect_leaders(event.request)
             elif not self.is_active:
                 return
             elif isinstance(event, BrokerChange):
@@ -155,6 +170,10 @@ class KafkaController:
                 self._process_topic_change()
             elif isinstance(event, IsrChangeNotification):
                 self._process_isr_change_notification()
+            elif isinstance(event, PreferredReplicaLeaderElection):
+                self._process_preferred_replica_election_znode()
+            elif isinstance(event, AutoPreferredReplicaLeaderElection):
+                self.check_and_trigger_auto_leader_rebalance()
             elif isinstance(event, PartitionModifications):
                 self._process_partition_modifications(event.topic)
             elif isinstance(event, TopicDeletion):
@@ -226,6 +245,8 @@ class KafkaController:
         self.zk.register_child_change_handler(ISR_CHANGE_NOTIFICATION_PATH,
                                               lambda _: self.event_manager.put(IsrChangeNotification()))
         self.zk.register_child_change_handler(DELETE_TOPICS_PATH, lambda _: self.event_manager.put(TopicDeletion()))
+        self.zk.register_znode_change_handler(PREFERRED_REPLICA_ELECTION_PATH,
+                                              lambda _: self.event_manager.put(PreferredReplicaLeaderElection()))
         context.live_brokers = self.zk.get_all_brokers(watch=True)
         context.all_topics = set(self.zk.get_all_topics(watch=True))
         for topic in sorted(context.all_topics):
@@ -242,6 +263,9 @@ class KafkaController:
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
         self.event_manager.put(TopicDeletion())  # resume, and handle requests queued while no one was controller
+        self.event_manager.put(PreferredReplicaLeaderElection())
+        if self.config["auto.leader.rebalance.enable"]:
+            active_nursery.start_soon(self._auto_rebalance_scheduler)
         if self.zk.get_isr_change_notifications(watch=True):
             self.event_manager.put(IsrChangeNotification())
         log.info("controller %d epoch %d: failover done, %d live brokers, %d topics", self.broker_id, epoch,
@@ -259,6 +283,7 @@ class KafkaController:
     def on_controller_resignation(self) -> None:
         log.info("controller %d epoch %d resigns", self.broker_id, self.context.epoch)
         self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH,
+                                    PREFERRED_REPLICA_ELECTION_PATH,
                                     *(topic_path(topic) for topic in self.context.all_topics))
         if self._active_scope is not None:
             self._active_scope.cancel()
@@ -525,6 +550,88 @@ class KafkaController:
                 results.append(DeletableTopicResult(topic, errors.NONE.code))
         return results, waiters
 
+    # -- leader elections on request (ElectLeaders, the admin znode) and the auto rebalance ------------------------
+
+    def _elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        if not self.is_active:
+            return ElectLeadersResponse(errors.NOT_CONTROLLER.code, error_message="not the controller")
+        if request.election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            return ElectLeadersResponse(errors.INVALID_REQUEST.code,
+                                        error_message=f"unknown election type {request.election_type}")
+        partitions = self.context.all_partitions() if request.topic_partitions is None else \
+            [TopicPartition(t, p) for t, p in request.topic_partitions]
+        return ElectLeadersResponse(errors.NONE.code, [self._elect_leader(tp, request.election_type)
+                                                       for tp in partitions])
+
+    def _elect_leader(self, tp: TopicPartition, election_type: int) -> ElectionResult:
+        """One partition of an ElectLeaders request, with the per-partition codes Kafka's ElectLeaders gives."""
+        context = self.context
+        leadership = self.zk.get_partition_state(tp) if tp in context.partition_leadership_info else None
+        if leadership is None or context.is_topic_queued_up_for_deletion(tp.topic):
+            return ElectionResult(tp.topic, tp.partition, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                  f"{tp} does not exist")
+        current = leadership.leader_and_isr
+        if election_type == PREFERRED_ELECTION:
+            preferred = context.partition_replica_assignment(tp)[0]
+            if current.leader == preferred:
+                return ElectionResult(tp.topic, tp.partition, errors.ELECTION_NOT_NEEDED.code,
+                                      f"preferred replica {preferred} already leads {tp}")
+            if not context.is_replica_online(preferred) or preferred not in current.isr:
+                return ElectionResult(tp.topic, tp.partition, errors.PREFERRED_LEADER_NOT_AVAILABLE.code,
+                                      f"preferred replica {preferred} of {tp} is not alive and in the ISR")
+            if not self._psm.handle_state_changes([tp], PartitionState.ONLINE,
+                                                  preferred_replica_partition_leader_selector):
+                return ElectionResult(tp.topic, tp.partition, errors.PREFERRED_LEADER_NOT_AVAILABLE.code,
+                                      f"the election of preferred replica {preferred} for {tp} failed")
+            return ElectionResult(tp.topic, tp.partition, errors.NONE.code)
+        if context.is_replica_online(current.leader):
+            return ElectionResult(tp.topic, tp.partition, errors.ELECTION_NOT_NEEDED.code,
+                                  f"{tp} has a live leader {current.leader}")
+        elected = self._psm.handle_state_changes([tp], PartitionState.ONLINE, unclean_partition_leader_selector)
+        if not elected:
+            return ElectionResult(tp.topic, tp.partition, errors.ELIGIBLE_LEADERS_NOT_AVAILABLE.code,
+                                  f"no live replica of {tp} can lead")
+        return ElectionResult(tp.topic, tp.partition, errors.NONE.code)
+
+    def _process_preferred_replica_election_znode(self) -> None:
+        """Kafka's admin path: elect preferred leaders for the partitions listed, then remove the request."""
+        found = self.zk.get_data(PREFERRED_REPLICA_ELECTION_PATH, watch=True)
+        if found is None:
+            return
+        listed = (found[0] or {}).get("partitions")
+        partitions = self.context.all_partitions() if listed is None else \
+            [TopicPartition(p["topic"], p["partition"]) for p in listed]
+        for tp in partitions:
+            self._elect_leader(tp, PREFERRED_ELECTION)
+        self.zk.controller_multi(self.context.epoch_zk_version, [DeleteOp(PREFERRED_REPLICA_ELECTION_PATH)])
+
+    async def _auto_rebalance_scheduler(self) -> None:
+        """Lives in the controller's active nursery, so it stops when the controller resigns."""
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        while True:
+            await trio.sleep(interval)
+            await self.gate.checkpoint()
+            self.event_manager.put(AutoPreferredReplicaLeaderElection())
+
+    def check_and_trigger_auto_leader_rebalance(self) -> None:
+        """Per broker, the share of partitions it should lead but does not; over the threshold, move them back."""
+        context = self.context
+        threshold = self.config["leader.imbalance.per.broker.percentage"] / 100
+        preferred_of: dict[int, list[TopicPartition]] = {}
+        for tp in context.all_partitions():
+            if tp in context.partition_leadership_info and not context.is_topic_queued_up_for_deletion(tp.topic):
+                preferred_of.setdefault(context.partition_replica_assignment(tp)[0], []).append(tp)
+        for broker_id, partitions in sorted(preferred_of.items()):
+            not_led = [tp for tp in partitions
+                       if context.partition_leadership_info[tp].leader_and_isr.leader != broker_id]
+            ratio = len(not_led) / len(partitions)
+            if ratio > threshold and context.is_replica_online(broker_id):
+                log.info("controller %d: broker %d leads %d of its %d preferred partitions (imbalance %.0f%%); "
+                         "rebalancing", self.broker_id, broker_id, len(partitions) - len(not_led), len(partitions),
+                         100 * ratio)
+                for tp in not_led:
+                    self._elect_leader(tp, PREFERRED_ELECTION)
+
     # -- ISR change notifications ---------------------------------------------------------------------------------
 
     def _process_isr_change_notification(self) -> None:
@@ -556,6 +663,8 @@ class KafkaController:
             event = DeleteTopics(request=request)
         elif isinstance(request, CreatePartitionsRequest):
             event = CreatePartitions(request=request)
+        elif isinstance(request, ElectLeadersRequest):
+            event = ElectLeaders(request=request)
         else:
             raise errors.InvalidRequestError(f"{type(request).__name__} is not a controller request")
         self.event_manager.put(event)

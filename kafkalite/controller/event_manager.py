@@ -97,6 +97,21 @@ class PartitionModifications(ControllerEvent):
 
 
 @dataclass
+class ElectLeaders(Reply):
+    request: Any = None
+
+
+@dataclass
+class PreferredReplicaLeaderElection(ControllerEvent):
+    """`/admin/preferred_replica_election` was written (the znode Kafka's admin tools use)."""
+
+
+@dataclass
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    """The rebalance scheduler's tick."""
+
+
+@dataclass
 class DeleteTopics(Reply):
     request: Any = None
 

@@ -52,6 +52,12 @@ def offline_partition_leader_selector(context: ControllerContext, tp: TopicParti
     return Election(current.new_leader_and_isr(leader, new_isr), live_assigned)
 
 
+def unclean_partition_leader_selector(context: ControllerContext, tp: TopicPartition, current: LeaderAndIsr,
+                                      unclean: bool) -> Election:
+    """ElectLeaders with UNCLEAN: the offline selector with unclean election allowed whatever the config says."""
+    return offline_partition_leader_selector(context, tp, current, True)
+
+
 def controlled_shutdown_partition_leader_selector(context: ControllerContext, tp: TopicPartition,
                                                   current: LeaderAndIsr, unclean: bool) -> Election:
     """An ISR replica on a broker that is not shutting down; the new ISR leaves the shutting-down brokers out."""

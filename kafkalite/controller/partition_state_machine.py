@@ -121,9 +121,12 @@ class PartitionStateMachine:
     def _elect_leader(self, tp: TopicPartition, selector: LeaderSelector) -> bool:
         """Ask the selector, write the result with version checks, queue LeaderAndIsr; re-read on a lost race."""
         for _ in range(MAX_ELECTION_ATTEMPTS):
-            current = self.context.partition_leadership_info.get(tp)
+            # As Kafka does, elect from the partition state as stored, not as cached: a leader may have changed
+            # the ISR since, and its ISR change notification may not have reached us yet.
+            current = self.zk.get_partition_state(tp)
             if current is None:
                 return False
+            self.context.partition_leadership_info[tp] = current
             try:
                 election = selector(self.context, tp, current.leader_and_isr, self._unclean_allowed(tp.topic))
             except NoLeaderAvailable as exc:
@@ -135,11 +138,7 @@ class PartitionStateMachine:
                 results = self.zk.controller_multi(self.context.epoch_zk_version,
                                                    [self.zk.update_partition_state_op(tp, new_state)])
             except BadVersionError:
-                refreshed = self.zk.get_partition_state(tp)
-                if refreshed is None:
-                    return False
-                self.context.partition_leadership_info[tp] = refreshed
-                continue
+                continue  # someone wrote the state since we read it: read it again
             lai = election.leader_and_isr
             new_state = LeaderIsrAndControllerEpoch(
                 LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[1].version),  # type: ignore[attr-defined]

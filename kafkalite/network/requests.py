@@ -467,6 +467,33 @@ class CreatePartitionsResponse(Response):
     results: list[CreatePartitionsTopicResult]
 
 
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+
+
+@dataclass(slots=True)
+class ElectLeadersRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.ELECT_LEADERS
+    election_type: int  # PREFERRED_ELECTION or UNCLEAN_ELECTION
+    topic_partitions: list[tuple[str, int]] | None = None  # None: every partition
+    timeout_ms: int = 30000
+
+
+@dataclass(slots=True)
+class ElectionResult:
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ElectLeadersResponse(Response):
+    error_code: int
+    results: list[ElectionResult] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Version negotiation: answered by a TCP listener itself, before any handler sees a request
 
@@ -496,7 +523,7 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest, ControlledShutdownRequest,
         ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
         CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
-        CreatePartitionsRequest,
+        CreatePartitionsRequest, ElectLeadersRequest,
     )
 }
 
@@ -515,6 +542,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
+    ApiKey.ELECT_LEADERS: ElectLeadersResponse,
 }
 
 # The versions a TCP listener accepts, {api_key: (min_version, max_version)}; every schema is still at version 0.

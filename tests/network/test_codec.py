@@ -32,6 +32,8 @@ def live_brokers() -> list[r.LiveBroker]:
 def requests() -> list[r.Request]:
     return [
         r.InitProducerIdRequest(None, 60000, -1, -1),
+        r.ElectLeadersRequest(0, [("t", 0), ("t", 1)]),
+        r.ElectLeadersRequest(1),
         r.CreatePartitionsRequest([r.CreatePartitionsTopic("t", 4, [[1, 2], [2, 3]]), r.CreatePartitionsTopic("u", 2)]),
         r.LeaderAndIsrRequest(1, 3, 77, [
             r.LeaderAndIsrPartitionState("orders", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], is_new=True),
@@ -65,6 +67,7 @@ def requests() -> list[r.Request]:
 def responses() -> list[r.Response]:
     return [
         r.InitProducerIdResponse(0, 1000, 0),
+        r.ElectLeadersResponse(0, [r.ElectionResult("t", 0, 84, "not needed")]),
         r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),
         r.LeaderAndIsrResponse(0, [r.PartitionError("orders", 0, 0), r.PartitionError("orders", 1, 6)]),
         r.UpdateMetadataResponse(77),
@@ -298,7 +301,7 @@ def test_error_responses_without_the_request_exist_only_for_top_level_error_code
                            if error_response(request_type, 42, "bad") is not None}
     assert with_top_level_code == {r.LeaderAndIsrRequest, r.UpdateMetadataRequest, r.StopReplicaRequest,
                                    r.ControlledShutdownRequest, r.FetchRequest, r.ApiVersionsRequest,
-                                   r.InitProducerIdRequest}
+                                   r.InitProducerIdRequest, r.ElectLeadersRequest}
     assert error_response(r.ControlledShutdownRequest, 42, "bad") == r.ControlledShutdownResponse(
         42, error_message="bad")
     assert error_response(r.MetadataRequest(topics=None), 42, "bad") is None

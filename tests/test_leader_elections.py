@@ -1,0 +1,84 @@
+"""Preferred-replica and unclean elections on request, and the controller's automatic leader rebalance."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import UNCLEAN_ELECTION, ElectLeadersRequest
+
+CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
+
+
+def leaders(cluster: Cluster, topic: str, partitions: int) -> Counter[int]:
+    return Counter(cluster.leader_for(topic, p) for p in range(partitions))
+
+
+async def test_preferred_election_restores_leadership_after_a_failover(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=6, replication_factor=3)
+        for p in range(6):
+            await cluster.produce("t", p, [Record(None, b"a")])
+        victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        await cluster.kill_broker(victim)
+        await cluster.wait_until(lambda: victim not in leaders(cluster, "t", 6), timeout=60)
+        await cluster.restart_broker(victim)
+        await cluster.wait_until(lambda: all(victim in cluster.partition_state("t", p).isr for p in range(6)),
+                                 timeout=60)
+        assert leaders(cluster, "t", 6)[victim] == 0  # back in sync but leading nothing
+        results = await cluster.elect_preferred_leaders()
+        described = await cluster.describe_topic("t")
+        for d in described:
+            tp = TopicPartition("t", d.partition)
+            expected = errors.NONE.code if d.replicas[0] == victim else errors.ELECTION_NOT_NEEDED.code
+            assert results[tp] == expected
+            assert d.leader == d.replicas[0]
+        assert leaders(cluster, "t", 6) == Counter({1: 2, 2: 2, 3: 2})
+        for p in range(6):
+            await cluster.wait_for_leader("t", p)
+            assert await cluster.produce("t", p, [Record(None, b"b")]) == 1
+            assert [r.value for _, r in await cluster.fetch_all("t", p)] == [b"a", b"b"]
+        missing = await cluster.elect_preferred_leaders([TopicPartition("nope", 0)])
+        assert missing == {TopicPartition("nope", 0): errors.UNKNOWN_TOPIC_OR_PARTITION.code}
+
+
+async def test_auto_rebalance_brings_leader_counts_back(autojump_clock: Any) -> None:
+    config = {**CONFIG, "auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 30,
+              "leader.imbalance.per.broker.percentage": 10}
+    async with Cluster(brokers=3, config=config, seed=2) as cluster:
+        await cluster.create_topic("t", partitions=9, replication_factor=3)
+        victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        await cluster.kill_broker(victim)
+        await cluster.wait_until(lambda: victim not in leaders(cluster, "t", 9), timeout=60)
+        await cluster.restart_broker(victim)
+        await cluster.wait_until(lambda: leaders(cluster, "t", 9) == Counter({1: 3, 2: 3, 3: 3}), timeout=120)
+        for p in range(9):
+            d = (await cluster.describe_topic("t"))[p]
+            assert d.leader == d.replicas[0]
+
+
+async def test_unclean_election_on_request(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=3) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce("t", 0, [Record(None, b"a")])
+        d = (await cluster.describe_topic("t"))[0]
+        follower = next(r for r in d.replicas if r != d.leader)
+        assert await cluster.elect_leaders(UNCLEAN_ELECTION, [TopicPartition("t", 0)]) == \
+            {TopicPartition("t", 0): errors.ELECTION_NOT_NEEDED.code}
+        await cluster.kill_broker(follower)
+        await cluster.wait_until(lambda: cluster.partition_state("t", 0).isr == (d.leader,), timeout=60)
+        await cluster.kill_broker(d.leader)
+        await cluster.restart_broker(follower)
+        await cluster.wait_until(lambda: cluster.controller_id is not None and d.leader not in
+                                 cluster.controller().context.live_brokers and follower in
+                                 cluster.controller().context.live_brokers, timeout=60)
+        assert cluster.leader_for("t", 0) == -1  # unclean election is off for the topic
+        result = await cluster.elect_leaders(UNCLEAN_ELECTION, [TopicPartition("t", 0)])
+        assert result == {TopicPartition("t", 0): errors.NONE.code}
+        assert await cluster.wait_for_leader("t", 0) == follower
+        response = await cluster.transport.send("client", cluster.controller_id, ElectLeadersRequest(7))
+        assert response.error_code == errors.INVALID_REQUEST.code and "election type" in response.error_message
