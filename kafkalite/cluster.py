@@ -73,6 +73,32 @@ class PartitionDescription:
     log_end_offsets: dict[int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    id: int
+    endpoints: tuple[str, ...]
+    rack: str | None
+    alive: bool
+    is_controller: bool
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStates:
+    """A partition's state and each replica's state, as the controller's state machines hold them."""
+
+    state: str
+    replica_states: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    brokers: tuple[BrokerDescription, ...]
+    controller_id: int | None
+    controller_epoch: int
+    partitions: dict[TopicPartition, PartitionStates]
+
+
 @dataclass
 class _Node:
     broker_id: int
@@ -368,6 +394,30 @@ class Cluster:
             return -1
         local = self._nodes[leader].broker.replica_manager.get_partition(TopicPartition(topic, partition))
         return local.high_watermark if local is not None and local.is_leader else -1
+
+    def describe_cluster(self) -> ClusterDescription:
+        """Every broker (alive or not), the controller and its epoch, and each partition's and replica's state
+        in the active controller's state machines."""
+        controller_id = self.controller_id
+        brokers = []
+        for broker_id, node in sorted(self._nodes.items()):
+            registered = self._zk().get_broker(broker_id)
+            endpoints = registered.endpoints if registered is not None else ()
+            brokers.append(BrokerDescription(broker_id, tuple(f"{ep.listener}://{ep.host}:{ep.port}" for ep in endpoints),
+                                             node.config["broker.rack"], node.alive and registered is not None,
+                                             broker_id == controller_id,
+                                             registered.epoch if registered is not None else -1))
+        partitions: dict[TopicPartition, PartitionStates] = {}
+        if controller_id is not None:
+            context = self.controller(controller_id).context
+            for tp in context.all_partitions():
+                state = context.partition_states.get(tp)
+                partitions[tp] = PartitionStates(
+                    state.value if state is not None else "NonExistentPartition",
+                    {r.replica: context.replica_states[r].value for r in context.replicas_for_partitions([tp])
+                     if r in context.replica_states})
+        epoch = self._zk().get_controller_epoch()
+        return ClusterDescription(tuple(brokers), controller_id, epoch[0] if epoch is not None else 0, partitions)
 
     def describe_brokers(self) -> list[dict[str, Any]]:
         """Live brokers with their NATIVE endpoint and rack, and which one is the controller."""

@@ -431,3 +431,23 @@ async def test_network_partition_isolating_a_leader_from_the_coordination_servic
         await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == [1, 2, 3], timeout=120)
         await wait_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + [b"new0"]
+
+
+async def test_describe_cluster_shows_brokers_and_state_machines(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, broker_configs={1: {"broker.rack": "r1"}}, seed=16) as cluster:
+        await cluster.create_topic("t", partitions=2, replication_factor=3)
+        described = cluster.describe_cluster()
+        assert described.controller_id == cluster.controller_id and described.controller_epoch == 1
+        assert [(b.id, b.alive, b.is_controller) for b in described.brokers] == \
+            [(b, True, b == cluster.controller_id) for b in (1, 2, 3)]
+        assert described.brokers[0].rack == "r1"
+        assert all(b.endpoints[0].startswith("NATIVE://127.0.0.1:") and b.broker_epoch > 0
+                   for b in described.brokers)
+        assert {tp: s.state for tp, s in described.partitions.items()} == \
+            {TopicPartition("t", 0): "OnlinePartition", TopicPartition("t", 1): "OnlinePartition"}
+        assert all(set(s.replica_states.values()) == {"OnlineReplica"} for s in described.partitions.values())
+        victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        await cluster.kill_broker(victim)
+        await cluster.wait_until(lambda: not cluster.describe_cluster().brokers[victim - 1].alive
+                                 and all(s.replica_states[victim] == "OfflineReplica"
+                                         for s in cluster.describe_cluster().partitions.values()), timeout=60)
