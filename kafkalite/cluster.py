@@ -32,6 +32,10 @@ from kafkalite.coordination import CoordinationService
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+    OngoingReassignment,
+    ReassignablePartition,
     PREFERRED_ELECTION,
     CreatableTopic,
     CreatePartitionsRequest,
@@ -325,6 +329,31 @@ class Cluster:
                                       ) -> dict[TopicPartition, int]:
         """Move leadership back to each partition's first assigned replica where it is alive and in the ISR."""
         return await self.elect_leaders(PREFERRED_ELECTION, partitions)
+
+    async def reassign_partitions(self, targets: Mapping[TopicPartition, Sequence[int]], *,
+                                  timeout: float = 60) -> None:
+        """Move partitions to new replica lists (preferred leader first) and wait until the moves complete."""
+        response = await self._send(self._require_controller(), AlterPartitionReassignmentsRequest(
+            [ReassignablePartition(tp.topic, tp.partition, list(replicas)) for tp, replicas in targets.items()]))
+        raise_for(response.error_code, response.error_message)
+        for result in response.responses:
+            raise_for(result.error_code, result.error_message)
+
+        def done() -> bool:
+            controller = self.controller_id
+            if controller is None or self.controller(controller).context.partitions_being_reassigned:
+                return False
+            zk = self._zk()
+            return all(zk.get_replica_assignment(tp.topic).get(tp.partition) == list(replicas)  # type: ignore
+                       for tp, replicas in targets.items()) and \
+                all(self._topic_online(tp.topic, tp.partition + 1) for tp in targets)
+
+        await self.wait_until(done, timeout=timeout, what="the reassignments to complete")
+
+    async def list_partition_reassignments(self) -> list[OngoingReassignment]:
+        response = await self._send(self._require_controller(), ListPartitionReassignmentsRequest())
+        raise_for(response.error_code, response.error_message)
+        return response.reassignments
 
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""

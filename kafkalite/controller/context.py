@@ -69,6 +69,22 @@ class PartitionAndReplica(NamedTuple):
 
 
 @dataclass
+class ReassignmentContext:
+    """A reassignment in flight: where the partition was (OAR) and where it is going (RAR)."""
+
+    original_replicas: list[int]
+    target_replicas: list[int]
+
+    @property
+    def adding(self) -> list[int]:
+        return [r for r in self.target_replicas if r not in self.original_replicas]
+
+    @property
+    def removing(self) -> list[int]:
+        return [r for r in self.original_replicas if r not in self.target_replicas]
+
+
+@dataclass
 class ControllerContext:
     epoch: int = 0
     epoch_zk_version: int = -1
@@ -80,6 +96,7 @@ class ControllerContext:
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     replica_states: dict[PartitionAndReplica, ReplicaState] = field(default_factory=dict)
     topics_to_be_deleted: set[str] = field(default_factory=set)
+    partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(default_factory=dict)
 
     # -- brokers --------------------------------------------------------------------------------------------------
 

@@ -23,12 +23,19 @@ from kafkalite.common.errors import KafkaError
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.admin import assign_replicas_to_brokers, plan_topic, validate_assignment
 from kafkalite.controller.channel_manager import ControllerChannelManager
-from kafkalite.controller.context import ControllerContext, PartitionAndReplica, PartitionState, ReplicaState
+from kafkalite.controller.context import (
+    ControllerContext,
+    PartitionAndReplica,
+    PartitionState,
+    ReassignmentContext,
+    ReplicaState,
+)
 from kafkalite.controller.event_manager import (
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
     ControllerEvent,
+    AlterReassignments,
     AutoPreferredReplicaLeaderElection,
     ControllerEventManager,
     CreatePartitions,
@@ -36,7 +43,10 @@ from kafkalite.controller.event_manager import (
     DeleteTopics,
     ElectLeaders,
     IsrChangeNotification,
+    ListReassignments,
     PartitionModifications,
+    PartitionReassignment,
+    PartitionReassignmentIsrChange,
     PreferredReplicaLeaderElection,
     Reelect,
     Startup,
@@ -46,6 +56,8 @@ from kafkalite.controller.event_manager import (
 )
 from kafkalite.controller.leader_selectors import (
     controlled_shutdown_partition_leader_selector,
+    no_op_partition_leader_selector,
+    reassigned_partition_leader_selector,
     preferred_replica_partition_leader_selector,
     unclean_partition_leader_selector,
 )
@@ -58,16 +70,21 @@ from kafkalite.coordination.kafka_zk import (
     BROKER_IDS_PATH,
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
-    PREFERRED_REPLICA_ELECTION_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
+    PREFERRED_REPLICA_ELECTION_PATH,
+    REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     ControllerMovedError,
     KafkaZkClient,
     delete_topic_path,
+    encode,
+    partition_state_path,
     topic_path,
 )
-from kafkalite.coordination.service import CreateOp, DeleteOp, EventType, WatchedEvent
+from kafkalite.coordination.service import CreateOp, DeleteOp, EventType, SetDataOp, WatchedEvent
 from kafkalite.network.requests import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatableTopicResult,
     ControlledShutdownRequest,
     CreatePartitionsRequest,
@@ -83,7 +100,11 @@ from kafkalite.network.requests import (
     ElectionResult,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingReassignment,
     PREFERRED_ELECTION,
+    ReassignablePartitionResponse,
     UNCLEAN_ELECTION,
     Request,
     RequestContext,
@@ -162,6 +183,10 @@ class KafkaController:
                 event.result = self._create_partitions(event.request)
             elif isinstance(event, ElectLeaders):
                 event.result = self._elect_leaders(event.request)
+            elif isinstance(event, AlterReassignments):
+                event.result = self._alter_partition_reassignments(event.request)
+            elif isinstance(event, ListReassignments):
+                event.result = self._list_partition_reassignments(event.request)
             elif not self.is_active:
                 return
             elif isinstance(event, BrokerChange):
@@ -170,6 +195,12 @@ class KafkaController:
                 self._process_topic_change()
             elif isinstance(event, IsrChangeNotification):
                 self._process_isr_change_notification()
+            elif isinstance(event, PartitionReassignment):
+                self._process_partition_reassignment()
+            elif isinstance(event, PartitionReassignmentIsrChange):
+                tp = TopicPartition(event.topic, event.partition)
+                if tp in self.context.partitions_being_reassigned:
+                    self.on_partition_reassignment(tp)
             elif isinstance(event, PreferredReplicaLeaderElection):
                 self._process_preferred_replica_election_znode()
             elif isinstance(event, AutoPreferredReplicaLeaderElection):
@@ -245,6 +276,8 @@ class KafkaController:
         self.zk.register_child_change_handler(ISR_CHANGE_NOTIFICATION_PATH,
                                               lambda _: self.event_manager.put(IsrChangeNotification()))
         self.zk.register_child_change_handler(DELETE_TOPICS_PATH, lambda _: self.event_manager.put(TopicDeletion()))
+        self.zk.register_znode_change_handler(REASSIGN_PARTITIONS_PATH,
+                                              lambda _: self.event_manager.put(PartitionReassignment()))
         self.zk.register_znode_change_handler(PREFERRED_REPLICA_ELECTION_PATH,
                                               lambda _: self.event_manager.put(PreferredReplicaLeaderElection()))
         context.live_brokers = self.zk.get_all_brokers(watch=True)
@@ -264,6 +297,7 @@ class KafkaController:
         self.partition_state_machine.startup()
         self.event_manager.put(TopicDeletion())  # resume, and handle requests queued while no one was controller
         self.event_manager.put(PreferredReplicaLeaderElection())
+        self.event_manager.put(PartitionReassignment())  # resume what the previous controller had started
         if self.config["auto.leader.rebalance.enable"]:
             active_nursery.start_soon(self._auto_rebalance_scheduler)
         if self.zk.get_isr_change_notifications(watch=True):
@@ -283,7 +317,8 @@ class KafkaController:
     def on_controller_resignation(self) -> None:
         log.info("controller %d epoch %d resigns", self.broker_id, self.context.epoch)
         self.zk.unregister_handlers(BROKER_IDS_PATH, TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH, DELETE_TOPICS_PATH,
-                                    PREFERRED_REPLICA_ELECTION_PATH,
+                                    PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
+                                    *(partition_state_path(tp) for tp in self.context.partitions_being_reassigned),
                                     *(topic_path(topic) for topic in self.context.all_topics))
         if self._active_scope is not None:
             self._active_scope.cancel()
@@ -364,6 +399,9 @@ class KafkaController:
         context = self.context
         self.send_update_metadata_request(context.live_or_shutting_down_broker_ids - new_brokers, [])
         self.send_update_metadata_request(new_brokers, context.all_partitions())
+        for tp, reassignment in list(context.partitions_being_reassigned.items()):
+            if set(reassignment.target_replicas) & new_brokers:
+                self.on_partition_reassignment(tp)
         on_new = context.replicas_on_brokers(new_brokers)
         self._rsm.handle_state_changes([r for r in on_new if not context.is_topic_queued_up_for_deletion(r.topic)],
                                        ReplicaState.ONLINE)
@@ -550,6 +588,125 @@ class KafkaController:
                 results.append(DeletableTopicResult(topic, errors.NONE.code))
         return results, waiters
 
+    # -- partition reassignment ---------------------------------------------------------------------------------------
+
+    def _alter_partition_reassignments(self, request: AlterPartitionReassignmentsRequest
+                                       ) -> AlterPartitionReassignmentsResponse:
+        """Validate, then write the targets to `/admin/reassign_partitions`; the znode's watch starts the moves."""
+        if not self.is_active:
+            return AlterPartitionReassignmentsResponse(errors.NOT_CONTROLLER.code, error_message="not the controller")
+        accepted: dict[TopicPartition, list[int]] = {}
+        responses = []
+        for item in request.partitions:
+            tp = TopicPartition(item.topic, item.partition)
+            try:
+                self._validate_reassignment(tp, item.replicas)
+                accepted[tp] = list(item.replicas)
+                responses.append(ReassignablePartitionResponse(item.topic, item.partition, errors.NONE.code))
+            except KafkaError as exc:
+                responses.append(ReassignablePartitionResponse(item.topic, item.partition, exc.code, exc.message))
+        if accepted:
+            pending = {tp: r.target_replicas for tp, r in self.context.partitions_being_reassigned.items()}
+            self._write_reassignments({**pending, **accepted})
+        return AlterPartitionReassignmentsResponse(errors.NONE.code, responses)
+
+    def _validate_reassignment(self, tp: TopicPartition, replicas: list[int]) -> None:
+        if tp not in self.context.partition_leadership_info or self.context.is_topic_queued_up_for_deletion(tp.topic):
+            raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+        if not replicas:
+            raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} is empty")
+        if len(set(replicas)) != len(replicas):
+            raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} repeats a broker: {replicas}")
+        unavailable = [r for r in replicas if not self.context.is_replica_online(r)]
+        if unavailable:
+            raise errors.InvalidReplicaAssignmentError(
+                f"brokers {unavailable} in the target replicas of {tp} are not alive (or unknown)")
+        if tp in self.context.partitions_being_reassigned:
+            raise errors.ReassignmentInProgressError(f"{tp} is already being reassigned")
+
+    def _write_reassignments(self, targets: dict[TopicPartition, list[int]]) -> None:
+        data = encode({"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition, "replicas": r}
+                                                    for tp, r in sorted(targets.items())]})
+        if not targets:
+            ops = [DeleteOp(REASSIGN_PARTITIONS_PATH)] if self.zk.exists(REASSIGN_PARTITIONS_PATH) else []
+        elif self.zk.exists(REASSIGN_PARTITIONS_PATH):
+            ops = [SetDataOp(REASSIGN_PARTITIONS_PATH, data)]
+        else:
+            ops = [CreateOp(REASSIGN_PARTITIONS_PATH, data)]
+        if ops:
+            self.zk.controller_multi(self.context.epoch_zk_version, ops)
+
+    def _list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
+                                      ) -> ListPartitionReassignmentsResponse:
+        if not self.is_active:
+            return ListPartitionReassignmentsResponse(errors.NOT_CONTROLLER.code, error_message="not the controller")
+        wanted = None if request.topic_partitions is None else {TopicPartition(t, p) for t, p in
+                                                                request.topic_partitions}
+        return ListPartitionReassignmentsResponse(errors.NONE.code, [
+            OngoingReassignment(tp.topic, tp.partition, self.context.partition_replica_assignment(tp),
+                                r.adding, r.removing)
+            for tp, r in sorted(self.context.partitions_being_reassigned.items()) if wanted is None or tp in wanted])
+
+    def _process_partition_reassignment(self) -> None:
+        found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=True)
+        if found is None or found[0] is None:
+            return
+        for entry in found[0]["partitions"]:
+            tp = TopicPartition(entry["topic"], entry["partition"])
+            if tp in self.context.partitions_being_reassigned or tp not in self.context.partition_leadership_info:
+                continue
+            self.context.partitions_being_reassigned[tp] = ReassignmentContext(
+                list(self.context.partition_replica_assignment(tp)), list(entry["replicas"]))
+            self.zk.register_znode_change_handler(partition_state_path(tp), lambda _, tp=tp: self.event_manager.put(
+                PartitionReassignmentIsrChange(tp.topic, tp.partition)))
+            self.on_partition_reassignment(tp)
+
+    def on_partition_reassignment(self, tp: TopicPartition) -> None:
+        """Kafka's two phases: grow to OAR + RAR and wait for RAR to join the ISR; then elect from RAR and
+        remove what is no longer assigned."""
+        context = self.context
+        reassignment = context.partitions_being_reassigned[tp]
+        state = self.zk.get_partition_state(tp, watch=True)
+        if state is None:
+            return
+        context.partition_leadership_info[tp] = state
+        target = reassignment.target_replicas
+        if not set(target) <= set(state.leader_and_isr.isr):
+            union = reassignment.original_replicas + reassignment.adding
+            if context.partition_replica_assignment(tp) != union:
+                self._set_assignment(tp, union)
+                self._rsm.handle_state_changes(
+                    [PartitionAndReplica(tp.topic, tp.partition, r) for r in reassignment.adding
+                     if PartitionAndReplica(tp.topic, tp.partition, r) not in context.replica_states],
+                    ReplicaState.NEW)
+                self._psm.handle_state_changes([tp], PartitionState.ONLINE, no_op_partition_leader_selector)
+            return
+        log.info("controller %d: every target replica %s of %s is in the ISR; completing", self.broker_id, target, tp)
+        self._rsm.handle_state_changes([PartitionAndReplica(tp.topic, tp.partition, r) for r in reassignment.adding],
+                                       ReplicaState.ONLINE)
+        context.partition_assignments[tp.topic][tp.partition] = list(target)
+        leader = state.leader_and_isr.leader
+        selector = reassigned_partition_leader_selector if leader not in target or \
+            not context.is_replica_online(leader) else no_op_partition_leader_selector
+        self._psm.handle_state_changes([tp], PartitionState.ONLINE, selector)
+        removing = [PartitionAndReplica(tp.topic, tp.partition, r) for r in reassignment.removing]
+        context.partition_assignments[tp.topic][tp.partition] = reassignment.original_replicas + reassignment.adding
+        for replica_state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
+                              ReplicaState.NON_EXISTENT):
+            self._rsm.handle_state_changes(removing, replica_state)
+        self._set_assignment(tp, list(target))
+        del context.partitions_being_reassigned[tp]
+        self.zk.unregister_handlers(partition_state_path(tp))
+        self._write_reassignments({p: r.target_replicas for p, r in context.partitions_being_reassigned.items()})
+        self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, [tp])
+
+    def _set_assignment(self, tp: TopicPartition, replicas: list[int]) -> None:
+        assignment = dict(self.context.partition_assignments[tp.topic])
+        assignment[tp.partition] = replicas
+        self.zk.controller_multi(self.context.epoch_zk_version,
+                                 [self.zk.set_replica_assignment_op(tp.topic, assignment)])
+        self.context.partition_assignments[tp.topic] = assignment
+
     # -- leader elections on request (ElectLeaders, the admin znode) and the auto rebalance ------------------------
 
     def _elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
@@ -665,6 +822,10 @@ class KafkaController:
             event = CreatePartitions(request=request)
         elif isinstance(request, ElectLeadersRequest):
             event = ElectLeaders(request=request)
+        elif isinstance(request, AlterPartitionReassignmentsRequest):
+            event = AlterReassignments(request=request)
+        elif isinstance(request, ListPartitionReassignmentsRequest):
+            event = ListReassignments(request=request)
         else:
             raise errors.InvalidRequestError(f"{type(request).__name__} is not a controller request")
         self.event_manager.put(event)

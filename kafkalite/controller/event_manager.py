@@ -112,6 +112,29 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent):
 
 
 @dataclass
+class AlterReassignments(Reply):
+    request: Any = None
+
+
+@dataclass
+class ListReassignments(Reply):
+    request: Any = None
+
+
+@dataclass
+class PartitionReassignment(ControllerEvent):
+    """`/admin/reassign_partitions` was written."""
+
+
+@dataclass
+class PartitionReassignmentIsrChange(ControllerEvent):
+    """The ISR of a partition being reassigned changed: maybe every target replica has caught up."""
+
+    topic: str
+    partition: int
+
+
+@dataclass
 class DeleteTopics(Reply):
     request: Any = None
 

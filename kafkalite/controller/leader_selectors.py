@@ -52,6 +52,17 @@ def offline_partition_leader_selector(context: ControllerContext, tp: TopicParti
     return Election(current.new_leader_and_isr(leader, new_isr), live_assigned)
 
 
+def reassigned_partition_leader_selector(context: ControllerContext, tp: TopicPartition, current: LeaderAndIsr,
+                                         unclean: bool) -> Election:
+    """The first target replica of a finishing reassignment that is alive and in the ISR."""
+    target = context.partition_replica_assignment(tp)
+    leader = next((r for r in target if context.is_replica_online(r) and r in current.isr), None)
+    if leader is None:
+        raise NoLeaderAvailable(f"none of the reassigned replicas {target} of {tp} is alive and in the ISR "
+                                f"{list(current.isr)}")
+    return Election(current.new_leader_and_isr(leader, current.isr), _live(context, target))
+
+
 def unclean_partition_leader_selector(context: ControllerContext, tp: TopicPartition, current: LeaderAndIsr,
                                       unclean: bool) -> Election:
     """ElectLeaders with UNCLEAN: the offline selector with unclean election allowed whatever the config says."""

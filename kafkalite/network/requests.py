@@ -494,6 +494,58 @@ class ElectLeadersResponse(Response):
     error_message: str | None = None
 
 
+@dataclass(slots=True)
+class ReassignablePartition:
+    topic: str
+    partition: int
+    replicas: list[int]  # the target replica list, preferred leader first
+
+
+@dataclass(slots=True)
+class AlterPartitionReassignmentsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+    partitions: list[ReassignablePartition]
+    timeout_ms: int = 30000
+
+
+@dataclass(slots=True)
+class ReassignablePartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class AlterPartitionReassignmentsResponse(Response):
+    error_code: int
+    responses: list[ReassignablePartitionResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class ListPartitionReassignmentsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.LIST_PARTITION_REASSIGNMENTS
+    topic_partitions: list[tuple[str, int]] | None = None  # None: every ongoing reassignment
+    timeout_ms: int = 30000
+
+
+@dataclass(slots=True)
+class OngoingReassignment:
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass(slots=True)
+class ListPartitionReassignmentsResponse(Response):
+    error_code: int
+    reassignments: list[OngoingReassignment] = field(default_factory=list)
+    error_message: str | None = None
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Version negotiation: answered by a TCP listener itself, before any handler sees a request
 
@@ -523,7 +575,8 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest, ControlledShutdownRequest,
         ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
         CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
-        CreatePartitionsRequest, ElectLeadersRequest,
+        CreatePartitionsRequest, ElectLeadersRequest, AlterPartitionReassignmentsRequest,
+        ListPartitionReassignmentsRequest,
     )
 }
 
@@ -543,6 +596,8 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
     ApiKey.ELECT_LEADERS: ElectLeadersResponse,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
 }
 
 # The versions a TCP listener accepts, {api_key: (min_version, max_version)}; every schema is still at version 0.

@@ -20,6 +20,7 @@ from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
+    AlterPartitionReassignmentsRequest,
     ApiVersionsRequest,
     ControlledShutdownRequest,
     CreatePartitionsRequest,
@@ -32,6 +33,7 @@ from kafkalite.network.requests import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     LeaderAndIsrRequest,
+    ListPartitionReassignmentsRequest,
     ListOffsetsRequest,
     MetadataRequest,
     MetadataResponse,
@@ -92,6 +94,8 @@ class KafkaApis:
             CreateTopicsRequest: self.handle_create_topics,
             CreatePartitionsRequest: self.handle_create_partitions,
             ElectLeadersRequest: self.forward_to_controller,
+            AlterPartitionReassignmentsRequest: self.forward_to_controller,
+            ListPartitionReassignmentsRequest: self.forward_to_controller,
             DeleteTopicsRequest: self.forward_to_controller,
             ProduceRequest: self.handle_produce,
             FetchRequest: self.handle_fetch,

@@ -34,6 +34,8 @@ def requests() -> list[r.Request]:
         r.InitProducerIdRequest(None, 60000, -1, -1),
         r.ElectLeadersRequest(0, [("t", 0), ("t", 1)]),
         r.ElectLeadersRequest(1),
+        r.AlterPartitionReassignmentsRequest([r.ReassignablePartition("t", 0, [3, 1, 2])]),
+        r.ListPartitionReassignmentsRequest([("t", 0)]),
         r.CreatePartitionsRequest([r.CreatePartitionsTopic("t", 4, [[1, 2], [2, 3]]), r.CreatePartitionsTopic("u", 2)]),
         r.LeaderAndIsrRequest(1, 3, 77, [
             r.LeaderAndIsrPartitionState("orders", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], is_new=True),
@@ -68,6 +70,8 @@ def responses() -> list[r.Response]:
     return [
         r.InitProducerIdResponse(0, 1000, 0),
         r.ElectLeadersResponse(0, [r.ElectionResult("t", 0, 84, "not needed")]),
+        r.AlterPartitionReassignmentsResponse(0, [r.ReassignablePartitionResponse("t", 0, 39, "bad")]),
+        r.ListPartitionReassignmentsResponse(0, [r.OngoingReassignment("t", 0, [1, 2, 3], [3], [1])]),
         r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),
         r.LeaderAndIsrResponse(0, [r.PartitionError("orders", 0, 0), r.PartitionError("orders", 1, 6)]),
         r.UpdateMetadataResponse(77),
@@ -301,7 +305,8 @@ def test_error_responses_without_the_request_exist_only_for_top_level_error_code
                            if error_response(request_type, 42, "bad") is not None}
     assert with_top_level_code == {r.LeaderAndIsrRequest, r.UpdateMetadataRequest, r.StopReplicaRequest,
                                    r.ControlledShutdownRequest, r.FetchRequest, r.ApiVersionsRequest,
-                                   r.InitProducerIdRequest, r.ElectLeadersRequest}
+                                   r.InitProducerIdRequest, r.ElectLeadersRequest,
+                                   r.AlterPartitionReassignmentsRequest, r.ListPartitionReassignmentsRequest}
     assert error_response(r.ControlledShutdownRequest, 42, "bad") == r.ControlledShutdownResponse(
         42, error_message="bad")
     assert error_response(r.MetadataRequest(topics=None), 42, "bad") is None

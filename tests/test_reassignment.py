@@ -1,0 +1,125 @@
+"""Partition reassignment: replicas move, leaders follow, nothing acknowledged is lost, logs agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import AlterPartitionReassignmentsRequest, ReassignablePartition
+
+CONFIG = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 10000,
+          "auto.leader.rebalance.enable": False}
+TP = TopicPartition("t", 0)
+
+
+def values(n: int, prefix: str = "v") -> list[Record]:
+    return [Record(None, f"{prefix}{i}".encode()) for i in range(n)]
+
+
+async def check_moved(cluster: Cluster, target: list[int], expected: list[bytes]) -> None:
+    d = (await cluster.describe_topic("t"))[0]
+    assert list(d.replicas) == target
+    assert d.leader in target and set(d.isr) <= set(target)
+    assert [r.value for _, r in await cluster.fetch_all("t", 0)] == expected
+    await cluster.wait_until(lambda: cluster.high_watermark("t", 0) == len(expected), timeout=30)
+    logs = {}
+    for broker_id in cluster.broker_ids:
+        log = cluster.log_manager(broker_id).get_log(TP)
+        if broker_id in target:
+            await cluster.wait_until(lambda b=broker_id: cluster.log_manager(b).get_log(TP).log_end_offset
+                                     == len(expected), timeout=30)
+            log = cluster.log_manager(broker_id).get_log(TP)
+            logs[broker_id] = [(b.base_offset, b.payload) for b in log.read(0, 1 << 30)]
+        else:
+            assert log is None, f"broker {broker_id} still holds a replica of {TP}"
+    assert len({tuple(batches) for batches in logs.values()}) == 1
+
+
+async def test_three_to_three_moving_the_leader(autojump_clock: Any) -> None:
+    async with Cluster(brokers=4, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.produce("t", 0, values(10))
+        d = (await cluster.describe_topic("t"))[0]
+        outsider = next(b for b in cluster.broker_ids if b not in d.replicas)
+        target = [outsider] + [r for r in d.replicas if r != d.leader]
+        await cluster.reassign_partitions({TP: target})
+        assert cluster.leader_for("t", 0) != d.leader
+        assert await cluster.list_partition_reassignments() == []
+        await cluster.wait_for_leader("t", 0)
+        await cluster.produce("t", 0, values(1, "after"))
+        await check_moved(cluster, target, [f"v{i}".encode() for i in range(10)] + [b"after0"])
+
+
+async def test_one_to_three_grows_the_replica_set(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        await cluster.produce("t", 0, values(5), acks=1)
+        leader = cluster.leader_for("t", 0)
+        target = [leader] + [b for b in cluster.broker_ids if b != leader]
+        await cluster.reassign_partitions({TP: target})
+        assert cluster.leader_for("t", 0) == leader
+        assert sorted(cluster.partition_state("t", 0).isr) == sorted(target)
+        await check_moved(cluster, target, [f"v{i}".encode() for i in range(5)])
+
+
+async def test_reassignment_resumes_after_controller_failover_and_target_broker_return(autojump_clock: Any) -> None:
+    async with Cluster(brokers=4, config=CONFIG, seed=3) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce("t", 0, values(4))
+        d = (await cluster.describe_topic("t"))[0]
+        others = [b for b in cluster.broker_ids if b not in d.replicas]
+        slow = next((b for b in others if b != cluster.controller_id), others[0])
+        target = [d.replicas[0], slow]
+        cluster.pause_broker(slow)  # it cannot catch up: the reassignment waits in its first phase
+        response = await cluster.transport.send("client", cluster.controller_id, AlterPartitionReassignmentsRequest(
+            [ReassignablePartition("t", 0, target)]))
+        assert response.responses[0].error_code == errors.NONE.code
+        await trio.sleep(1)
+        ongoing = await cluster.list_partition_reassignments()
+        assert [(o.topic, o.partition, o.adding_replicas) for o in ongoing] == [("t", 0, [slow])]
+        old_controller = cluster.controller_id
+        await cluster.kill_broker(old_controller)  # the controller dies mid-reassignment
+        await cluster.kill_broker(slow)  # and the target broker is down too
+        await cluster.wait_until(lambda: cluster.controller_id not in (None, old_controller), timeout=60)
+        await cluster.restart_broker(slow)  # it comes back: the new controller resumes
+        if old_controller in target:
+            await cluster.restart_broker(old_controller)
+        await cluster.wait_until(lambda: cluster.controller_id is not None and
+                                 not cluster.controller().context.partitions_being_reassigned, timeout=120)
+        await cluster.wait_for_leader("t", 0)
+        if old_controller not in target:
+            await cluster.restart_broker(old_controller)
+        await check_moved(cluster, target, [f"v{i}".encode() for i in range(4)])
+
+
+async def test_bad_reassignments_change_nothing(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=4) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce("t", 0, values(2))
+        before = cluster.partition_state("t", 0)
+        before_replicas = (await cluster.describe_topic("t"))[0].replicas
+        dead = next(b for b in (3, 2, 1) if b != cluster.controller_id)
+        await cluster.kill_broker(dead)
+        await cluster.wait_until(lambda: dead not in cluster.controller().context.live_brokers, timeout=30)
+        alive = cluster.controller_id
+        cases = [([], errors.InvalidReplicaAssignmentError, "empty"),
+                 ([alive, alive], errors.InvalidReplicaAssignmentError, "repeats"),
+                 ([alive, 9], errors.InvalidReplicaAssignmentError, "not alive"),
+                 ([alive, dead], errors.InvalidReplicaAssignmentError, "not alive")]
+        for replicas, error, words in cases:
+            with pytest.raises(error, match=words):
+                await cluster.reassign_partitions({TP: replicas})
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await cluster.reassign_partitions({TopicPartition("t", 5): [alive]})
+        assert await cluster.list_partition_reassignments() == []
+        assert cluster.partition_state("t", 0).leader_epoch >= before.leader_epoch
+        assert (await cluster.describe_topic("t"))[0].replicas == tuple(before_replicas)
+        assert await cluster.produce("t", 0, values(1, "after"), acks=1) == 2
+        await cluster.wait_until(lambda: cluster.high_watermark("t", 0) == 3, timeout=30)
+        assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"v0", b"v1", b"after0"]
