@@ -13,6 +13,7 @@ from kafkalite.cluster import Cluster, PartitionDescription
 from kafkalite.common import errors
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
+from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees
 from kafkalite.coordination.kafka_zk import ControllerMovedError, LeaderIsrAndControllerEpoch
 from kafkalite.network.requests import (
     FetchPartition,
@@ -38,45 +39,6 @@ async def describe(cluster: Cluster, topic: str, partition: int = 0) -> Partitio
 
 async def read_values(cluster: Cluster, topic: str, partition: int = 0) -> list[bytes]:
     return [record.value for _, record in await cluster.fetch_all(topic, partition)]
-
-
-def replica_batches(cluster: Cluster, broker_id: int, tp: TopicPartition) -> list[tuple[int, int, bytes]]:
-    log = cluster.log_manager(broker_id).get_log(tp)
-    assert log is not None, f"broker {broker_id} has no log for {tp}"
-    return [(b.base_offset, b.partition_leader_epoch, b.payload)
-            for b in log.read(log.log_start_offset, 1 << 30)]
-
-
-async def wait_replicas_agree(cluster: Cluster, topic: str, partition: int = 0) -> None:
-    """Wait for every live replica to catch up, then require byte-identical logs (offsets, epochs, payloads)."""
-    tp = TopicPartition(topic, partition)
-
-    async def caught_up() -> bool:
-        d = await describe(cluster, topic, partition)
-        live = [b for b in d.replicas if b in cluster.live_broker_ids]
-        leos = {d.log_end_offsets.get(b) for b in live}
-        return set(live) <= set(d.isr) and len(leos) == 1 and d.high_watermark in leos
-
-    with trio.fail_after(120):
-        while not await caught_up():
-            await trio.sleep(0.05)
-    d = await describe(cluster, topic, partition)
-    logs = {b: replica_batches(cluster, b, tp) for b in d.replicas if b in cluster.live_broker_ids}
-    first = next(iter(logs.values()))
-    for broker_id, batches in logs.items():
-        assert batches == first, f"replica on broker {broker_id} diverges from the others"
-
-
-def metadata_agrees(cluster: Cluster, topic: str, partitions: int) -> bool:
-    """Every live broker's MetadataCache says what the partition state znodes say."""
-    for p in range(partitions):
-        state = cluster.partition_state(topic, p)
-        for broker_id in cluster.live_broker_ids:
-            info = cluster.broker(broker_id).metadata_cache.get_partition_info(TopicPartition(topic, p))
-            if info is None or info.leader != state.leader or info.leader_epoch != state.leader_epoch \
-                    or sorted(info.isr) != sorted(state.isr):
-                return False
-    return True
 
 
 async def test_create_topic_elects_a_leader_per_partition_and_every_broker_knows(autojump_clock) -> None:
@@ -112,7 +74,7 @@ async def test_acks_all_produce_is_replicated_before_it_is_acknowledged(autojump
         assert all(leo == 8 for leo in d.log_end_offsets.values())  # every replica had it before the ack
         assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + \
             [f"w{i}".encode() for i in range(3)]
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
 
 
 async def test_controller_failover_increments_epoch_and_new_controller_knows_every_partition(autojump_clock) -> None:
@@ -159,7 +121,7 @@ async def test_leader_failover_with_acks_all_loses_no_acknowledged_record(autoju
         assert await read_values(cluster, "t") == acked
         await cluster.restart_broker(leader)
         await cluster.wait_until(lambda: leader in cluster.partition_state("t", 0).isr, timeout=60)
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
 
 
 async def test_not_enough_replicas_when_isr_shrinks_and_recovery_when_broker_returns(autojump_clock) -> None:
@@ -180,7 +142,7 @@ async def test_not_enough_replicas_when_isr_shrinks_and_recovery_when_broker_ret
                                  timeout=60)
         assert await cluster.produce("t", 0, values(1, "y")) == 4
         assert await read_values(cluster, "t") == [b"v0", b"v1", b"v2", b"one0", b"y0"]
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
 
 
 async def test_isr_shrinks_when_follower_stalls_and_expands_when_it_catches_up(autojump_clock) -> None:
@@ -201,7 +163,7 @@ async def test_isr_shrinks_when_follower_stalls_and_expands_when_it_catches_up(a
         assert await cluster.produce("t", 0, values(1, "q")) == 4
         cluster.heal()
         await cluster.wait_until(lambda: stalled in cluster.partition_state("t", 0).isr, timeout=60)
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
         await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 1), timeout=30)
         assert await read_values(cluster, "t") == [b"v0", b"v1", b"p0", b"p1", b"q0"]
 
@@ -218,7 +180,7 @@ async def test_controlled_shutdown_moves_every_leader_off_the_broker_first(autoj
         clean = await cluster.shutdown_broker(victim)
         assert clean
         for p in range(6):
-            await wait_replicas_agree(cluster, "t", p)
+            await assert_replicas_agree(cluster, "t", p)
         # leadership moved while it was still up: no election had to wait for a session timeout
         for p in range(6):
             state = cluster.partition_state("t", p)
@@ -272,7 +234,7 @@ async def test_kip101_follower_restart_after_hw_advance_then_leader_crash(autoju
         assert await cluster.wait_for_leader("t", 0) == follower
         assert await read_values(cluster, "t") == [b"m1-0", b"m2-0"]
         await cluster.restart_broker(leader)
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
 
 
 async def test_kip101_both_replicas_crash_and_restart_in_the_other_order(autojump_clock) -> None:
@@ -291,7 +253,7 @@ async def test_kip101_both_replicas_crash_and_restart_in_the_other_order(autojum
         assert await cluster.wait_for_leader("t", 0) == follower
         assert await cluster.produce("t", 0, values(1, "m3-"), acks=1) == 1
         await cluster.restart_broker(leader)
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [b"m1-0", b"m3-0"]
 
 
@@ -317,7 +279,7 @@ async def test_divergent_follower_truncates_by_leader_epoch_under_a_reelected_le
         await cluster.restart_broker(b)
         await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == sorted([a, b]),
                                  timeout=60)
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [b"m1-0", b"a-only-0"]
 
 
@@ -354,7 +316,7 @@ async def test_zombie_controller_is_fenced(autojump_clock) -> None:
             assert response.error_code == errors.STALE_CONTROLLER_EPOCH.code
             assert cluster.broker(broker_id).metadata_cache.get_partition_info(TopicPartition("t", 0)) == before
         await cluster.produce("t", 0, values(1))
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
 
 
 async def test_bad_input_gets_kafka_error_codes_and_the_cluster_keeps_serving(autojump_clock) -> None:
@@ -397,7 +359,7 @@ async def test_bad_input_gets_kafka_error_codes_and_the_cluster_keeps_serving(au
         # still serving, nothing acknowledged lost
         assert await cluster.produce("t", 0, values(1, "after")) == 3
         assert await read_values(cluster, "t") == [b"v0", b"v1", b"v2", b"after0"]
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
 
 
 async def test_expired_session_makes_the_broker_reregister_with_a_new_epoch(autojump_clock) -> None:
@@ -412,7 +374,7 @@ async def test_expired_session_makes_the_broker_reregister_with_a_new_epoch(auto
         await cluster.wait_until(lambda: all(broker_id in cluster.partition_state("t", p).isr for p in range(3)),
                                  timeout=60)
         for p in range(3):
-            await wait_replicas_agree(cluster, "t", p)
+            await assert_replicas_agree(cluster, "t", p)
 
 
 async def test_network_partition_isolating_a_leader_from_the_coordination_service(autojump_clock) -> None:
@@ -429,7 +391,7 @@ async def test_network_partition_isolating_a_leader_from_the_coordination_servic
         assert await cluster.produce("t", 0, values(1, "new")) == 5
         cluster.heal()
         await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == [1, 2, 3], timeout=120)
-        await wait_replicas_agree(cluster, "t")
+        await assert_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + [b"new0"]
 
 

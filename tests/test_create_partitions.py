@@ -10,6 +10,7 @@ from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.network.requests import CreatePartitionsRequest, CreatePartitionsTopic
+from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees
 
 
 async def test_adding_partitions_brings_them_online_and_keeps_the_old_ones(autojump_clock: Any) -> None:
@@ -28,6 +29,9 @@ async def test_adding_partitions_brings_them_online_and_keeps_the_old_ones(autoj
         for broker_id in cluster.live_broker_ids:
             response = await cluster.metadata(broker_id, ["t"])
             assert len(response.topics[0].partitions) == 5
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 5), timeout=30)
+        for p in (0, 4):
+            await assert_replicas_agree(cluster, "t", p)
 
 
 async def test_bad_partition_counts_are_refused_and_nothing_changes(autojump_clock: Any) -> None:

@@ -10,6 +10,7 @@ from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import UNCLEAN_ELECTION, ElectLeadersRequest
+from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
 
@@ -42,6 +43,8 @@ async def test_preferred_election_restores_leadership_after_a_failover(autojump_
             await cluster.wait_for_leader("t", p)
             assert await cluster.produce("t", p, [Record(None, b"b")]) == 1
             assert [r.value for _, r in await cluster.fetch_all("t", p)] == [b"a", b"b"]
+            await assert_replicas_agree(cluster, "t", p)
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 6), timeout=30)
         missing = await cluster.elect_preferred_leaders([TopicPartition("nope", 0)])
         assert missing == {TopicPartition("nope", 0): errors.UNKNOWN_TOPIC_OR_PARTITION.code}
 
@@ -59,6 +62,7 @@ async def test_auto_rebalance_brings_leader_counts_back(autojump_clock: Any) -> 
         for p in range(9):
             d = (await cluster.describe_topic("t"))[p]
             assert d.leader == d.replicas[0]
+            await assert_replicas_agree(cluster, "t", p)
 
 
 async def test_unclean_election_on_request(autojump_clock: Any) -> None:
