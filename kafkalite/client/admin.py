@@ -21,9 +21,12 @@ from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
-    CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, CreatableTopic, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ListOffsetsPartition, ListOffsetsRequest,
-    ListOffsetsResponse, Request,
+    CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PREFERRED_ELECTION, UNCLEAN_ELECTION,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, CreatableTopic,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse, OngoingReassignment, ReassignablePartition, Request,
 )
 
 _T = TypeVar("_T")
@@ -160,6 +163,51 @@ class Admin:
             self._raise_results(response.responses)
 
         await self._with_retries(attempt, "delete_topics")
+
+    async def create_partitions(self, new_totals: Mapping[str, int]) -> None:
+        """Grow each topic to its new partition count (INVALID_PARTITIONS if that does not grow it)."""
+        request = CreatePartitionsRequest([CreatePartitionsTopic(t, n) for t, n in new_totals.items()],
+                                          timeout_ms=self.config["request.timeout.ms"])
+
+        async def attempt() -> None:
+            response: CreatePartitionsResponse = await self._send_to_controller(request)
+            self._raise_results(response.results)
+
+        await self._with_retries(attempt, "create_partitions")
+
+    async def elect_leaders(self, election_type: str = "preferred",
+                            partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        """Kafka's ElectLeaders ("preferred" or "unclean"): each partition's error code, 0 where it was elected."""
+        request = ElectLeadersRequest({"preferred": PREFERRED_ELECTION, "unclean": UNCLEAN_ELECTION}[election_type],
+                                      None if partitions is None else [(tp.topic, tp.partition) for tp in partitions])
+
+        async def attempt() -> dict[TopicPartition, int]:
+            response: ElectLeadersResponse = await self._send_to_controller(request)
+            self._raise_results([response])
+            return {TopicPartition(r.topic, r.partition): r.error_code for r in response.results}
+
+        return await self._with_retries(attempt, "elect_leaders")
+
+    async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Start moving partitions to new replica lists; `list_partition_reassignments` shows the progress."""
+        request = AlterPartitionReassignmentsRequest(
+            [ReassignablePartition(tp.topic, tp.partition, list(replicas)) for tp, replicas in targets.items()])
+
+        async def attempt() -> None:
+            response: AlterPartitionReassignmentsResponse = await self._send_to_controller(request)
+            self._raise_results([response])
+            self._raise_results(response.responses)
+
+        await self._with_retries(attempt, "alter_partition_reassignments")
+
+    async def list_partition_reassignments(self) -> dict[TopicPartition, OngoingReassignment]:
+        async def attempt() -> dict[TopicPartition, OngoingReassignment]:
+            response: ListPartitionReassignmentsResponse = await self._send_to_controller(
+                ListPartitionReassignmentsRequest())
+            self._raise_results([response])
+            return {TopicPartition(r.topic, r.partition): r for r in response.reassignments}
+
+        return await self._with_retries(attempt, "list_partition_reassignments")
 
     async def list_topics(self) -> list[str]:
         response = await self._with_retries(lambda: self.metadata.fetch(None), "list_topics")

@@ -77,3 +77,23 @@ async def test_list_offsets(autojump_clock: Any, cluster: Cluster, bootstrap: An
         by_time = await admin.list_offsets({tp0: 3000})
     assert (latest[tp0].offset, latest[tp1].offset, earliest[tp0].offset) == (5, 0, 0)
     assert by_time[tp0].offset == 2
+
+
+async def test_partitions_reassignment_and_elections(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("grow", 1, 2)])
+        await admin.create_partitions({"grow": 3})
+        assert len((await admin.describe_topics(["grow"]))["grow"].partitions) == 3
+        with pytest.raises(errors.InvalidPartitionsError):
+            await admin.create_partitions({"grow": 2})
+        tp = TopicPartition("grow", 0)
+        current = (await admin.describe_topics(["grow"]))["grow"].partitions[0].replicas
+        target = [b for b in (1, 2, 3) if b not in current] + [current[0]]
+        await admin.alter_partition_reassignments({tp: target})
+        await cluster.wait_until(lambda: cluster.controller().context.partitions_being_reassigned == {}, timeout=60)
+        assert await admin.list_partition_reassignments() == {}
+        with pytest.raises(errors.InvalidReplicaAssignmentError):
+            await admin.alter_partition_reassignments({tp: []})
+        results = await admin.elect_leaders("preferred", [tp])
+        assert results[tp] in (errors.NONE.code, errors.ELECTION_NOT_NEEDED.code)
+        await cluster.wait_until(lambda: cluster.leader_for("grow", 0) == target[0], timeout=60)
