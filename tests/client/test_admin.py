@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
 from kafkalite.client import Admin, NewTopic, Producer
 from kafkalite.cluster import Cluster
@@ -90,7 +91,9 @@ async def test_partitions_reassignment_and_elections(autojump_clock: Any, cluste
         current = (await admin.describe_topics(["grow"]))["grow"].partitions[0].replicas
         target = [b for b in (1, 2, 3) if b not in current] + [current[0]]
         await admin.alter_partition_reassignments({tp: target})
-        await cluster.wait_until(lambda: cluster.controller().context.partitions_being_reassigned == {}, timeout=60)
+        with trio.fail_after(60):
+            while list((await admin.describe_topics(["grow"]))["grow"].partitions[0].replicas) != target:
+                await trio.sleep(0.1)
         assert await admin.list_partition_reassignments() == {}
         with pytest.raises(errors.InvalidReplicaAssignmentError):
             await admin.alter_partition_reassignments({tp: []})
