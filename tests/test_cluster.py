@@ -413,3 +413,21 @@ async def test_describe_cluster_shows_brokers_and_state_machines(autojump_clock)
         await cluster.wait_until(lambda: not cluster.describe_cluster().brokers[victim - 1].alive
                                  and all(s.replica_states[victim] == "OfflineReplica"
                                          for s in cluster.describe_cluster().partitions.values()), timeout=60)
+
+
+async def test_config_requests_bad_input(autojump_clock) -> None:
+    from kafkalite.network.requests import (
+        BROKER_RESOURCE, AlterConfigsRequest, AlterConfigsResource, ConfigResource, DescribeConfigsRequest,
+    )
+
+    async with Cluster(brokers=1, config=CONFIG, seed=17) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        await cluster.produce("t", 0, values(1))
+        response = await cluster.transport.send("client", 1, AlterConfigsRequest(
+            [AlterConfigsResource(BROKER_RESOURCE, "1", {"num.partitions": "3"})]))
+        assert response.results[0].error_code == errors.INVALID_REQUEST.code
+        assert "broker configs are static" in response.results[0].error_message
+        response = await cluster.transport.send("client", 1, DescribeConfigsRequest([ConfigResource(99, "x"),
+                                                                                    ConfigResource(BROKER_RESOURCE, "7")]))
+        assert [r.error_code for r in response.results] == [errors.INVALID_REQUEST.code] * 2
+        assert await cluster.produce("t", 0, values(1, "after")) == 1

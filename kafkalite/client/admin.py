@@ -21,7 +21,9 @@ from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
-    CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PREFERRED_ELECTION, UNCLEAN_ELECTION,
+    BROKER_RESOURCE, CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PREFERRED_ELECTION, TOPIC_RESOURCE,
+    UNCLEAN_ELECTION, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse, ConfigEntry, ConfigResource,
+    DescribeConfigsRequest, DescribeConfigsResponse,
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, CreatableTopic,
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
@@ -105,8 +107,9 @@ class Admin:
                         tb: TracebackType | None) -> None:
         await self._transport.aclose()
 
-    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]], what: str) -> _T:
-        """Run `attempt` until it returns, refreshing metadata after each retriable failure."""
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_T]], what: str,
+                            final: tuple[type[KafkaError], ...] = ()) -> _T:
+        """Run `attempt` until it returns, refreshing metadata after each retriable failure (but `final` ones)."""
         last: KafkaError | None = None
         with trio.move_on_after(self._timeout_ms / 1000):
             while True:
@@ -115,7 +118,7 @@ class Admin:
                 except _Retry as retry:
                     last = retry.error
                 except KafkaError as exc:
-                    if not exc.retriable:
+                    if not exc.retriable or isinstance(exc, final):
                         raise
                     last = exc
                 try:
@@ -208,6 +211,39 @@ class Admin:
             return {TopicPartition(r.topic, r.partition): r for r in response.reassignments}
 
         return await self._with_retries(attempt, "list_partition_reassignments")
+
+    async def describe_configs(self, topics: Sequence[str] = (), brokers: Sequence[int] = ()
+                               ) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
+        """Configs of topics and brokers, keyed ("topic", name) / ("broker", id); entries say what is default."""
+        resources = [ConfigResource(TOPIC_RESOURCE, t) for t in topics] + \
+            [ConfigResource(BROKER_RESOURCE, str(b)) for b in brokers]
+        described: dict[tuple[str, str], dict[str, ConfigEntry]] = {}
+
+        async def attempt() -> dict[tuple[str, str], dict[str, ConfigEntry]]:
+            for resource in resources:  # a broker describes its own configs, so each goes to its broker
+                node = int(resource.name) if resource.resource_type == BROKER_RESOURCE else None
+                request = DescribeConfigsRequest([resource])
+                response: DescribeConfigsResponse = await (self._transport.send(node, request) if node is not None
+                                                           else self._transport.send_to_any(request))
+                self._raise_results(response.results)
+                kind = "topic" if resource.resource_type == TOPIC_RESOURCE else "broker"
+                described[(kind, resource.name)] = {entry.name: entry for entry in response.results[0].configs}
+            return described
+
+        return await self._with_retries(attempt, "describe_configs", final=(errors.UnknownTopicOrPartitionError,))
+
+    async def alter_topic_configs(self, configs: Mapping[str, Mapping[str, Any]], *,
+                                  validate_only: bool = False) -> None:
+        """Replace each topic's config overrides (Kafka's AlterConfigs); brokers apply them as they are noticed."""
+        request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
+            k: _config_value(v) for k, v in overrides.items()}) for topic, overrides in configs.items()],
+            validate_only)
+
+        async def attempt() -> None:
+            response: AlterConfigsResponse = await self._transport.send_to_any(request)
+            self._raise_results(response.results)
+
+        await self._with_retries(attempt, "alter_topic_configs", final=(errors.UnknownTopicOrPartitionError,))
 
     async def list_topics(self) -> list[str]:
         response = await self._with_retries(lambda: self.metadata.fetch(None), "list_topics")

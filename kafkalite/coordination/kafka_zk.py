@@ -53,12 +53,14 @@ PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 TOPIC_CONFIG_PATH = "/config/topics"
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # The persistent paths Kafka creates at start, so that watches on their children can always be set.
 PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
-                    TOPIC_CONFIG_PATH)
+                    TOPIC_CONFIG_PATH, CONFIG_CHANGES_PATH)
 
 
 def encode(value: Any) -> bytes:
@@ -390,6 +392,15 @@ class KafkaZkClient:
     def set_replica_assignment_op(self, topic: str, assignment: dict[int, list[int]]) -> Op:
         return SetDataOp(topic_path(topic), encode({"version": 1, "partitions": {
             str(p): replicas for p, replicas in sorted(assignment.items())}}))
+
+    def change_topic_config(self, topic: str, config: dict[str, Any]) -> None:
+        """Replace a topic's overrides and announce it under `/config/changes`, which every broker watches."""
+        self.session.multi([
+            SetDataOp(topic_config_path(topic), encode({"version": 1, "config": config})),
+            CreateOp(f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}", encode({"version": 2,
+                                                                             "entity_path": f"topics/{topic}"}),
+                     sequential=True),
+        ])
 
     def get_topic_config(self, topic: str) -> dict[str, Any]:
         found = self.get_data(topic_config_path(topic))

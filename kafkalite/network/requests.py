@@ -32,6 +32,8 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
@@ -546,6 +548,72 @@ class ListPartitionReassignmentsResponse(Response):
     error_message: str | None = None
 
 
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass(slots=True)
+class ConfigResource:
+    resource_type: int  # TOPIC_RESOURCE or BROKER_RESOURCE
+    name: str  # the topic, or the broker id as text
+    config_names: list[str] | None = None  # None: every config
+
+
+@dataclass(slots=True)
+class DescribeConfigsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
+    resources: list[ConfigResource]
+
+
+@dataclass(slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    is_default: bool
+    read_only: bool = False
+
+
+@dataclass(slots=True)
+class DescribeConfigsResult:
+    error_code: int
+    resource_type: int
+    name: str
+    configs: list[ConfigEntry] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DescribeConfigsResponse(Response):
+    results: list[DescribeConfigsResult]
+
+
+@dataclass(slots=True)
+class AlterConfigsResource:
+    resource_type: int
+    name: str
+    configs: dict[str, str]  # the resource's whole set of overrides, as Kafka's AlterConfigs replaces them
+
+
+@dataclass(slots=True)
+class AlterConfigsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.ALTER_CONFIGS
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+@dataclass(slots=True)
+class AlterConfigsResult:
+    error_code: int
+    resource_type: int
+    name: str
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class AlterConfigsResponse(Response):
+    results: list[AlterConfigsResult]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Version negotiation: answered by a TCP listener itself, before any handler sees a request
 
@@ -576,7 +644,7 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
         CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
         CreatePartitionsRequest, ElectLeadersRequest, AlterPartitionReassignmentsRequest,
-        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsRequest, DescribeConfigsRequest, AlterConfigsRequest,
     )
 }
 
@@ -598,6 +666,8 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.ELECT_LEADERS: ElectLeadersResponse,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
+    ApiKey.DESCRIBE_CONFIGS: DescribeConfigsResponse,
+    ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
 }
 
 # The versions a TCP listener accepts, {api_key: (min_version, max_version)}; every schema is still at version 0.

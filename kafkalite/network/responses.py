@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkalite.network.requests import (
+    AlterConfigsRequest, AlterConfigsResponse, AlterConfigsResult, DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeConfigsResult,
     SUPPORTED_VERSIONS, ApiVersion, ApiVersionsRequest, ApiVersionsResponse, CreatableTopicResult,
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopicResult, CreateTopicsRequest,
     CreateTopicsResponse, DeletableTopicResult, DeleteTopicsRequest, DeleteTopicsResponse,
@@ -62,6 +64,15 @@ def _create_partitions(request: Any, code: int, message: str | None) -> Response
     return CreatePartitionsResponse([CreatePartitionsTopicResult(t.name, code, message) for t in request.topics])
 
 
+def _describe_configs(request: Any, code: int, message: str | None) -> Response:
+    return DescribeConfigsResponse([DescribeConfigsResult(code, r.resource_type, r.name, [], message)
+                                    for r in request.resources])
+
+
+def _alter_configs(request: Any, code: int, message: str | None) -> Response:
+    return AlterConfigsResponse([AlterConfigsResult(code, r.resource_type, r.name, message) for r in request.resources])
+
+
 _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None]] = {
     ProduceRequest: _produce,
     ListOffsetsRequest: _list_offsets,
@@ -70,6 +81,8 @@ _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
     CreatePartitionsRequest: _create_partitions,
+    DescribeConfigsRequest: _describe_configs,
+    AlterConfigsRequest: _alter_configs,
 }
 
 

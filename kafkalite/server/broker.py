@@ -18,7 +18,7 @@ from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig
 from kafkalite.common.errors import NetworkExceptionError
 from kafkalite.coordination.errors import ConnectionLossError, NodeExistsError, SessionExpiredError
-from kafkalite.coordination.kafka_zk import BrokerInfo, EndPoint, KafkaZkClient
+from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, EndPoint, KafkaZkClient
 from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
     RequestContext, Response
 from kafkalite.network.listener import serve_listener
@@ -62,6 +62,7 @@ class Broker:
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
                               self._current_broker_epoch)
         self._new_session = trio.Event()
+        self._config_changed = trio.Event()
 
     def _current_broker_epoch(self) -> int:
         return self.broker_epoch
@@ -81,6 +82,8 @@ class Broker:
         await self._register()
         self.zk.register_state_change_handler(f"broker-{self.broker_id}", self._on_new_session)
         nursery.start_soon(self._register_on_new_session)
+        self.zk.register_child_change_handler(CONFIG_CHANGES_PATH, lambda _: self._config_changed.set())
+        nursery.start_soon(self._apply_config_changes)
         nursery.start_soon(self.log_manager.run_retention, self.gate)
 
     async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint) -> EndPoint:
@@ -122,6 +125,15 @@ class Broker:
             await self._new_session.wait()
             self._new_session = trio.Event()
             await self._register()
+
+    async def _apply_config_changes(self) -> None:
+        """Kafka's dynamic config manager: on each `/config/changes` notification, re-read hosted topics' configs."""
+        while True:
+            self.zk.get_children(CONFIG_CHANGES_PATH, watch=True)
+            await self._config_changed.wait()
+            await self.gate.checkpoint()
+            self._config_changed = trio.Event()
+            self.replica_manager.update_topic_configs()
 
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move leadership off this broker; True once it reports nothing remaining."""

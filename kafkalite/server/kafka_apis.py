@@ -10,16 +10,27 @@ broker keeps serving.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import trio
 
 from kafkalite.common import errors
+from kafkalite.common.config import TopicConfig
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterConfigsResult,
+    ConfigEntry,
+    ConfigResource,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
     AlterPartitionReassignmentsRequest,
     ApiVersionsRequest,
     ControlledShutdownRequest,
@@ -55,6 +66,13 @@ from kafkalite.server.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 CLUSTER_ID = "kafkalite"
+
+
+def _config_text(value: Any) -> str | None:
+    """Config values travel as text, booleans spelled as Kafka spells them."""
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 
@@ -96,6 +114,8 @@ class KafkaApis:
             ElectLeadersRequest: self.forward_to_controller,
             AlterPartitionReassignmentsRequest: self.forward_to_controller,
             ListPartitionReassignmentsRequest: self.forward_to_controller,
+            DescribeConfigsRequest: self.handle_describe_configs,
+            AlterConfigsRequest: self.handle_alter_configs,
             DeleteTopicsRequest: self.forward_to_controller,
             ProduceRequest: self.handle_produce,
             FetchRequest: self.handle_fetch,
@@ -206,6 +226,55 @@ class KafkaApis:
             for result, _, _ in waiting:
                 result.error_code = errors.REQUEST_TIMED_OUT.code
                 result.error_message = "Timed out waiting for the new partitions' metadata to reach this broker."
+
+    # -- configs --------------------------------------------------------------------------------------------------
+
+    async def handle_describe_configs(self, request: DescribeConfigsRequest, context: RequestContext) -> Response:
+        results = []
+        for resource in request.resources:
+            try:
+                results.append(DescribeConfigsResult(errors.NONE.code, resource.resource_type, resource.name,
+                                                     self._describe_configs(resource)))
+            except KafkaError as exc:
+                results.append(DescribeConfigsResult(exc.code, resource.resource_type, resource.name, [],
+                                                     exc.message))
+        return DescribeConfigsResponse(results)
+
+    def _describe_configs(self, resource: ConfigResource) -> list[ConfigEntry]:
+        config: Mapping[str, Any]
+        if resource.resource_type == TOPIC_RESOURCE:
+            if self._zk.get_replica_assignment(resource.name) is None:
+                raise errors.UnknownTopicOrPartitionError(f"Topic '{resource.name}' does not exist.")
+            config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), self.replica_manager.config)
+            read_only = False
+        elif resource.resource_type == BROKER_RESOURCE:
+            if resource.name not in ("", str(self.broker_id)):
+                raise errors.InvalidRequestError(f"broker {self.broker_id} describes its own configs, not broker "
+                                                 f"{resource.name!r}'s")
+            config, read_only = self.replica_manager.config, True
+        else:
+            raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
+        overrides = config.overrides  # type: ignore[attr-defined]
+        names = resource.config_names if resource.config_names is not None else sorted(config)
+        return [ConfigEntry(name, _config_text(config[name]), name not in overrides, read_only)
+                for name in names if name in config]
+
+    async def handle_alter_configs(self, request: AlterConfigsRequest, context: RequestContext) -> Response:
+        """Validate, write the topic's overrides and announce the change; brokers apply it from the notification."""
+        results = []
+        for resource in request.resources:
+            try:
+                if resource.resource_type != TOPIC_RESOURCE:
+                    raise errors.InvalidRequestError("only topic configs can be altered; broker configs are static")
+                if self._zk.get_replica_assignment(resource.name) is None:
+                    raise errors.UnknownTopicOrPartitionError(f"Topic '{resource.name}' does not exist.")
+                overrides = TopicConfig.for_broker(resource.configs, self.replica_manager.config).overrides
+                if not request.validate_only:
+                    self._zk.change_topic_config(resource.name, overrides)
+                results.append(AlterConfigsResult(errors.NONE.code, resource.resource_type, resource.name))
+            except KafkaError as exc:
+                results.append(AlterConfigsResult(exc.code, resource.resource_type, resource.name, exc.message))
+        return AlterConfigsResponse(results)
 
     # -- data path ------------------------------------------------------------------------------------------------
 

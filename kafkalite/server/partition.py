@@ -35,7 +35,7 @@ from kafkalite.log import Log
 from kafkalite.log.producer_state import ProducerStateManager
 from kafkalite.network.requests import NO_LEADER, LeaderAndIsrPartitionState
 from kafkalite.server.delayed import DelayedProduce, FetchWatchers, ProducePurgatory
-from kafkalite.server.log_manager import LogManager
+from kafkalite.server.log_manager import LogManager, log_config_for
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,11 @@ class Partition:
     def __repr__(self) -> str:
         return (f"Partition({self.topic_partition}, broker={self.local_broker_id}, leader={self.leader_replica_id}, "
                 f"epoch={self.leader_epoch}, isr={sorted(self.isr)}, hw={self._high_watermark})")
+
+    def update_topic_config(self, topic_config: TopicConfig) -> None:
+        """A dynamic topic config change: min.insync.replicas, retention and roll apply from now on."""
+        self.topic_config = topic_config
+        self.log.config = log_config_for(topic_config)
 
     # -- views ----------------------------------------------------------------------------------------------------
 

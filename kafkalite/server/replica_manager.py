@@ -89,6 +89,14 @@ class ReplicaManager:
 
     # -- partitions -----------------------------------------------------------------------------------------------
 
+    def update_topic_configs(self) -> None:
+        """Re-read the config of every hosted topic (after a `/config/changes` notification)."""
+        configs: dict[str, TopicConfig] = {}
+        for tp, partition in self.all_partitions.items():
+            if tp.topic not in configs:
+                configs[tp.topic] = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
+            partition.update_topic_config(configs[tp.topic])
+
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.all_partitions.get(tp)
 

@@ -10,6 +10,7 @@ import trio
 from kafkalite.client import Admin, NewTopic, Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
+from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
@@ -100,3 +101,31 @@ async def test_partitions_reassignment_and_elections(autojump_clock: Any, cluste
         results = await admin.elect_leaders("preferred", [tp])
         assert results[tp] in (errors.NONE.code, errors.ELECTION_NOT_NEEDED.code)
         await cluster.wait_until(lambda: cluster.leader_for("grow", 0) == target[0], timeout=60)
+
+
+async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("conf", 1, 3, {"retention.ms": 60000})])
+        configs = await admin.describe_configs(["conf"], [1])
+        topic = configs[("topic", "conf")]
+        assert topic["retention.ms"].value == "60000" and not topic["retention.ms"].is_default
+        assert topic["min.insync.replicas"].value == "1" and topic["min.insync.replicas"].is_default
+        assert configs[("broker", "1")]["broker.id"].value == "1" and configs[("broker", "1")]["broker.id"].read_only
+        await admin.alter_topic_configs({"conf": {"min.insync.replicas": 4}})  # more than the 3 replicas
+
+        def everywhere(value: int) -> bool:
+            return all(cluster.broker(b).replica_manager.get_partition(TopicPartition("conf", 0)).min_insync_replicas
+                       == value for b in cluster.live_broker_ids)
+
+        await cluster.wait_until(lambda: everywhere(4), timeout=30)
+        with pytest.raises(errors.NotEnoughReplicasError):
+            await cluster.produce("conf", 0, [Record(None, b"x")])
+        await admin.alter_topic_configs({"conf": {}})  # back to the defaults
+        await cluster.wait_until(lambda: everywhere(1), timeout=30)
+        assert (await admin.describe_configs(["conf"]))[("topic", "conf")]["retention.ms"].is_default
+        for configs_, error in (({"conf": {"retention.msec": 1}}, errors.InvalidConfigError),
+                                ({"missing": {}}, errors.UnknownTopicOrPartitionError)):
+            with pytest.raises(error):
+                await admin.alter_topic_configs(configs_)
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await admin.describe_configs(["missing"])

@@ -34,6 +34,8 @@ def requests() -> list[r.Request]:
         r.InitProducerIdRequest(None, 60000, -1, -1),
         r.ElectLeadersRequest(0, [("t", 0), ("t", 1)]),
         r.ElectLeadersRequest(1),
+        r.DescribeConfigsRequest([r.ConfigResource(2, "t", ["retention.ms"]), r.ConfigResource(4, "1")]),
+        r.AlterConfigsRequest([r.AlterConfigsResource(2, "t", {"retention.ms": "1000"})], True),
         r.AlterPartitionReassignmentsRequest([r.ReassignablePartition("t", 0, [3, 1, 2])]),
         r.ListPartitionReassignmentsRequest([("t", 0)]),
         r.CreatePartitionsRequest([r.CreatePartitionsTopic("t", 4, [[1, 2], [2, 3]]), r.CreatePartitionsTopic("u", 2)]),
@@ -70,6 +72,8 @@ def responses() -> list[r.Response]:
     return [
         r.InitProducerIdResponse(0, 1000, 0),
         r.ElectLeadersResponse(0, [r.ElectionResult("t", 0, 84, "not needed")]),
+        r.DescribeConfigsResponse([r.DescribeConfigsResult(0, 2, "t", [r.ConfigEntry("retention.ms", "1000", False)])]),
+        r.AlterConfigsResponse([r.AlterConfigsResult(40, 2, "t", "bad")]),
         r.AlterPartitionReassignmentsResponse(0, [r.ReassignablePartitionResponse("t", 0, 39, "bad")]),
         r.ListPartitionReassignmentsResponse(0, [r.OngoingReassignment("t", 0, [1, 2, 3], [3], [1])]),
         r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),
