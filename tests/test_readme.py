@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
 import pytest
-import trio
-import trio.testing
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -23,14 +20,16 @@ def test_readme_has_examples() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_readme_example_runs(index: int) -> None:
+def test_readme_example_runs(index: int, pytester: pytest.Pytester) -> None:
+    """Scripts run as they are; blocks of test functions run under pytest, as a reader would run them."""
+    block = python_blocks()[index]
     namespace: dict[str, object] = {}
-    exec(compile(python_blocks()[index], f"README.md example {index + 1}", "exec"), namespace)
-    for name, value in namespace.items():
-        if name.startswith("test_") and inspect.iscoroutinefunction(value):
-            clock = trio.testing.MockClock(autojump_threshold=0)
-            arguments = {"autojump_clock": clock} if "autojump_clock" in inspect.signature(value).parameters else {}
-            trio.run(lambda: value(**arguments), clock=clock)
+    exec(compile(block, f"README.md example {index + 1}", "exec"), namespace)
+    tests = [name for name, value in namespace.items() if name.startswith("test_") and callable(value)]
+    if tests:
+        pytester.makeini("[pytest]\ntrio_mode = true\n")
+        pytester.makepyfile(test_readme_example=block)
+        pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=len(tests))
 
 
 def test_quick_start_test_command_is_what_ci_runs() -> None:
