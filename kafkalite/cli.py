@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import kafkalite
@@ -97,11 +97,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         import trio
 
         return trio.run(_CLIENT_COMMANDS[args.command], args)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # one clear line, no traceback
-        print(f"kafkalite: error: {exc}", file=sys.stderr)
+    except BaseException as exc:  # one clear line, no traceback
+        leaves = list(_leaves(exc))
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+            return 130
+        if not all(isinstance(leaf, Exception) for leaf in leaves):
+            raise
+        print(f"kafkalite: error: {'; '.join(str(leaf) or type(leaf).__name__ for leaf in leaves)}",
+              file=sys.stderr)
         return 1
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The errors themselves: Trio hands a task's failure up wrapped in an ExceptionGroup per nursery."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 # -- serve ----------------------------------------------------------------------------------------------------------
@@ -111,18 +124,22 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.embedded import EmbeddedCluster
 
-    config = dict(args.config)
     brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{args.port + b - 1}"} for b in range(1, args.brokers + 1)} \
         if args.port else None
     stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     console = Console()
-    with EmbeddedCluster(args.brokers, config, broker_configs=brokers) as cluster:
-        print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
-        console.print(_brokers_table(cluster.describe_brokers()))
-        console.print("Press Ctrl-C to stop.")
-        stop.wait()
+    with EmbeddedCluster(args.brokers, dict(args.config), broker_configs=brokers) as cluster:
+        # Ctrl-C asks for a clean stop rather than a KeyboardInterrupt wherever the main thread happens to be;
+        # the previous handlers come back so that an in-process caller (a test) keeps its own.
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+            console.print(_brokers_table(cluster.describe_brokers()))
+            console.print("Press Ctrl-C to stop.")
+            stop.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     console.print("stopped")
     return 0
 
@@ -148,9 +165,13 @@ async def _topics(args: argparse.Namespace) -> int:
             print(f"deleted topic {args.name}")
         else:
             description = (await admin.describe_topics([args.name]))[args.name]
+            configs = (await admin.describe_configs(topics=[args.name]))[("topic", args.name)]
+            overrides = {name: entry.value for name, entry in sorted(configs.items()) if not entry.is_default}
             from rich.console import Console
 
-            Console().print(_partitions_table(args.name, [p._asdict() for p in description.partitions]))
+            console = Console()
+            console.print(_partitions_table(args.name, [p._asdict() for p in description.partitions]))
+            console.print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
     return 0
 
 

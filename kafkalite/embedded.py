@@ -14,16 +14,22 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import trio
 
-from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata
+from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata
 from kafkalite.cluster import Cluster
 
 
 class EmbeddedCluster:
-    """A running cluster owned by a background thread; a context manager, or `start()` and `close()`."""
+    """A running cluster owned by a background thread; a context manager, or `start()` and `close()`.
+
+    Every public method and property of `Cluster` is here as a blocking call (`create_topic`, `kill_broker`,
+    `partition_network`, `wait_until`, ...), so a test reads the same whether it is async or not; a
+    `wait_until` condition runs in the loop and may use this object too. `producer()`, `consumer()` and
+    `admin()` give blocking clients; `cluster` is the Trio `Cluster` itself, for code already in its loop.
+    """
 
     def __init__(self, brokers: int = 3, config: Mapping[str, Any] | None = None, *,
                  broker_configs: Mapping[int, Mapping[str, Any]] | None = None, seed: int | None = None) -> None:
@@ -45,20 +51,26 @@ class EmbeddedCluster:
         self._thread.start()
         self._ready.wait()
         if self._failure is not None:
-            self._thread.join()
-            raise self._failure
+            self.close()
         return self
 
     def close(self) -> None:
-        """Stop every broker, close every socket and join the thread; safe to call twice."""
-        if self._thread is None or not self._thread.is_alive():
+        """Stop every broker, close every socket and join the thread; safe to call twice.
+
+        If the loop died while the cluster was running, its error is raised here, once: a cluster that
+        crashed under a test must fail that test even when no later call noticed.
+        """
+        if self._thread is None:
             return
-        if self._token is not None and self._stop is not None:
+        if self._thread.is_alive() and self._token is not None and self._stop is not None:
             try:
                 trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
             except trio.RunFinishedError:
                 pass
         self._thread.join()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
 
     def __enter__(self) -> EmbeddedCluster:
         return self.start()
@@ -70,8 +82,8 @@ class EmbeddedCluster:
     def _run(self) -> None:
         try:
             trio.run(self._main)
-        except BaseException as exc:  # reported to start(); after start it is the loop's own failure
-            self._failure = exc
+        except BaseException as exc:  # raised by start(), or by the next call and close() once running
+            self._failure = _single(exc)
         finally:
             self._ready.set()
 
@@ -90,18 +102,39 @@ class EmbeddedCluster:
     # -- calling into the loop --------------------------------------------------------------------------------------
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `function` (async or not) in the cluster's loop and return its result here."""
+        """Run `function` (async or not) in the cluster's loop and return its result here.
+
+        A failure comes back as the exception itself rather than Trio's one-member ExceptionGroup, so that
+        `pytest.raises(InvalidTopicError)` works on a synchronous call as it does on the async one.
+        """
         if self._token is None or self.cluster is None:
             raise RuntimeError("the embedded cluster is not running: use `with EmbeddedCluster() as cluster:`")
+        if self._failure is not None or self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the embedded cluster has stopped") from self._failure
+        is_async = inspect.iscoroutinefunction(function)
+        if threading.current_thread() is self._thread:
+            # Already in the loop: a wait_until condition written against this object (`cluster.controller_id`)
+            # runs here, and blocking on our own loop would deadlock.
+            if is_async:
+                raise RuntimeError(f"{function.__name__} is async: inside the cluster's loop await it on "
+                                   "`embedded.cluster` instead")
+            return function(*args, **kwargs)
         bound = functools.partial(function, *args, **kwargs)
-        if inspect.iscoroutinefunction(function):
-            return trio.from_thread.run(bound, trio_token=self._token)
-        return trio.from_thread.run_sync(bound, trio_token=self._token)
+        try:
+            if is_async:
+                return trio.from_thread.run(bound, trio_token=self._token)
+            return trio.from_thread.run_sync(bound, trio_token=self._token)
+        except BaseExceptionGroup as group:
+            raise _single(group) from None
+        except trio.RunFinishedError:
+            raise RuntimeError("the embedded cluster has stopped") from self._failure
 
     def __getattr__(self, name: str) -> Any:
         """Every public method and property of `Cluster` (faults, topics, describe), run in the cluster's loop."""
-        if name.startswith("_") or self.cluster is None:
-            raise AttributeError(name)
+        if self.cluster is None or name.startswith("_"):
+            if hasattr(Cluster, name) and not name.startswith("_"):
+                raise RuntimeError(f"cannot use {name}: the embedded cluster is not running; start() it first")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         attribute = getattr(type(self.cluster), name, None)
         if isinstance(attribute, property):
             return self.call(lambda: getattr(self.cluster, name))
@@ -109,6 +142,9 @@ class EmbeddedCluster:
         if callable(value):
             return functools.partial(self.call, value)
         return value
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *(name for name in dir(Cluster) if not name.startswith("_"))})
 
     @property
     def bootstrap_servers(self) -> str:
@@ -121,16 +157,11 @@ class EmbeddedCluster:
 
     # -- synchronous clients ----------------------------------------------------------------------------------------
 
-    def _open(self, factory: Callable[[], Any]) -> Any:
-        async def open_client() -> tuple[Any, trio.Event]:
-            async def keep(task_status: trio.TaskStatus[tuple[Any, trio.Event]] = trio.TASK_STATUS_IGNORED) -> None:
-                closed = trio.Event()
-                async with factory() as client:
-                    task_status.started((client, closed))
-                    await closed.wait()
-
+    def _open(self, factory: Callable[[], Any]) -> tuple[Any, _Lifetime]:
+        async def open_client() -> tuple[Any, _Lifetime]:
+            lifetime = _Lifetime()
             assert self._nursery is not None
-            return await self._nursery.start(keep)
+            return await self._nursery.start(lifetime.hold, factory), lifetime
 
         return self.call(open_client)
 
@@ -144,13 +175,55 @@ class EmbeddedCluster:
         return SyncAdmin(self, *self._open(lambda: Admin(self.cluster, config)))
 
 
+def _single(exc: BaseException) -> BaseException:
+    """The one real error inside Trio's nested single-member groups; a group of several stays a group."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class _Lifetime:
+    """Holds an async client open in a task of the cluster's loop, since `async with` cannot span threads.
+
+    An error the client raises on the way out (a producer whose flush fails) belongs to whoever closes it, not
+    to the cluster's nursery, where it would bring every broker down.
+    """
+
+    def __init__(self) -> None:
+        self._closing = trio.Event()
+        self._closed = trio.Event()
+        self._error: Exception | None = None
+
+    async def hold(self, factory: Callable[[], Any], task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+                   ) -> None:
+        opened = False
+        try:
+            async with factory() as client:
+                opened = True
+                task_status.started(client)
+                await self._closing.wait()
+        except Exception as exc:
+            if not opened:
+                raise
+            self._error = exc
+        finally:
+            self._closed.set()
+
+    async def close(self) -> None:
+        self._closing.set()
+        await self._closed.wait()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
 class _SyncClient:
     """A thin blocking face on an async client living in the cluster's loop: each call is carried there."""
 
-    def __init__(self, embedded: EmbeddedCluster, client: Any, closed: trio.Event) -> None:
+    def __init__(self, embedded: EmbeddedCluster, client: Any, lifetime: _Lifetime) -> None:
         self._embedded = embedded
         self._client = client
-        self._closed = closed
+        self._lifetime = lifetime
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._client, name)
@@ -159,9 +232,10 @@ class _SyncClient:
         return functools.partial(self._embedded.call, value)
 
     def close(self) -> None:
-        self._embedded.call(self._closed.set)
+        """Close the client the way `async with` would (a producer flushes first) and wait until it has."""
+        self._embedded.call(self._lifetime.close)
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -171,24 +245,29 @@ class _SyncClient:
 class DeliveryFuture:
     """What `SyncProducer.send` returns: `result(timeout)` blocks until the record is acknowledged or failed."""
 
-    def __init__(self, embedded: EmbeddedCluster, handle: Any) -> None:
+    def __init__(self, embedded: EmbeddedCluster, handle: RecordHandle) -> None:
         self._embedded = embedded
         self._handle = handle
 
     def done(self) -> bool:
-        return bool(self._handle.done())
+        return bool(self._embedded.call(self._handle.done))
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata, or its delivery error; TimeoutError (as `concurrent.futures`) after `timeout`."""
         async def wait() -> RecordMetadata:
-            with trio.fail_after(timeout if timeout is not None else float("inf")):
+            if self._handle.done():  # a zero timeout still answers for a settled record
+                return self._handle.result()
+            with trio.move_on_after(timeout if timeout is not None else float("inf")):
                 return await self._handle
+            raise TimeoutError(f"the record was not acknowledged within {timeout} s")
 
         return self._embedded.call(wait)
 
 
 class SyncProducer(_SyncClient):
-    def send(self, topic: str, value: bytes | None, **kwargs: Any) -> DeliveryFuture:
-        return DeliveryFuture(self._embedded, self._embedded.call(self._client.send, topic, value, **kwargs))
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None, **kwargs: Any) -> DeliveryFuture:
+        """Queue the record (as `Producer.send`: partition, headers, timestamp) without waiting for its ack."""
+        return DeliveryFuture(self._embedded, self._embedded.call(self._client.send, topic, value, key, **kwargs))
 
 
 class SyncConsumer(_SyncClient):

@@ -5,21 +5,32 @@ from __future__ import annotations
 import io
 import json
 import os
+import queue
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from kafkalite.cli import main
 from kafkalite.embedded import EmbeddedCluster
 
+QUICK = ["--api-timeout", "0.5"]  # for commands expected to fail after retrying
+
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster() -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(brokers=3) as running:
         yield running
+
+
+@pytest.fixture
+def server(cluster: EmbeddedCluster) -> list[str]:
+    return ["--bootstrap-server", cluster.bootstrap_servers]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -33,14 +44,14 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith("kafkalite ")
-    assert run(capsys)[0] == 0
+    code, out, _ = run(capsys)
+    assert code == 0 and "serve" in out and "consume" in out
 
 
-def test_topics_produce_consume_describe(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str],
+def test_topics_produce_consume_describe(server: list[str], capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    server = ["--bootstrap-server", cluster.bootstrap_servers]
     code, out, _ = run(capsys, "topics", "create", "cli-orders", "--partitions", "2", "--replication-factor", "3",
-                       *server)
+                       "--config", "retention.ms=60000", *server)
     assert code == 0 and "created topic cli-orders" in out
     code, out, _ = run(capsys, "topics", "list", *server)
     assert "cli-orders" in out.split()
@@ -49,8 +60,10 @@ def test_topics_produce_consume_describe(cluster: EmbeddedCluster, capsys: pytes
     assert code == 0 and "produced 3 records" in err
     code, out, _ = run(capsys, "consume", "cli-orders", "--from-beginning", "--max", "3", *server)
     assert code == 0 and sorted(out.split()) == ["one", "three", "two"]
+    code, out, _ = run(capsys, "consume", "cli-orders", "--timeout", "0.2", *server)
+    assert code == 0 and out == ""  # from the end: nothing new arrived before the idle timeout
     code, out, _ = run(capsys, "topics", "describe", "cli-orders", *server)
-    assert code == 0 and "cli-orders" in out
+    assert code == 0 and "cli-orders" in out and "retention.ms=60000" in out
     code, out, _ = run(capsys, "describe", "--json", *server)
     described = json.loads(out)
     assert described["controller"] in (1, 2, 3)
@@ -59,20 +72,35 @@ def test_topics_produce_consume_describe(cluster: EmbeddedCluster, capsys: pytes
     assert sum(p["high_watermark"] for p in partitions) == 3
     assert all(sorted(p["isr"]) == [1, 2, 3] for p in partitions)
     code, out, _ = run(capsys, "describe", *server)
-    assert code == 0 and "Brokers" in out
+    assert code == 0 and "Brokers" in out and "cli-orders" in out
+    code, out, _ = run(capsys, "topics", "delete", "cli-orders", *server)
+    assert code == 0 and "deleted topic cli-orders" in out
+    assert "cli-orders" not in run(capsys, "topics", "list", *server)[1].split()
+
+
+def test_bootstrap_server_from_the_environment(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKALITE_BOOTSTRAP_SERVER", cluster.bootstrap_servers)
+    code, out, _ = run(capsys, "describe", "--json")
+    assert code == 0 and json.loads(out)["controller"] in (1, 2, 3)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["topics", "create", "bad name", "--partitions", "1"], "INVALID_TOPIC_EXCEPTION"),
     (["topics", "create", "zero", "--partitions", "0"], "INVALID_PARTITIONS"),
+    (["topics", "create", "big", "--partitions", "1", "--replication-factor", "4"], "INVALID_REPLICATION_FACTOR"),
+    (["topics", "create", "conf", "--config", "min.insync.replicas=abc"], "INVALID_CONFIG"),
     (["topics", "describe", "missing"], "UNKNOWN_TOPIC_OR_PARTITION"),
     (["topics", "create"], "needs a topic name"),
+    (["consume", "missing", "--timeout", "0.1"], "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["produce", "missing", *QUICK], "UNKNOWN_TOPIC_OR_PARTITION"),
 ])
-def test_errors_are_one_line(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], argv: list[str],
-                             message: str) -> None:
-    code, _, err = run(capsys, *argv, "--bootstrap-server", cluster.bootstrap_servers)
+def test_errors_are_one_line(server: list[str], capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a record\n"))
+    code, _, err = run(capsys, *argv, *server)
     assert code == 1
-    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("kafkalite: error: ") and message in err
 
 
 def test_missing_or_unreachable_bootstrap_server(capsys: pytest.CaptureFixture[str],
@@ -80,21 +108,114 @@ def test_missing_or_unreachable_bootstrap_server(capsys: pytest.CaptureFixture[s
     monkeypatch.delenv("KAFKALITE_BOOTSTRAP_SERVER", raising=False)
     code, _, err = run(capsys, "topics", "list")
     assert code == 1 and "--bootstrap-server is required" in err
-    code, _, err = run(capsys, "topics", "list", "--bootstrap-server", "127.0.0.1:1", "--api-timeout", "0.5")
-    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    code, _, err = run(capsys, "topics", "list", "--bootstrap-server", "127.0.0.1:1", *QUICK)
+    assert code == 1 and err.count("\n") == 1 and "cannot connect to 127.0.0.1:1" in err
+    code, _, err = run(capsys, "describe", "--bootstrap-server", "no-port-here")
+    assert code == 1 and err == "kafkalite: error: bootstrap server 'no-port-here' is not host:port\n"
 
 
-def test_serve_prints_bootstrap_servers_and_stops_on_ctrl_c() -> None:
-    process = subprocess.Popen([sys.executable, "-m", "kafkalite", "serve", "--brokers", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "COLUMNS": "120"})
-    try:
-        first = process.stdout.readline()
-        assert first.startswith("bootstrap servers: 127.0.0.1:")
-        deadline = time.monotonic() + 30
-        while "Ctrl-C" not in process.stdout.readline():
-            assert time.monotonic() < deadline
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
-    finally:
-        process.kill()
+@pytest.mark.parametrize("argv", [["topics", "rename", "x"], ["topics", "create", "x", "--partitions", "two"],
+                                  ["serve", "--config", "no-equals-sign"], ["no-such-command"]])
+def test_bad_arguments_exit_with_usage(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: kafkalite") and "Traceback" not in err
+
+
+def test_serve_refuses_a_bad_cluster_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "serve", "--brokers", "1", "--config", "min.insync.replicas=many")
+    assert code == 1 and err.count("\n") == 1 and "min.insync.replicas" in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class Served:
+    """`kafkalite serve` in a subprocess, its output read by a thread so that every read has a deadline."""
+
+    def __init__(self, *argv: str) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "kafkalite", "serve", *argv],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        env={**os.environ, "COLUMNS": "120"})
+        self.lines: queue.Queue[str | None] = queue.Queue()  # None: the output ended
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def read_until(self, text: str, timeout: float = 30) -> list[str]:
+        """Lines up to and including the first containing `text`; fails the test after `timeout`."""
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while not seen or text not in seen[-1]:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.process.kill()
+                assert self.process.stderr is not None
+                pytest.fail(f"no {text!r} from kafkalite serve; output: {''.join(seen)}{self.process.stderr.read()}")
+            seen.append(line)
+        return seen
+
+    def interrupt(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Served]]:
+    started: list[Served] = []
+
+    def start(*argv: str) -> Served:
+        served = Served(*argv)
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        served.process.kill()
+        served.process.wait()
+
+
+def test_serve_prints_bootstrap_servers_and_stops_on_ctrl_c(serve: Callable[..., Served], capsys: pytest.CaptureFixture[str]) -> None:
+    served = serve("--brokers", "1")
+    first = served.read_until("bootstrap servers")[0]
+    assert first.startswith("bootstrap servers: 127.0.0.1:")
+    bootstrap = first.split(": ", 1)[1].strip()
+    table = "".join(served.read_until("Ctrl-C"))
+    assert "controller" in table and "yes" in table
+    assert run(capsys, "topics", "create", "served", "--partitions", "1", "--bootstrap-server", bootstrap)[0] == 0
+    assert served.interrupt() == 0
+    served.read_until("stopped")
+
+
+def free_port_pair() -> int:
+    """A port P such that P and P+1 are both free right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port >= 65535:
+            continue
+        with socket.socket() as first, socket.socket() as second:
+            try:
+                first.bind(("127.0.0.1", port))
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    pytest.fail("no two consecutive free ports")
+
+
+def test_serve_on_fixed_ports(serve: Callable[..., Served]) -> None:
+    port = free_port_pair()
+    served = serve("--brokers", "2", "--port", str(port), "--config", "min.insync.replicas=1")
+    assert served.read_until("bootstrap servers")[0].strip() == \
+        f"bootstrap servers: 127.0.0.1:{port},127.0.0.1:{port + 1}"
+    served.read_until("Ctrl-C")
+    assert served.interrupt() == 0

@@ -1,52 +1,178 @@
-"""EmbeddedCluster from plain synchronous code and from asyncio: the same real cluster, driven from outside Trio."""
+"""EmbeddedCluster from plain synchronous code and from asyncio: the same real cluster, driven from outside Trio.
+
+These run on the real clock (the cluster serves real sockets), so timed behaviour is made quick with small
+session and lag timeouts, and every wait polls against a deadline.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
+import trio
 
 from kafkalite.client import NewTopic, TopicPartition
-from kafkalite.common.errors import InvalidPartitionsError
-from kafkalite.embedded import EmbeddedCluster
+from kafkalite.cluster import COORDINATION
+from kafkalite.common.config import InvalidConfigError
+from kafkalite.common.errors import InvalidPartitionsError, InvalidTopicError, UnknownTopicOrPartitionError
+from kafkalite.common.records import Record
+from kafkalite.embedded import EmbeddedCluster, SyncConsumer
 
 TP = TopicPartition("orders", 0)
+FAST_FAULTS = {"zookeeper.session.timeout.ms": 300, "replica.lag.time.max.ms": 300}
 
 
-def poll_all(consumer, count: int) -> list:
-    records = []
-    for _ in range(50):
+def read(consumer: SyncConsumer, count: int, timeout: float = 10) -> list:
+    """Poll until `count` records arrived or the deadline passed."""
+    records: list = []
+    deadline = time.monotonic() + timeout
+    while len(records) < count and time.monotonic() < deadline:
         records += consumer.poll(0.2)
-        if len(records) >= count:
-            break
     return records
 
 
-def test_sync_producer_and_consumer_with_a_failover() -> None:
-    with EmbeddedCluster(brokers=3, config={"zookeeper.session.timeout.ms": 600}) as cluster:
+def test_sync_clients_across_a_failover() -> None:
+    with EmbeddedCluster(brokers=3, config=FAST_FAULTS) as cluster:
         cluster.create_topic("orders", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
         assert cluster.controller_id in (1, 2, 3)
         with cluster.producer(acks="all") as producer:
             futures = [producer.send("orders", b"v%d" % i, partition=0) for i in range(20)]
             producer.flush()
+            assert all(f.done() for f in futures)
             assert [f.result(timeout=10).offset for f in futures] == list(range(20))
         leader = cluster.leader_for("orders", 0)
         cluster.kill_broker(leader)
         assert cluster.wait_for_leader("orders", 0, not_on=[leader], timeout=10) != leader
         with cluster.consumer(auto_offset_reset="earliest") as consumer:
             consumer.assign([TP])
-            assert [r.value for r in poll_all(consumer, 20)] == [b"v%d" % i for i in range(20)]
-        with cluster.admin() as admin:
-            with pytest.raises(InvalidPartitionsError):
-                admin.create_topics([NewTopic("x", 0, 1)])
+            assert [r.value for r in read(consumer, 20)] == [b"v%d" % i for i in range(20)]
+            consumer.seek(TP, 18)
+            assert consumer.position(TP) == 18
+            assert [r.offset for r in read(consumer, 2)] == [18, 19]
+            consumer.seek_to_beginning()
+            assert next(iter(consumer)).offset == 0
+            consumer.seek_to_end()
+            assert consumer.position(TP) == 20
+
+
+def test_closing_a_producer_flushes_it() -> None:
+    with EmbeddedCluster(brokers=1) as cluster:
+        cluster.create_topic("orders", 1, 1)
+        producer = cluster.producer(**{"linger.ms": 60_000})
+        future = producer.send("orders", b"lingering", key=b"k", partition=0)
+        producer.close()
+        assert future.result(timeout=0).offset == 0
+        assert [(r.key, r.value) for _, r in cluster.fetch_all("orders", 0)] == [(b"k", b"lingering")]
+
+
+def test_result_times_out_while_the_leader_is_paused() -> None:
+    with EmbeddedCluster(brokers=1) as cluster:
+        cluster.create_topic("orders", 1, 1)
+        with cluster.producer() as producer:
+            assert producer.send("orders", b"on time", partition=0).result(timeout=10).offset == 0
+            cluster.pause_broker(1)
+            future = producer.send("orders", b"late", partition=0)
+            with pytest.raises(TimeoutError):
+                future.result(timeout=0.05)
+            cluster.resume_broker(1)
+            assert future.result(timeout=10).offset == 1
+
+
+def test_admin() -> None:
+    with EmbeddedCluster(brokers=2) as cluster, cluster.admin() as admin:
+        admin.create_topics([NewTopic("orders", 2, 2)])
+        assert [p.partition for p in admin.describe_topics(["orders"])["orders"].partitions] == [0, 1]
+        assert sorted(b.node_id for b in admin.describe_cluster().brokers) == [1, 2]
+        cluster.produce("orders", 1, [Record(None, b"x"), Record(None, b"y")])
+        assert admin.list_offsets({TopicPartition("orders", 1): "latest"})[TopicPartition("orders", 1)].offset == 2
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_topics([NewTopic("empty", 0, 1)])
+        admin.delete_topics(["orders"])
+        assert "orders" not in admin.list_topics()
+
+
+def test_fault_controls() -> None:
+    with EmbeddedCluster(brokers=3, config=FAST_FAULTS, seed=3) as cluster:
+        cluster.create_topic("orders", 1, 3)
+
+        first = cluster.controller_id
+        cluster.expire_session(first)
+        cluster.wait_until(lambda: cluster.controller_id not in (None, first), timeout=10, what="a new controller")
+
+        leader = cluster.leader_for("orders", 0)
+        others = [b for b in cluster.broker_ids if b != leader]
+        cluster.partition_network([leader], [*others, COORDINATION])
+        cluster.wait_for_leader("orders", 0, not_on=[leader], timeout=10)
+        cluster.heal()
+        cluster.wait_until(lambda: set(cluster.partition_state("orders", 0).isr) == {1, 2, 3}, timeout=10,
+                           what="the cut-off broker back in the ISR")
+
+        leader = cluster.leader_for("orders", 0)
+        cluster.pause_broker(leader)
+        cluster.wait_for_leader("orders", 0, not_on=[leader], timeout=10)
+        cluster.resume_broker(leader)
+
+        leader = cluster.leader_for("orders", 0)
+        assert cluster.shutdown_broker(leader) is True
+        assert leader not in cluster.live_broker_ids
+        cluster.restart_broker(leader)
+        cluster.wait_until(lambda: set(cluster.partition_state("orders", 0).isr) == {1, 2, 3}, timeout=10,
+                           what="the restarted broker back in the ISR")
+        assert cluster.produce("orders", 0, [Record(None, b"still here")]) >= 0
+
+
+def test_errors_in_the_loop_are_raised_in_the_caller() -> None:
+    with EmbeddedCluster(brokers=1) as cluster:
+        with pytest.raises(InvalidTopicError):
+            cluster.create_topic("no spaces allowed")
+        with pytest.raises(UnknownTopicOrPartitionError):
+            cluster.describe_topic("missing")
+        with pytest.raises(ValueError, match="no broker 9"):
+            cluster.kill_broker(9)
+        with pytest.raises(AttributeError):
+            cluster.no_such_method  # noqa: B018
+
+
+def test_a_loop_that_dies_fails_the_next_call_and_close() -> None:
+    cluster = EmbeddedCluster(brokers=1).start()
+
+    async def crash() -> None:
+        raise OSError("disk on fire")
+
+    cluster.call(lambda: cluster._nursery.start_soon(crash))  # a bug inside the loop, outside any call
+    cluster._thread.join(timeout=10)
+    with pytest.raises(RuntimeError, match="has stopped"):
+        cluster.create_topic("orders")
+    with pytest.raises(OSError, match="disk on fire"):
+        cluster.close()
+    cluster.close()  # reported once
+
+
+def test_start_failures_and_use_before_start() -> None:
+    with pytest.raises(ValueError, match="at least one broker"):
+        EmbeddedCluster(brokers=0).start()
+    with pytest.raises(InvalidConfigError, match="min.insync.replicas"):
+        EmbeddedCluster(brokers=1, config={"min.insync.replicas": "many"}).start()
+    idle = EmbeddedCluster(brokers=1)
+    with pytest.raises(RuntimeError, match="not running"):
+        idle.create_topic("orders")
+    idle.close()  # never started: nothing to do
+    with idle:
+        with pytest.raises(RuntimeError, match="already started"):
+            idle.start()
 
 
 def test_close_joins_the_thread_and_closes_every_socket() -> None:
     cluster = EmbeddedCluster(brokers=2).start()
     ports = [int(server.rsplit(":", 1)[1]) for server in cluster.bootstrap_servers.split(",")]
     assert len(ports) == 2
+    for port in ports:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
     cluster.close()
     assert not any(t.name == "kafkalite-cluster" and t.is_alive() for t in threading.enumerate())
     for port in ports:
@@ -72,8 +198,17 @@ def test_usable_from_an_asyncio_program() -> None:
     assert asyncio.run(program()) == [b"from asyncio"]
 
 
-def test_bootstrap_servers_reach_the_brokers_over_tcp() -> None:
+def test_calls_from_inside_the_loop_do_not_deadlock() -> None:
     with EmbeddedCluster(brokers=1) as cluster:
-        servers = cluster.bootstrap_servers
-        host, port = servers.split(":")
-        socket.create_connection((host, int(port)), timeout=1).close()
+        assert cluster.call(lambda: cluster.live_broker_ids) == [1]
+        with pytest.raises(RuntimeError, match="is async"):
+            cluster.call(lambda: cluster.create_topic("orders"))
+        assert cluster.call(trio.current_time) > 0
+
+
+def test_import_kafkalite_stays_light() -> None:
+    """`import kafkalite` (and `kafkalite --version`) must not pay for Trio and the brokers."""
+    code = "import sys, kafkalite; print(sorted(m for m in ('trio', 'kafkalite.cluster') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+    assert subprocess.run([sys.executable, "-c", "import kafkalite; print(kafkalite.EmbeddedCluster.__name__)"],
+                          capture_output=True, text=True, check=True).stdout == "EmbeddedCluster\n"

@@ -165,7 +165,7 @@ class Admin:
             response: DeleteTopicsResponse = await self._send_to_controller(request)
             self._raise_results(response.responses)
 
-        await self._with_retries(attempt, "delete_topics")
+        await self._with_retries(attempt, "delete_topics", final=(errors.UnknownTopicOrPartitionError,))
 
     async def create_partitions(self, new_totals: Mapping[str, int]) -> None:
         """Grow each topic to its new partition count (INVALID_PARTITIONS if that does not grow it)."""

@@ -6,52 +6,74 @@
     @pytest.mark.kafkalite(brokers=1, topics={"orders": 6})   # shape it
     def test_small(kafkalite_cluster): ...
 
-`kafkalite_cluster_session` shares one cluster across the session (topics from the marker are created when
-missing), and `kafkalite_cluster_async` is a Trio `Cluster` for pytest-trio tests.
+`kafkalite_cluster_session` shares one 3-broker cluster across the session (topics from the marker are created
+when missing), and `kafkalite_cluster_async` is a Trio `Cluster` for pytest-trio tests. The cluster modules are
+imported by the fixtures, not here: every pytest run of every project that installs kafkalite loads this
+plugin, and most of those runs never ask for a cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from kafkalite.cluster import Cluster
-from kafkalite.embedded import EmbeddedCluster
+if TYPE_CHECKING:
+    from kafkalite.cluster import Cluster
+    from kafkalite.embedded import EmbeddedCluster
 
 DEFAULT_BROKERS = 3
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "kafkalite(brokers=3, topics=None, config=None): shape the kafkalite cluster fixtures; "
-                   "topics maps a name to its partition count")
+        "markers", "kafkalite(brokers=3, topics=None, config=None, seed=None): shape the kafkalite cluster "
+                   "fixtures; topics maps a name to its partition count (replication factor min(3, brokers))")
 
 
-def _shape(request: pytest.FixtureRequest) -> tuple[int, dict[str, int], dict[str, Any]]:
+class _Shape(NamedTuple):
+    brokers: int
+    topics: Mapping[str, int]
+    config: Mapping[str, Any]
+    seed: int | None
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.brokers)
+
+
+def _shape(request: pytest.FixtureRequest) -> _Shape:
     marker = request.node.get_closest_marker("kafkalite")
     kwargs = dict(marker.kwargs) if marker is not None else {}
-    return kwargs.get("brokers", DEFAULT_BROKERS), dict(kwargs.get("topics") or {}), dict(kwargs.get("config") or {})
+    unknown = set(kwargs) - set(_Shape._fields)
+    if marker is not None and (marker.args or unknown):
+        pytest.fail(f"@pytest.mark.kafkalite takes only keywords {', '.join(_Shape._fields)}", pytrace=False)
+    return _Shape(kwargs.get("brokers", DEFAULT_BROKERS), kwargs.get("topics") or {}, kwargs.get("config") or {},
+                  kwargs.get("seed"))
 
 
-def _create_missing(cluster: Any, brokers: int, topics: dict[str, int]) -> None:
+def _create_missing(cluster: EmbeddedCluster, shape: _Shape) -> None:
     existing = set(cluster.topics())
-    for name, partitions in topics.items():
+    for name, partitions in shape.topics.items():
         if name not in existing:
-            cluster.create_topic(name, partitions, min(3, brokers))
+            cluster.create_topic(name, partitions, shape.replication_factor)
 
 
 @pytest.fixture
 def kafkalite_cluster(request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster]:
-    brokers, topics, config = _shape(request)
-    with EmbeddedCluster(brokers, config) as cluster:
-        _create_missing(cluster, brokers, topics)
+    from kafkalite.embedded import EmbeddedCluster
+
+    shape = _shape(request)
+    with EmbeddedCluster(shape.brokers, shape.config, seed=shape.seed) as cluster:
+        _create_missing(cluster, shape)
         yield cluster
 
 
 @pytest.fixture(scope="session")
 def _kafkalite_session_cluster() -> Iterator[EmbeddedCluster]:
+    from kafkalite.embedded import EmbeddedCluster
+
     with EmbeddedCluster(DEFAULT_BROKERS) as cluster:
         yield cluster
 
@@ -59,15 +81,20 @@ def _kafkalite_session_cluster() -> Iterator[EmbeddedCluster]:
 @pytest.fixture
 def kafkalite_cluster_session(request: pytest.FixtureRequest,
                               _kafkalite_session_cluster: EmbeddedCluster) -> EmbeddedCluster:
-    _, topics, _ = _shape(request)
-    _create_missing(_kafkalite_session_cluster, DEFAULT_BROKERS, topics)
+    shape = _shape(request)
+    if (shape.brokers, shape.config, shape.seed) != (DEFAULT_BROKERS, {}, None):
+        pytest.fail("kafkalite_cluster_session is shared by every test: only topics= can shape it; "
+                    "use kafkalite_cluster for brokers=, config= or seed=", pytrace=False)
+    _create_missing(_kafkalite_session_cluster, shape)
     return _kafkalite_session_cluster
 
 
 @pytest.fixture
 async def kafkalite_cluster_async(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
-    brokers, topics, config = _shape(request)
-    async with Cluster(brokers, config) as cluster:
-        for name, partitions in topics.items():
-            await cluster.create_topic(name, partitions, min(3, brokers))
+    from kafkalite.cluster import Cluster
+
+    shape = _shape(request)
+    async with Cluster(shape.brokers, shape.config, seed=shape.seed) as cluster:
+        for name, partitions in shape.topics.items():
+            await cluster.create_topic(name, partitions, shape.replication_factor)
         yield cluster
