@@ -812,20 +812,11 @@ class KafkaController:
 
     async def handle_request(self, request: Request, context: RequestContext) -> Response:
         """Serve a controller-bound request on the event queue and wait for its answer."""
+        event: Any
         if isinstance(request, ControlledShutdownRequest):
-            event: Any = ControlledShutdown(broker_id=request.broker_id, broker_epoch=request.broker_epoch)
-        elif isinstance(request, CreateTopicsRequest):
-            event = CreateTopics(request=request)
-        elif isinstance(request, DeleteTopicsRequest):
-            event = DeleteTopics(request=request)
-        elif isinstance(request, CreatePartitionsRequest):
-            event = CreatePartitions(request=request)
-        elif isinstance(request, ElectLeadersRequest):
-            event = ElectLeaders(request=request)
-        elif isinstance(request, AlterPartitionReassignmentsRequest):
-            event = AlterReassignments(request=request)
-        elif isinstance(request, ListPartitionReassignmentsRequest):
-            event = ListReassignments(request=request)
+            event = ControlledShutdown(broker_id=request.broker_id, broker_epoch=request.broker_epoch)
+        elif type(request) in _EVENT_FOR_REQUEST:
+            event = _EVENT_FOR_REQUEST[type(request)](request=request)
         else:
             raise errors.InvalidRequestError(f"{type(request).__name__} is not a controller request")
         self.event_manager.put(event)
@@ -846,3 +837,11 @@ class KafkaController:
                              CreatePartitions: CreatePartitionsResponse}[type(event)]
             return response_type(results)
         return event.result
+
+
+# The admin requests a controller serves, each as the event that carries it through the queue.
+_EVENT_FOR_REQUEST: dict[type[Request], type[Any]] = {
+    CreateTopicsRequest: CreateTopics, DeleteTopicsRequest: DeleteTopics, CreatePartitionsRequest: CreatePartitions,
+    ElectLeadersRequest: ElectLeaders, AlterPartitionReassignmentsRequest: AlterReassignments,
+    ListPartitionReassignmentsRequest: ListReassignments,
+}
