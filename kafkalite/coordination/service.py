@@ -98,6 +98,15 @@ class CheckOp:
 
 Op = CreateOp | SetDataOp | DeleteOp | CheckOp
 
+# Which watches an event fires, as ZooKeeper's WatchManager does: False for data (get/exists) watches, True for
+# child (get_children) watches. A deleted node fires both kinds, each session once.
+_WATCH_KINDS_FIRED: dict[EventType, tuple[bool, ...]] = {
+    EventType.NODE_CREATED: (False,),
+    EventType.NODE_DATA_CHANGED: (False,),
+    EventType.NODE_DELETED: (False, True),
+    EventType.NODE_CHILDREN_CHANGED: (True,),
+}
+
 
 @dataclass(slots=True)
 class _Znode:
@@ -156,7 +165,8 @@ class CoordinationService:
         self._unreachable: set[str] = set()
         self._data_watches: dict[str, set[int]] = {}
         self._child_watches: dict[str, set[int]] = {}
-        self._deliveries: deque[tuple[Session, WatchedEvent]] = deque()
+        self._ephemerals: dict[int, set[str]] = {}
+        self._deliveries: deque[tuple[Session, WatchedEvent | None]] = deque()
         self._delivering = False
         self._wakeup = trio.Event()
 
@@ -206,28 +216,32 @@ class CoordinationService:
         session._ended = True
         session._expired = expired
         del self._sessions[session.session_id]
-        for watches in (self._data_watches, self._child_watches):
-            for path in [p for p, ids in watches.items() if session.session_id in ids]:
-                watches[path].discard(session.session_id)
-                if not watches[path]:
-                    del watches[path]
-        ephemerals = sorted((p for p, n in self._nodes.items() if n.ephemeral_owner == session.session_id),
-                            reverse=True)
+        for child, path in session._watches:
+            watches = self._watch_table(child)
+            ids = watches[path]
+            ids.discard(session.session_id)
+            if not ids:
+                del watches[path]
+        session._watches.clear()
+        ephemerals = self._ephemerals.pop(session.session_id, set())
         if ephemerals:
             txn = self._begin()
-            for path in ephemerals:
+            for path in sorted(ephemerals):
                 self._delete(txn, path, ANY_VERSION)
             self._commit(txn)
         if expired:
             self._queue(session, WatchedEvent(EventType.SESSION_EXPIRED, ""))
-            self._deliver()
+        self._queue(session, None)
+        self._deliver()
 
     def _check_session(self, session: Session, path: str) -> None:
+        if session.owner in self._unreachable:
+            raise ConnectionLossError(path, f"{session.owner} cannot reach the coordination service")
+        if not session._ended and trio.current_time() > session._deadline:
+            self._end_session(session, expired=True)  # the deadline is the rule, whether or not `run` woke yet
         if session._ended:
             state = "expired" if session._expired else "closed"
             raise SessionExpiredError(path, f"session 0x{session.session_id:x} is {state}")
-        if session.owner in self._unreachable:
-            raise ConnectionLossError(path, f"{session.owner} cannot reach the coordination service")
 
     # -- reads ----------------------------------------------------------------------------------------------------
 
@@ -237,28 +251,32 @@ class CoordinationService:
             raise NoNodeError(path, "no node")
         return node
 
-    def _watch(self, watches: dict[str, set[int]], path: str, session: Session) -> None:
-        watches.setdefault(path, set()).add(session.session_id)
+    def _watch_table(self, child: bool) -> dict[str, set[int]]:
+        return self._child_watches if child else self._data_watches
+
+    def _watch(self, child: bool, path: str, session: Session) -> None:
+        self._watch_table(child).setdefault(path, set()).add(session.session_id)
+        session._watches.add((child, path))
 
     def get(self, session: Session, path: str, watch: bool) -> tuple[bytes, ZnodeStat]:
         self._check_session(session, path)
         node = self._get_node(path)
         if watch:
-            self._watch(self._data_watches, path, session)
+            self._watch(False, path, session)
         return node.data, node.stat()
 
     def exists(self, session: Session, path: str, watch: bool) -> ZnodeStat | None:
         self._check_session(session, path)
         node = self._nodes.get(validate_path(path))
         if watch:
-            self._watch(self._data_watches, path, session)
+            self._watch(False, path, session)
         return None if node is None else node.stat()
 
     def get_children(self, session: Session, path: str, watch: bool) -> list[str]:
         self._check_session(session, path)
         node = self._get_node(path)
         if watch:
-            self._watch(self._child_watches, path, session)
+            self._watch(True, path, session)
         return list(node.children)
 
     def dump(self) -> dict[str, tuple[bytes, ZnodeStat]]:
@@ -269,8 +287,7 @@ class CoordinationService:
 
     def write(self, session: Session, ops: Sequence[Op], *, make_parents: bool = False) -> list[object]:
         """Apply `ops` as one transaction: all of them, or (on the first failure) none of them."""
-        for op in ops:
-            self._check_session(session, op.path)
+        self._check_session(session, ops[0].path if ops else "/")
         txn = self._begin()
         results: list[object] = []
         try:
@@ -291,19 +308,15 @@ class CoordinationService:
         return _Transaction(self._zxid + 1)
 
     def _commit(self, txn: _Transaction) -> None:
-        if not txn.undo:
-            return  # a read-only multi (only checks) is not a transaction
         self._zxid = txn.zxid
         for event in txn.events:
-            watches = self._child_watches if event.type is EventType.NODE_CHILDREN_CHANGED else \
-                self._data_watches
-            fired = watches.pop(event.path, set())
-            if event.type is EventType.NODE_DELETED:
-                fired |= self._child_watches.pop(event.path, set())
+            fired: set[int] = set()
+            for child in _WATCH_KINDS_FIRED[event.type]:
+                for session_id in self._watch_table(child).pop(event.path, ()):
+                    fired.add(session_id)
+                    self._sessions[session_id]._watches.discard((child, event.path))
             for session_id in sorted(fired):
-                session = self._sessions.get(session_id)
-                if session is not None:
-                    self._queue(session, event)
+                self._queue(self._sessions[session_id], event)
         self._deliver()
 
     def _apply(self, txn: _Transaction, session: Session, op: Op, make_parents: bool) -> object:
@@ -314,6 +327,8 @@ class CoordinationService:
         if isinstance(op, DeleteOp):
             self._delete(txn, op.path, op.version)
             return None
+        if not isinstance(op, CheckOp):
+            raise TypeError(f"not a coordination op: {op!r}")
         node = self._get_node(op.path)
         if op.version != ANY_VERSION and node.version != op.version:
             raise BadVersionError(op.path, f"version is {node.version}, expected {op.version}")
@@ -336,17 +351,22 @@ class CoordinationService:
         if path in self._nodes:
             raise NodeExistsError(path, "node exists")
         now = trio.current_time()
-        node = _Znode(op.data, txn.zxid, now, session.session_id if op.ephemeral else 0, txn.zxid, txn.zxid, now)
+        owner = session.session_id if op.ephemeral else 0
+        node = _Znode(op.data, txn.zxid, now, owner, txn.zxid, txn.zxid, now)
         old_parent = (parent.cversion, parent.pzxid)
         self._nodes[path] = node
         parent.children.add(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
+        if owner:
+            self._ephemerals.setdefault(owner, set()).add(path)
 
         def undo() -> None:
             del self._nodes[path]
             parent.children.discard(name)
             parent.cversion, parent.pzxid = old_parent
+            if owner:
+                self._ephemerals[owner].discard(path)
 
         txn.undo.append(undo)
         txn.events.append(WatchedEvent(EventType.NODE_CREATED, path))
@@ -382,11 +402,16 @@ class CoordinationService:
         parent.children.discard(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
+        owned = self._ephemerals.get(node.ephemeral_owner)
+        if owned is not None:
+            owned.discard(path)
 
         def undo() -> None:
             self._nodes[path] = node
             parent.children.add(name)
             parent.cversion, parent.pzxid = old_parent
+            if owned is not None:
+                owned.add(path)
 
         txn.undo.append(undo)
         txn.events.append(WatchedEvent(EventType.NODE_DELETED, path))
@@ -394,7 +419,8 @@ class CoordinationService:
 
     # -- watch delivery -------------------------------------------------------------------------------------------
 
-    def _queue(self, session: Session, event: WatchedEvent) -> None:
+    def _queue(self, session: Session, event: WatchedEvent | None) -> None:
+        """Queue `event` for `session`; None marks the end of its events, after everything queued before it."""
         self._deliveries.append((session, event))
 
     def _deliver(self) -> None:
@@ -423,6 +449,7 @@ class Session:
         self._expired = False
         self._send, self.events = trio.open_memory_channel[WatchedEvent](math.inf)
         self._listeners: list[Callable[[WatchedEvent], None]] = []
+        self._watches: set[tuple[bool, str]] = set()  # (child watch?, path), to drop them when the session ends
 
     def __repr__(self) -> str:
         return f"Session(0x{self.session_id:x}, owner={self.owner!r})"
@@ -441,13 +468,25 @@ class Session:
         return self._deadline
 
     def add_listener(self, callback: Callable[[WatchedEvent], None]) -> None:
-        """Have `callback` called with each event, synchronously, once the write that fired it is complete."""
+        """Have `callback` called with each event, synchronously, once the write that fired it is complete.
+
+        Listeners replace `events`: from the first listener on, events are no longer buffered there, so a
+        long-lived session whose owner only listens does not accumulate every event it ever saw.
+        """
         self._listeners.append(callback)
 
-    def _deliver(self, event: WatchedEvent) -> None:
-        self._send.send_nowait(event)
-        for listener in self._listeners:
-            listener(event)
+    def _deliver(self, event: WatchedEvent | None) -> None:
+        if event is None:
+            self._send.close()  # `async for event in session.events` ends with the session
+        elif not self._listeners:
+            self._send.send_nowait(event)
+        for listener in self._listeners if event is not None else ():
+            try:
+                listener(event)
+            except Exception:
+                # As ZooKeeper's event thread does: a failing watcher must neither fail the write that fired
+                # it (another client's call) nor hold back the events queued behind it.
+                log.exception("listener of session 0x%x failed on %s", self.session_id, event)
 
     def heartbeat(self) -> None:
         self._service._check_session(self, "/")

@@ -30,7 +30,7 @@ def drain(session) -> list[WatchedEvent]:
     while True:
         try:
             events.append(session.events.receive_nowait())
-        except trio.WouldBlock:
+        except (trio.WouldBlock, trio.EndOfChannel):
             return events
 
 
@@ -129,6 +129,8 @@ async def test_session_expires_when_heartbeats_stop_not_before(service, autojump
     assert watcher.get_children("/brokers") == []
     assert drain(watcher) == [WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/brokers")]
     assert drain(owner) == [WatchedEvent(EventType.SESSION_EXPIRED, "")]
+    with pytest.raises(trio.EndOfChannel):
+        owner.events.receive_nowait()  # the session's events end with it
     with pytest.raises(SessionExpiredError):
         owner.heartbeat()
 
@@ -241,3 +243,180 @@ async def test_ten_thousand_children(service, autojump_clock) -> None:
         s.create(f"/many/{name}")
     assert s.get_children("/many") == names
     assert s.exists("/many").num_children == 10_000
+
+
+async def test_a_watch_fires_once_and_again_only_when_set_again(service, autojump_clock) -> None:
+    writer, watcher = service.connect(60_000), service.connect(60_000)
+    writer.create("/w", b"0")
+    watcher.get("/w", watch=True)
+    writer.set("/w", b"1")
+    writer.set("/w", b"2")
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_DATA_CHANGED, "/w")]
+    watcher.exists("/w", watch=True)
+    writer.delete("/w")
+    writer.create("/w")
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_DELETED, "/w")]
+
+
+async def test_child_watches(service, autojump_clock) -> None:
+    writer, watcher = service.connect(60_000), service.connect(60_000)
+    writer.create("/topics")
+    writer.create("/topics/t")
+    assert watcher.get_children("/topics", watch=True) == ["t"]
+    writer.set("/topics", b"data")  # data changes are not child changes
+    writer.create("/topics/t/p")  # nor are grandchildren
+    writer.delete("/topics/t/p")
+    writer.delete("/topics/t")
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/topics")]
+    watcher.get_children("/topics", watch=True)
+    watcher.get("/topics", watch=True)
+    writer.delete("/topics")  # both watches of the session fire, as one event
+    assert drain(watcher) == [WatchedEvent(EventType.NODE_DELETED, "/topics")]
+    with pytest.raises(NoNodeError):
+        watcher.get_children("/topics", watch=True)  # a failed read leaves no watch behind
+    writer.create("/topics")
+    assert drain(watcher) == []
+
+
+async def test_an_ended_session_leaves_no_watches_and_only_its_own_ephemerals_go(service, autojump_clock) -> None:
+    a, b, writer = service.connect(60_000), service.connect(60_000), service.connect(60_000)
+    a.create("/a", ephemeral=True)
+    b.create("/b", ephemeral=True)
+    a.exists("/b", watch=True)
+    a.get_children("/", watch=True)
+    service.expire(a.session_id)
+    service.expire(a.session_id)  # harmless
+    assert drain(a) == [WatchedEvent(EventType.SESSION_EXPIRED, "")]
+    writer.delete("/b")
+    assert drain(a) == []
+    assert sorted(service.dump()) == ["/"]
+    with pytest.raises(SessionExpiredError, match="expired"):
+        a.exists("/")
+
+
+async def test_the_deadline_holds_even_before_the_background_task_runs(autojump_clock) -> None:
+    service = CoordinationService()  # no `run` task: the deadline alone decides
+    owner, watcher = service.connect(1_000), service.connect(60_000)
+    owner.create("/e", ephemeral=True)
+    await trio.sleep(0.9)
+    owner.heartbeat()
+    await trio.sleep(0.9)
+    assert owner.exists("/e") is not None
+    await trio.sleep(1.1)
+    with pytest.raises(SessionExpiredError):
+        owner.heartbeat()
+    assert owner.expired and watcher.exists("/e") is None
+
+
+async def test_background_task_sleeps_until_the_earliest_deadline(service, autojump_clock) -> None:
+    slow = service.connect(60_000)
+    await trio.sleep(1)
+    fast = service.connect(2_000)  # earlier than the deadline the task is sleeping towards
+    await trio.sleep(2.01)
+    assert fast.expired and not slow.expired
+    await trio.sleep(57)
+    assert slow.expired
+
+
+async def test_stat_fields(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    await trio.sleep(5)
+    s.create("/n", b"abc", ephemeral=True)
+    created = trio.current_time()
+    await trio.sleep(1)
+    stat = s.set("/n", b"abcdef")
+    assert (stat.ctime, stat.mtime) == (created, created + 1)
+    assert (stat.data_length, stat.version, stat.ephemeral_owner, stat.num_children) == (6, 1, s.session_id, 0)
+    assert stat.czxid < stat.mzxid == service.zxid
+
+
+async def test_recreated_node_gets_a_larger_czxid(service, autojump_clock) -> None:
+    # Kafka's broker epoch is the czxid of /brokers/ids/<id>: a re-registered broker must get a larger one.
+    first, second = service.connect(6_000), service.connect(6_000)
+    first.create("/brokers/ids/1", ephemeral=True, make_parents=True)
+    epoch = first.exists("/brokers/ids/1").czxid
+    first.close()
+    second.create("/brokers/ids/1", ephemeral=True)
+    assert second.exists("/brokers/ids/1").czxid > epoch
+
+
+async def test_make_parents_is_part_of_the_create(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    s.create("/e", ephemeral=True)
+    zxid = service.zxid
+    with pytest.raises(NoChildrenForEphemeralsError):
+        s.create("/e/x/y", make_parents=True)
+    with pytest.raises(NodeExistsError):
+        s.create("/e", make_parents=True)
+    assert sorted(service.dump()) == ["/", "/e"] and service.zxid == zxid
+    assert s.create("/q/r/n-", sequential=True, make_parents=True) == "/q/r/n-0000000000"
+    assert s.exists("/q/r").ephemeral_owner == 0
+
+
+async def test_errors_name_the_path(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    with pytest.raises(NoNodeError, match="/missing/path") as info:
+        s.get("/missing/path")
+    assert info.value.path == "/missing/path"
+    with pytest.raises(BadArgumentsError, match="'/x/'"):
+        s.exists("/x/")
+    with pytest.raises(BadArgumentsError):
+        s.delete("/")
+
+
+async def test_multi_edge_cases(service, autojump_clock) -> None:
+    s = service.connect(60_000)
+    s.create("/c")
+    zxid = service.zxid
+    assert s.multi([]) == []
+    assert s.multi([CheckOp("/c", 0), CheckOp("/c", -1)]) == [None, None]
+    assert service.zxid == zxid + 2  # a multi is one transaction, even of checks only
+    before = service.dump()
+    with pytest.raises(TypeError):
+        s.multi([SetDataOp("/c", b"x"), "not an op"])
+    assert service.dump() == before
+    ops = [CreateOp("/c/s-", sequential=True), CreateOp("/c/s-", sequential=True), DeleteOp("/c/s-0000000000")]
+    assert s.multi(ops) == ["/c/s-0000000000", "/c/s-0000000001", None]
+    s.close()
+    with pytest.raises(SessionExpiredError, match="closed"):
+        s.multi([])
+
+
+async def test_listeners_replace_the_channel_and_a_failing_one_fails_nobody_else(service, autojump_clock,
+                                                                                  caplog) -> None:
+    writer, watcher = service.connect(60_000), service.connect(60_000)
+    seen = []
+
+    def broken(event: WatchedEvent) -> None:
+        raise RuntimeError("listener bug")
+
+    watcher.add_listener(broken)
+    watcher.add_listener(seen.append)
+    watcher.exists("/a", watch=True)
+    watcher.exists("/b", watch=True)
+    writer.create("/a")  # does not raise although a listener did
+    writer.create("/b")
+    assert seen == [WatchedEvent(EventType.NODE_CREATED, "/a"), WatchedEvent(EventType.NODE_CREATED, "/b")]
+    assert drain(watcher) == []
+    assert "listener bug" in caplog.text
+
+
+async def test_unreachable_owner_changes_nothing_until_it_heals(service, autojump_clock) -> None:
+    s, other = service.connect(6_000, owner="broker-2"), service.connect(60_000, owner="broker-3")
+    s.create("/data", b"v")
+    service.set_reachable("broker-2", False)
+    zxid = service.zxid
+    for call in (lambda: s.set("/data", b"w"), lambda: s.delete("/data"), lambda: s.get("/data"),
+                 lambda: s.multi([CheckOp("/data", 0)]), lambda: s.get_children("/", watch=True)):
+        with pytest.raises(ConnectionLossError):
+            call()
+    with pytest.raises(ConnectionLossError):
+        service.connect(6_000, owner="broker-2")
+    assert service.zxid == zxid and other.get("/data")[0] == b"v"
+    await trio.sleep(6.1)
+    assert s.expired
+    with pytest.raises(ConnectionLossError):
+        s.get("/data")  # the owner cannot tell yet that its session is gone
+    service.set_reachable("broker-2", True)
+    with pytest.raises(SessionExpiredError):
+        s.get("/data")
