@@ -76,8 +76,10 @@ from kafkalite.coordination.kafka_zk import (
     TOPICS_PATH,
     ControllerMovedError,
     KafkaZkClient,
+    decode_partition_reassignment,
+    decode_preferred_replica_election,
     delete_topic_path,
-    encode,
+    encode_partition_reassignment,
     partition_state_path,
     topic_path,
 )
@@ -135,7 +137,7 @@ class KafkaController:
         self.partition_state_machine: PartitionStateMachine | None = None
         self.replica_state_machine: ReplicaStateMachine | None = None
         self.topic_deletion_manager: TopicDeletionManager | None = None
-        self._topics_deleted: dict[str, trio.Event] = {}
+        self._topics_deleted: dict[str, _Deletion] = {}
         self._partitions_added: dict[str, trio.Event] = {}
 
     @property
@@ -295,9 +297,11 @@ class KafkaController:
         self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, context.all_partitions())
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
-        self.event_manager.put(TopicDeletion())  # resume, and handle requests queued while no one was controller
+        # Resume what the previous controller had started, reassignments first: a topic being reassigned
+        # waits for the move before it is deleted. Then requests queued while no one was controller.
+        self.event_manager.put(PartitionReassignment())
+        self.event_manager.put(TopicDeletion())
         self.event_manager.put(PreferredReplicaLeaderElection())
-        self.event_manager.put(PartitionReassignment())  # resume what the previous controller had started
         if self.config["auto.leader.rebalance.enable"]:
             active_nursery.start_soon(self._auto_rebalance_scheduler)
         if self.zk.get_isr_change_notifications(watch=True):
@@ -329,10 +333,13 @@ class KafkaController:
         self.replica_state_machine = None
         self.topic_deletion_manager = None
         self.context = ControllerContext(epoch=self.context.epoch)
-        for waiters in (self._topics_online, self._topics_deleted, self._partitions_added):
+        for waiters in (self._topics_online, self._partitions_added):
             for waiter in waiters.values():
                 waiter.set()
             waiters.clear()
+        for deletion in self._topics_deleted.values():
+            deletion.finish(completed=False)
+        self._topics_deleted.clear()
 
     # -- what the state machines need ------------------------------------------------------------------------------
 
@@ -356,9 +363,9 @@ class KafkaController:
         self.event_manager.put(TopicDeletionStopReplicaResponseReceived(broker_id=broker_id, response=response))
 
     def _on_topic_deleted(self, topic: str) -> None:
-        waiter = self._topics_deleted.pop(topic, None)
-        if waiter is not None:
-            waiter.set()
+        deletion = self._topics_deleted.pop(topic, None)
+        if deletion is not None:
+            deletion.finish(completed=True)
 
     def send_update_metadata_request(self, broker_ids: set[int], partitions: list[TopicPartition]) -> None:
         batch = self.broker_request_batch
@@ -568,7 +575,7 @@ class KafkaController:
                                                     f"Topic '{topic.name}' already exists."))
         return results, waiters
 
-    def _delete_topics(self, request: DeleteTopicsRequest) -> tuple[list[DeletableTopicResult], list[trio.Event]]:
+    def _delete_topics(self, request: DeleteTopicsRequest) -> tuple[list[DeletableTopicResult], list[_Deletion]]:
         """Queue topics for deletion by writing `/admin/delete_topics/<topic>`; the watch does the rest."""
         if not self.is_active:
             return [DeletableTopicResult(t, errors.NOT_CONTROLLER.code, "not the controller")
@@ -584,7 +591,7 @@ class KafkaController:
             else:
                 if not self.zk.exists(delete_topic_path(topic)):
                     self.zk.controller_multi(self.context.epoch_zk_version, [CreateOp(delete_topic_path(topic))])
-                waiters.append(self._topics_deleted.setdefault(topic, trio.Event()))
+                waiters.append(self._topics_deleted.setdefault(topic, _Deletion()))
                 results.append(DeletableTopicResult(topic, errors.NONE.code))
         return results, waiters
 
@@ -606,8 +613,7 @@ class KafkaController:
             except KafkaError as exc:
                 responses.append(ReassignablePartitionResponse(item.topic, item.partition, exc.code, exc.message))
         if accepted:
-            pending = {tp: r.target_replicas for tp, r in self.context.partitions_being_reassigned.items()}
-            self._write_reassignments({**pending, **accepted})
+            self._write_reassignments({**self._pending_reassignments(), **accepted})
         return AlterPartitionReassignmentsResponse(errors.NONE.code, responses)
 
     def _validate_reassignment(self, tp: TopicPartition, replicas: list[int]) -> None:
@@ -625,8 +631,7 @@ class KafkaController:
             raise errors.ReassignmentInProgressError(f"{tp} is already being reassigned")
 
     def _write_reassignments(self, targets: dict[TopicPartition, list[int]]) -> None:
-        data = encode({"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition, "replicas": r}
-                                                    for tp, r in sorted(targets.items())]})
+        data = encode_partition_reassignment(targets)
         if not targets:
             ops = [DeleteOp(REASSIGN_PARTITIONS_PATH)] if self.zk.exists(REASSIGN_PARTITIONS_PATH) else []
         elif self.zk.exists(REASSIGN_PARTITIONS_PATH):
@@ -647,19 +652,34 @@ class KafkaController:
                                 r.adding, r.removing)
             for tp, r in sorted(self.context.partitions_being_reassigned.items()) if wanted is None or tp in wanted])
 
+    def _pending_reassignments(self) -> dict[TopicPartition, list[int]]:
+        return {tp: r.target_replicas for tp, r in self.context.partitions_being_reassigned.items()}
+
     def _process_partition_reassignment(self) -> None:
-        found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=True)
-        if found is None or found[0] is None:
-            return
-        for entry in found[0]["partitions"]:
-            tp = TopicPartition(entry["topic"], entry["partition"])
-            if tp in self.context.partitions_being_reassigned or tp not in self.context.partition_leadership_info:
+        """Start the moves `/admin/reassign_partitions` lists; a request or a tool wrote it, so what cannot
+        move (malformed, unknown partition, topic being deleted) is logged and removed from the znode, as
+        Kafka's controller does, lest it stay there forever."""
+        try:
+            found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=True)
+            targets, rejected = decode_partition_reassignment(found[0]) if found is not None else ({}, [])
+        except ValueError as exc:
+            targets, rejected = {}, [f"the znode is malformed: {exc}"]
+        for tp, replicas in targets.items():
+            if tp in self.context.partitions_being_reassigned:
+                continue
+            if tp not in self.context.partition_leadership_info or \
+                    self.context.is_topic_queued_up_for_deletion(tp.topic):
+                rejected.append(f"{tp} does not exist or its topic is being deleted")
                 continue
             self.context.partitions_being_reassigned[tp] = ReassignmentContext(
-                list(self.context.partition_replica_assignment(tp)), list(entry["replicas"]))
+                list(self.context.partition_replica_assignment(tp)), replicas)
             self.zk.register_znode_change_handler(partition_state_path(tp), lambda _, tp=tp: self.event_manager.put(
                 PartitionReassignmentIsrChange(tp.topic, tp.partition)))
             self.on_partition_reassignment(tp)
+        for reason in rejected:
+            log.error("controller %d: ignoring a partition reassignment: %s", self.broker_id, reason)
+        if rejected:
+            self._write_reassignments(self._pending_reassignments())
 
     def on_partition_reassignment(self, tp: TopicPartition) -> None:
         """Kafka's two phases: grow to OAR + RAR and wait for RAR to join the ISR; then elect from RAR and
@@ -697,8 +717,9 @@ class KafkaController:
         self._set_assignment(tp, list(target))
         del context.partitions_being_reassigned[tp]
         self.zk.unregister_handlers(partition_state_path(tp))
-        self._write_reassignments({p: r.target_replicas for p, r in context.partitions_being_reassigned.items()})
+        self._write_reassignments(self._pending_reassignments())
         self.send_update_metadata_request(context.live_or_shutting_down_broker_ids, [tp])
+        self._deletion.resume_deletions()  # the topic may have been waiting for this move to be deleted
 
     def _set_assignment(self, tp: TopicPartition, replicas: list[int]) -> None:
         assignment = dict(self.context.partition_assignments[tp.topic])
@@ -724,9 +745,12 @@ class KafkaController:
         """One partition of an ElectLeaders request, with the per-partition codes Kafka's ElectLeaders gives."""
         context = self.context
         leadership = self.zk.get_partition_state(tp) if tp in context.partition_leadership_info else None
-        if leadership is None or context.is_topic_queued_up_for_deletion(tp.topic):
+        if leadership is None:
             return ElectionResult(tp.topic, tp.partition, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
                                   f"{tp} does not exist")
+        if context.is_topic_queued_up_for_deletion(tp.topic):
+            return ElectionResult(tp.topic, tp.partition, errors.INVALID_TOPIC_EXCEPTION.code,
+                                  f"topic {tp.topic} is being deleted")
         current = leadership.leader_and_isr
         if election_type == PREFERRED_ELECTION:
             preferred = context.partition_replica_assignment(tp)[0]
@@ -752,14 +776,16 @@ class KafkaController:
 
     def _process_preferred_replica_election_znode(self) -> None:
         """Kafka's admin path: elect preferred leaders for the partitions listed, then remove the request."""
-        found = self.zk.get_data(PREFERRED_REPLICA_ELECTION_PATH, watch=True)
-        if found is None:
-            return
-        listed = (found[0] or {}).get("partitions")
-        partitions = self.context.all_partitions() if listed is None else \
-            [TopicPartition(p["topic"], p["partition"]) for p in listed]
-        for tp in partitions:
-            self._elect_leader(tp, PREFERRED_ELECTION)
+        try:
+            found = self.zk.get_data(PREFERRED_REPLICA_ELECTION_PATH, watch=True)
+            if found is None:
+                return
+            listed = decode_preferred_replica_election(found[0])
+        except ValueError as exc:
+            log.error("controller %d: ignoring %s: %s", self.broker_id, PREFERRED_REPLICA_ELECTION_PATH, exc)
+        else:
+            for tp in self.context.all_partitions() if listed is None else listed:
+                self._elect_leader(tp, PREFERRED_ELECTION)
         self.zk.controller_multi(self.context.epoch_zk_version, [DeleteOp(PREFERRED_REPLICA_ELECTION_PATH)])
 
     async def _auto_rebalance_scheduler(self) -> None:
@@ -771,8 +797,12 @@ class KafkaController:
             self.event_manager.put(AutoPreferredReplicaLeaderElection())
 
     def check_and_trigger_auto_leader_rebalance(self) -> None:
-        """Per broker, the share of partitions it should lead but does not; over the threshold, move them back."""
+        """Per broker, the share of partitions it should lead but does not; over the threshold, move them back.
+
+        Not while partitions are being reassigned, as in Kafka: their preferred replicas are about to change."""
         context = self.context
+        if context.partitions_being_reassigned:
+            return
         threshold = self.config["leader.imbalance.per.broker.percentage"] / 100
         preferred_of: dict[int, list[TopicPartition]] = {}
         for tp in context.all_partitions():
@@ -833,10 +863,33 @@ class KafkaController:
                     if result.error_code == errors.NONE.code:
                         result.error_code = errors.REQUEST_TIMED_OUT.code
                         result.error_message = "Timed out waiting for the controller to finish."
+            elif isinstance(event, DeleteTopics):
+                # A created topic's znodes are written, so the next controller brings it online and the broker
+                # still waits for its metadata; a deletion cut short by a resignation is not done yet.
+                accepted = [result for result in results if result.error_code == errors.NONE.code]
+                for result, deletion in zip(accepted, waiters):
+                    if not deletion.completed:
+                        result.error_code = errors.NOT_CONTROLLER.code
+                        result.error_message = "The controller moved before the deletion completed; retry."
             response_type = {CreateTopics: CreateTopicsResponse, DeleteTopics: DeleteTopicsResponse,
                              CreatePartitions: CreatePartitionsResponse}[type(event)]
             return response_type(results)
         return event.result
+
+
+class _Deletion:
+    """A topic deletion a DeleteTopics request waits for; a resignation wakes the request without completing it."""
+
+    def __init__(self) -> None:
+        self._woken = trio.Event()
+        self.completed = False
+
+    def finish(self, *, completed: bool) -> None:
+        self.completed = completed
+        self._woken.set()
+
+    async def wait(self) -> None:
+        await self._woken.wait()
 
 
 # The admin requests a controller serves, each as the event that carries it through the queue.

@@ -101,8 +101,15 @@ class TopicDeletionManager:
 
     # -- the flow -------------------------------------------------------------------------------------------------
 
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self.context.partitions_being_reassigned)
+
     def resume_deletions(self) -> None:
+        """Carry each queued topic one step on; a topic being reassigned waits until the move completes (Kafka's
+        markTopicIneligibleForDeletion), since deleting replicas under a move would strand it."""
         for topic in sorted(self.context.topics_to_be_deleted):
+            if self.is_topic_being_reassigned(topic):
+                continue
             replicas = self.context.replicas_for_partitions(self.context.partitions_for_topic(topic))
             states = [self.context.replica_states.get(r) for r in replicas]
             if all(state is ReplicaState.DELETION_SUCCESSFUL for state in states):

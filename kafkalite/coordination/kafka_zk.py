@@ -14,7 +14,7 @@ processes the event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,47 @@ def topic_config_path(topic: str) -> str:
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+def encode_partition_reassignment(targets: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+    """`/admin/reassign_partitions` in Kafka's layout: {"version": 1, "partitions": [{topic, partition, replicas}]}."""
+    return encode({"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition,
+                                                 "replicas": list(replicas)}
+                                                for tp, replicas in sorted(targets.items())]})
+
+
+def decode_partition_reassignment(value: Any) -> tuple[dict[TopicPartition, list[int]], list[str]]:
+    """The well-formed entries of `/admin/reassign_partitions`, and why each other entry was left out.
+
+    Tools write this znode directly, so it is read as input from outside: a payload of the wrong shape raises
+    ValueError; an entry with no replicas or a broker listed twice could never complete and is left out.
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("partitions"), list):
+        raise ValueError(f"expected {{'version': 1, 'partitions': [...]}}, got {value!r:.200}")
+    targets: dict[TopicPartition, list[int]] = {}
+    rejected: list[str] = []
+    for entry in value["partitions"]:
+        topic, partition, replicas = (entry.get(k) for k in ("topic", "partition", "replicas")) \
+            if isinstance(entry, dict) else (None, None, None)
+        if not isinstance(topic, str) or type(partition) is not int or not isinstance(replicas, list) \
+                or not all(type(r) is int for r in replicas):
+            rejected.append(f"{entry!r:.200} is not {{'topic': str, 'partition': int, 'replicas': [int]}}")
+        elif not replicas or len(set(replicas)) != len(replicas):
+            rejected.append(f"{topic}-{partition}: the replicas {replicas} are empty or repeat a broker")
+        else:
+            targets[TopicPartition(topic, partition)] = replicas
+    return targets, rejected
+
+
+def decode_preferred_replica_election(value: Any) -> list[TopicPartition] | None:
+    """`/admin/preferred_replica_election`: the partitions listed, or None (no list) for every partition."""
+    if value is None or (isinstance(value, dict) and value.get("partitions") is None):
+        return None
+    listed = value.get("partitions") if isinstance(value, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(p, dict) and isinstance(p.get("topic"), str)
+                                               and type(p.get("partition")) is int for p in listed):
+        raise ValueError(f"expected {{'partitions': [{{'topic': str, 'partition': int}}]}}, got {value!r:.200}")
+    return [TopicPartition(p["topic"], p["partition"]) for p in listed]
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,5 +507,6 @@ __all__ = [
     "REASSIGN_PARTITIONS_PATH", "PREFERRED_REPLICA_ELECTION_PATH", "ISR_CHANGE_NOTIFICATION_PATH",
     "TOPIC_CONFIG_PATH", "BrokerInfo", "EndPoint", "LeaderAndIsr", "LeaderIsrAndControllerEpoch",
     "KafkaZkClient", "ControllerMovedError", "SessionExpiredError", "encode", "decode", "topic_path",
-    "partition_state_path", "broker_path", "delete_topic_path",
+    "partition_state_path", "broker_path", "delete_topic_path", "encode_partition_reassignment",
+    "decode_partition_reassignment", "decode_preferred_replica_election",
 ]

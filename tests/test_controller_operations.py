@@ -1,0 +1,359 @@
+"""Controller operations where they meet each other and the world outside the request path.
+
+The per-feature suites (test_topic_deletion, test_create_partitions, test_reassignment, test_leader_elections)
+walk each operation's main road. Here: ISR changes reaching every broker, admin znodes written by a tool rather
+than by a request, a deletion meeting a reassignment, a controller moving while a request waits on it, the
+rebalance scheduler's lifetime, and bad input to every admin request. Each scenario ends by checking that no
+acknowledged record was lost and that replicas agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.cluster import COORDINATION, Cluster
+from kafkalite.common import errors
+from kafkalite.common.errors import KafkaError
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+from kafkalite.controller.event_manager import (
+    AutoPreferredReplicaLeaderElection,
+    ControllerEvent,
+)
+from kafkalite.coordination.kafka_zk import (
+    PREFERRED_REPLICA_ELECTION_PATH,
+    REASSIGN_PARTITIONS_PATH,
+    KafkaZkClient,
+)
+from kafkalite.network.requests import (
+    PREFERRED_ELECTION,
+    UNCLEAN_ELECTION,
+    AlterPartitionReassignmentsRequest,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    DeleteTopicsRequest,
+    ElectLeadersRequest,
+    ListPartitionReassignmentsRequest,
+    ReassignablePartition,
+)
+from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees
+
+CONFIG = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 10000,
+          "auto.leader.rebalance.enable": False}
+TP = TopicPartition("t", 0)
+
+
+def values(n: int, prefix: str = "v") -> list[Record]:
+    return [Record(None, f"{prefix}{i}".encode()) for i in range(n)]
+
+
+async def read_values(cluster: Cluster, topic: str, partition: int = 0) -> list[bytes]:
+    return [record.value for _, record in await cluster.fetch_all(topic, partition)]
+
+
+@asynccontextmanager
+async def admin_tool(cluster: Cluster) -> AsyncIterator[KafkaZkClient]:
+    """A coordination client of its own, as Kafka's command-line tools write the `/admin` znodes directly."""
+    zk = KafkaZkClient(cluster.service, "admin-tool", 60_000)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(zk.run)
+        try:
+            yield zk
+        finally:
+            zk.close()
+            nursery.cancel_scope.cancel()
+
+
+def not_controller(cluster: Cluster, *also_not: int) -> int:
+    return next(b for b in cluster.broker_ids if b != cluster.controller_id and b not in also_not)
+
+
+# -- ISR change notifications ------------------------------------------------------------------------------------
+
+
+async def test_isr_changes_reach_every_broker_metadata_cache(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        await cluster.produce("t", 0, values(5))
+        leader = cluster.leader_for("t", 0)
+        stalled = not_controller(cluster, leader)
+        others = [b for b in cluster.broker_ids if b != stalled]
+        cluster.pause_broker(stalled)  # it stops fetching: the leader shrinks the ISR and notifies
+
+        def cached_isr(broker_id: int) -> list[int]:
+            info = cluster.broker(broker_id).metadata_cache.get_partition_info(TP)
+            return sorted(info.isr) if info is not None else []
+
+        await cluster.wait_until(lambda: stalled not in cluster.partition_state("t", 0).isr, timeout=60)
+        await cluster.wait_until(lambda: all(cached_isr(b) == sorted(others) for b in others), timeout=30)
+        zk = cluster.controller().zk
+        await cluster.wait_until(lambda: not zk.get_isr_change_notifications(), timeout=30)
+        assert await cluster.produce("t", 0, values(3, "w")) == 5  # two in sync: acks=-1 still served
+
+        cluster.resume_broker(stalled)  # it catches up: the ISR grows back and every broker hears of it
+        await cluster.wait_until(lambda: sorted(cluster.partition_state("t", 0).isr) == [1, 2, 3], timeout=60)
+        await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 1), timeout=30)
+        assert all(cached_isr(b) == [1, 2, 3] for b in cluster.broker_ids)
+        await assert_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + \
+            [f"w{i}".encode() for i in range(3)]
+
+
+# -- topic deletion ----------------------------------------------------------------------------------------------
+
+
+async def test_a_topic_being_deleted_takes_no_writes_and_leaves_no_partition_behind(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
+        for topic, partitions in (("t", 2), ("keep", 1)):
+            await cluster.create_topic(topic, partitions=partitions, replication_factor=3)
+            for p in range(partitions):
+                await cluster.produce(topic, p, values(2))
+        down = not_controller(cluster)
+        await cluster.kill_broker(down)
+        with pytest.raises(errors.RequestTimedOutError):
+            await cluster.delete_topic("t", timeout=10)  # waits for the dead broker's replicas
+        for p in range(2):
+            with pytest.raises(KafkaError):
+                await cluster.produce("t", p, values(1, "late"))
+        for broker_id in cluster.live_broker_ids:
+            metadata = await cluster.metadata(broker_id, ["t"])
+            assert metadata.topics[0].error_code == errors.UNKNOWN_TOPIC_OR_PARTITION.code
+            assert all(cluster.broker(broker_id).replica_manager.get_partition(TopicPartition("t", p)) is None
+                       for p in range(2))
+
+        await cluster.restart_broker(down)  # it still holds the old logs until the controller deletes them
+        await cluster.wait_until(lambda: "t" not in cluster.topics(), timeout=60)
+        for broker_id in cluster.broker_ids:
+            assert cluster.broker(broker_id).replica_manager.get_partition(TopicPartition("t", 0)) is None
+            assert cluster.log_manager(broker_id).get_log(TopicPartition("t", 0)) is None
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        assert await cluster.produce("t", 0, values(1, "new")) == 0
+        await assert_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [b"new0"]
+        await assert_replicas_agree(cluster, "keep")
+        assert await read_values(cluster, "keep") == [b"v0", b"v1"]
+
+
+async def test_delete_answers_not_controller_when_the_controller_moves_before_deletion_completes(
+        autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=3) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.produce("t", 0, values(3))
+        down = not_controller(cluster)
+        await cluster.kill_broker(down)  # deletion cannot complete while it is away
+        await cluster.wait_until(lambda: down not in cluster.controller().context.live_brokers, timeout=30)
+        old = cluster.controller_id
+        answers = []
+
+        async def delete() -> None:
+            answers.append(await cluster.transport.send("client", old, DeleteTopicsRequest(["t"], 600_000)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(delete)
+            await cluster.wait_until(lambda: "t" in cluster.controller().context.topics_to_be_deleted)
+            await cluster.expire_session(old)  # the controller resigns while the request waits on it
+        (answer,) = answers
+        assert answer.responses[0].error_code == errors.NOT_CONTROLLER.code
+        assert "moved" in answer.responses[0].error_message
+        await cluster.wait_until(lambda: cluster.controller_id is not None, timeout=60)
+        await cluster.restart_broker(down)
+        await cluster.wait_until(lambda: "t" not in cluster.topics(), timeout=60)
+        assert all(cluster.log_manager(b).get_log(TP) is None for b in cluster.broker_ids)
+
+
+async def test_a_topic_being_reassigned_is_deleted_once_the_move_completes(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=4) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        await cluster.produce("t", 0, values(3), acks=1)
+        owner = cluster.leader_for("t", 0)
+        target = not_controller(cluster, owner)
+        cluster.pause_broker(target)  # the reassignment waits in its first phase
+        response = await cluster.transport.send("client", cluster.controller_id, AlterPartitionReassignmentsRequest(
+            [ReassignablePartition("t", 0, [owner, target])]))
+        assert response.responses[0].error_code == errors.NONE.code
+        with pytest.raises(errors.RequestTimedOutError):
+            await cluster.delete_topic("t", timeout=5)
+        assert "t" in cluster.topics()  # ineligible for deletion while it moves
+        cluster.resume_broker(target)
+        await cluster.wait_until(lambda: "t" not in cluster.topics(), timeout=60)
+        assert not cluster.controller().context.partitions_being_reassigned
+        assert await cluster.list_partition_reassignments() == []
+        assert all(cluster.log_manager(b).get_log(TP) is None for b in cluster.broker_ids)
+
+
+# -- reassignment ------------------------------------------------------------------------------------------------
+
+
+async def test_reassignment_waits_for_a_target_broker_that_died_and_completes_when_it_returns(
+        autojump_clock: Any) -> None:
+    async with Cluster(brokers=4, config=CONFIG, seed=5) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce("t", 0, values(6))
+        d = (await cluster.describe_topic("t"))[0]
+        target_broker = next(b for b in cluster.broker_ids if b not in d.replicas and b != cluster.controller_id)
+        target = [d.replicas[1], target_broker]
+        cluster.pause_broker(target_broker)
+        response = await cluster.transport.send("client", cluster.controller_id, AlterPartitionReassignmentsRequest(
+            [ReassignablePartition("t", 0, target)]))
+        assert response.responses[0].error_code == errors.NONE.code
+        await cluster.kill_broker(target_broker)
+        await cluster.wait_until(lambda: target_broker not in cluster.controller().context.live_brokers, timeout=30)
+        ongoing = await cluster.list_partition_reassignments()
+        assert [(o.replicas, o.adding_replicas, o.removing_replicas) for o in ongoing] == \
+            [(list(d.replicas) + [target_broker], [target_broker], [d.replicas[0]])]
+        assert await cluster.produce("t", 0, values(2, "meanwhile")) == 6  # the old replicas keep serving
+        await cluster.restart_broker(target_broker)
+        await cluster.wait_until(lambda: cluster.controller().context.partitions_being_reassigned == {}, timeout=60)
+        await cluster.wait_for_leader("t", 0)
+        assert (await cluster.describe_topic("t"))[0].replicas == tuple(target)
+        await assert_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(6)] + [b"meanwhile0", b"meanwhile1"]
+        assert cluster.log_manager(d.replicas[0]).get_log(TP) is None
+
+
+async def test_admin_znodes_written_by_a_tool_are_carried_out_and_bad_entries_dropped(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=6) as cluster, admin_tool(cluster) as tool:
+        await cluster.create_topic("t", partitions=2, replication_factor=2)
+        for p in range(2):
+            await cluster.produce("t", p, values(3))
+        d = (await cluster.describe_topic("t"))[0]
+        outsider = next(b for b in cluster.broker_ids if b not in d.replicas)
+        target = [outsider, d.replicas[0]]
+        tool.create_persistent(REASSIGN_PARTITIONS_PATH, {"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": target},
+            {"topic": "t", "partition": 7, "replicas": [1]},  # no such partition
+            {"topic": "t", "partition": 1, "replicas": []},  # nowhere
+            {"topic": "t", "partition": 1, "replicas": [1, 1]},  # twice the same broker
+        ]})
+        await cluster.wait_until(lambda: not tool.exists(REASSIGN_PARTITIONS_PATH), timeout=60)
+        assert (await cluster.describe_topic("t"))[0].replicas == tuple(target)
+        assert len((await cluster.describe_topic("t"))[1].replicas) == 2
+
+        moved = cluster.leader_for("t", 1)
+        await cluster.shutdown_broker(moved)  # leadership of partition 1 moves off its preferred replica
+        await cluster.restart_broker(moved)
+        await cluster.wait_until(lambda: moved in cluster.partition_state("t", 1).isr, timeout=60)
+        tool.create_persistent(PREFERRED_REPLICA_ELECTION_PATH, {"partitions": [{"topic": "t", "partition": 1}]})
+        await cluster.wait_until(lambda: not tool.exists(PREFERRED_REPLICA_ELECTION_PATH), timeout=60)
+        assert cluster.leader_for("t", 1) == (await cluster.describe_topic("t"))[1].replicas[0]
+
+        tool.create_persistent(PREFERRED_REPLICA_ELECTION_PATH, ["not", "a", "request"])
+        tool.create_persistent(REASSIGN_PARTITIONS_PATH, 42)
+        await cluster.wait_until(lambda: not tool.exists(PREFERRED_REPLICA_ELECTION_PATH)
+                                 and not tool.exists(REASSIGN_PARTITIONS_PATH), timeout=60)
+        for p in range(2):
+            await cluster.wait_for_leader("t", p)
+            assert await cluster.produce("t", p, values(1, "after")) == 3
+            await assert_replicas_agree(cluster, "t", p)
+            assert await read_values(cluster, "t", p) == [b"v0", b"v1", b"v2", b"after0"]
+
+
+# -- leader elections --------------------------------------------------------------------------------------------
+
+
+async def test_rebalance_scheduler_stops_when_the_controller_resigns(autojump_clock: Any) -> None:
+    config = {**CONFIG, "auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 5}
+    async with Cluster(brokers=3, config=config, seed=7) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=3)
+        old = cluster.controller_id
+        assert old is not None
+        ticks: dict[int, list[bool]] = {b: [] for b in cluster.broker_ids}
+        for broker_id in cluster.broker_ids:
+            controller = cluster.controller(broker_id)
+            put = controller.event_manager.put
+
+            def recording_put(event: ControllerEvent, put: Any = put, controller: Any = controller,
+                              broker_id: int = broker_id) -> None:
+                if isinstance(event, AutoPreferredReplicaLeaderElection):
+                    ticks[broker_id].append(controller.is_active)
+                put(event)
+
+            controller.event_manager.put = recording_put  # type: ignore[method-assign]
+        await trio.sleep(12)
+        assert len(ticks[old]) >= 2 and all(ticks[old])
+        cluster.partition_network({old}, {*cluster.broker_ids, COORDINATION} - {old})
+        await cluster.wait_until(lambda: cluster.controller_id not in (None, old), timeout=60)
+        cluster.heal()
+        await cluster.wait_until(lambda: not cluster.controller(old).is_active, timeout=60)
+        ticks[old].clear()
+        new = cluster.controller_id
+        ticks[new].clear()
+        await trio.sleep(30)
+        assert ticks[old] == []
+        assert len(ticks[new]) >= 5 and all(ticks[new])
+
+
+# -- bad input ---------------------------------------------------------------------------------------------------
+
+
+async def test_bad_admin_requests_get_error_codes_and_messages_and_change_nothing(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        await cluster.create_topic("t", partitions=2, replication_factor=2)
+        await cluster.produce("t", 0, values(2))
+        follower = not_controller(cluster)
+
+        async def send(request: Any, broker_id: int | None = None) -> Any:
+            return await cluster.transport.send("client", broker_id or follower, request)
+
+        # ElectLeaders: every partition answered on its own
+        response = await send(ElectLeadersRequest(PREFERRED_ELECTION, [("t", 0), ("t", 9), ("nope", 0)]))
+        codes = {(r.topic, r.partition): (r.error_code, r.error_message) for r in response.results}
+        assert codes[("t", 0)][0] == errors.ELECTION_NOT_NEEDED.code
+        assert codes[("t", 9)] == (errors.UNKNOWN_TOPIC_OR_PARTITION.code, "t-9 does not exist")
+        assert codes[("nope", 0)][0] == errors.UNKNOWN_TOPIC_OR_PARTITION.code
+        response = await send(ElectLeadersRequest(UNCLEAN_ELECTION, [("t", 1)]))
+        assert response.results[0].error_code == errors.ELECTION_NOT_NEEDED.code
+        response = await send(ElectLeadersRequest(3))
+        assert response.error_code == errors.INVALID_REQUEST.code and "election type" in response.error_message
+
+        # CreatePartitions: shrinking, too few or too many assignments, unknown topic, validate_only
+        response = await send(CreatePartitionsRequest([
+            CreatePartitionsTopic("t", 1), CreatePartitionsTopic("t", 4, [[1, 2]]),
+            CreatePartitionsTopic("nope", 3), CreatePartitionsTopic("t", 3, [[1, 9]])]))
+        assert [(r.error_code, bool(r.error_message)) for r in response.results] == [
+            (errors.INVALID_PARTITIONS.code, True), (errors.INVALID_REPLICA_ASSIGNMENT.code, True),
+            (errors.UNKNOWN_TOPIC_OR_PARTITION.code, True), (errors.INVALID_REPLICA_ASSIGNMENT.code, True)]
+        response = await send(CreatePartitionsRequest([CreatePartitionsTopic("t", 5)], validate_only=True))
+        assert response.results[0].error_code == errors.NONE.code
+        assert len(await cluster.describe_topic("t")) == 2
+
+        # AlterPartitionReassignments and ListPartitionReassignments
+        response = await send(AlterPartitionReassignmentsRequest([
+            ReassignablePartition("t", 0, []), ReassignablePartition("nope", 0, [1]),
+            ReassignablePartition("t", 1, [1, 2, 2])]))
+        assert [r.error_code for r in response.responses] == [
+            errors.INVALID_REPLICA_ASSIGNMENT.code, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+            errors.INVALID_REPLICA_ASSIGNMENT.code]
+        assert all(r.error_message for r in response.responses)
+        response = await send(ListPartitionReassignmentsRequest([("t", 0), ("nope", 3)]))
+        assert response.error_code == errors.NONE.code and response.reassignments == []
+
+        # DeleteTopics: unknown topic, and a bad name
+        response = await send(DeleteTopicsRequest(["nope", "bad/name"]))
+        assert [r.error_code for r in response.responses] == [errors.UNKNOWN_TOPIC_OR_PARTITION.code] * 2
+
+        for broker_id in cluster.broker_ids:
+            response = await send(ElectLeadersRequest(PREFERRED_ELECTION, [("t", 0)]), broker_id)
+            assert response.error_code == errors.NONE.code  # every broker forwards to the controller
+        assert await cluster.produce("t", 0, values(1, "after")) == 2
+        await assert_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [b"v0", b"v1", b"after0"]
+        assert sorted(cluster.topics()) == ["t"]
+
+
+async def test_elect_leaders_on_a_topic_being_deleted_is_invalid_topic(autojump_clock: Any) -> None:
+    async with Cluster(brokers=2, config=CONFIG, seed=9) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.kill_broker(not_controller(cluster))
+        with pytest.raises(errors.RequestTimedOutError):
+            await cluster.delete_topic("t", timeout=5)
+        for election_type in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            response = await cluster.transport.send("client", cluster.controller_id,
+                                                    ElectLeadersRequest(election_type, [("t", 0)]))
+            assert [(r.error_code, r.error_message) for r in response.results] == \
+                [(errors.INVALID_TOPIC_EXCEPTION.code, "topic t is being deleted")]
