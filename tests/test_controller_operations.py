@@ -34,8 +34,10 @@ from kafkalite.network.requests import (
     PREFERRED_ELECTION,
     UNCLEAN_ELECTION,
     AlterPartitionReassignmentsRequest,
+    CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
+    CreateTopicsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
@@ -214,6 +216,30 @@ async def test_reassignment_waits_for_a_target_broker_that_died_and_completes_wh
         await assert_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(6)] + [b"meanwhile0", b"meanwhile1"]
         assert cluster.log_manager(d.replicas[0]).get_log(TP) is None
+
+
+async def test_a_replica_moved_away_while_its_broker_was_down_leaves_no_trace_in_a_new_topic(
+        autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=10) as cluster:
+        away = not_controller(cluster)
+        stay, spare = [b for b in cluster.broker_ids if b != away]
+        response = await cluster.transport.send("client", cluster.controller_id, CreateTopicsRequest(
+            [CreatableTopic("t", assignments={0: [away, stay]})]))
+        assert response.topics[0].error_code == errors.NONE.code
+        await cluster.wait_for_leader("t", 0)
+        await cluster.produce("t", 0, values(5))
+        await cluster.kill_broker(away)  # its replica is moved off while it is down: no StopReplica reaches it
+        await cluster.wait_until(lambda: away not in cluster.controller().context.live_brokers, timeout=30)
+        await cluster.reassign_partitions({TP: [stay, spare]})
+        await cluster.restart_broker(away)
+        await cluster.delete_topic("t")
+        response = await cluster.transport.send("client", cluster.controller_id, CreateTopicsRequest(
+            [CreatableTopic("t", assignments={0: [away, stay, spare]})]))
+        assert response.topics[0].error_code == errors.NONE.code
+        assert await cluster.wait_for_leader("t", 0) == away
+        assert await cluster.produce("t", 0, values(1, "new")) == 0
+        await assert_replicas_agree(cluster, "t")
+        assert await read_values(cluster, "t") == [b"new0"]
 
 
 async def test_admin_znodes_written_by_a_tool_are_carried_out_and_bad_entries_dropped(autojump_clock: Any) -> None:

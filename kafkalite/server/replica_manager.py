@@ -145,6 +145,13 @@ class ReplicaManager:
             elif self.broker_id not in state.replicas:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
+                if state.is_new and current is None and self.log_manager.get_log(tp) is not None:
+                    # The controller has just created this partition, so no replica of it can hold data yet:
+                    # a log here belongs to an earlier topic of the same name, left behind when this broker was
+                    # down as its replica was moved away or deleted. Kept, it would give the new topic old offsets.
+                    log.warning("broker %d: deleting a stray log of %s before hosting the new partition",
+                                self.broker_id, tp)
+                    self.log_manager.delete_log(tp)
                 accepted[self.get_or_create_partition(tp)] = state
                 error = errors.NONE
             results.append(PartitionError(state.topic, state.partition, error.code))

@@ -178,6 +178,16 @@ def test_omitted_trailing_fields_take_their_defaults() -> None:
      "CreateTopicsRequest.topics[0].assignments['0']: expected int, got str"),
     (r.ApiKey.CREATE_TOPICS, [[["t", 1, 1, None, {"retention.ms": 1000}]]],
      "CreateTopicsRequest.topics[0].configs['retention.ms']: expected str, got int"),
+    (r.ApiKey.CREATE_PARTITIONS, [[["t", "4"]]], "CreatePartitionsRequest.topics[0].count: expected int, got str"),
+    (r.ApiKey.CREATE_PARTITIONS, [[["t", 4, [[1, "2"]]]]],
+     "CreatePartitionsRequest.topics[0].assignments[0][1]: expected int, got str"),
+    (r.ApiKey.ELECT_LEADERS, ["preferred"], "ElectLeadersRequest.election_type: expected int, got str"),
+    (r.ApiKey.ELECT_LEADERS, [0, [["t", 0, 1]]],
+     "ElectLeadersRequest.topic_partitions[0]: expected a tuple of 2, got list of 3"),
+    (r.ApiKey.ALTER_PARTITION_REASSIGNMENTS, [[["t", 0, None]]],
+     "AlterPartitionReassignmentsRequest.partitions[0].replicas: expected list, got None"),
+    (r.ApiKey.LIST_PARTITION_REASSIGNMENTS, [[[0, "t"]]],
+     "ListPartitionReassignmentsRequest.topic_partitions[0][0]: expected str, got int"),
 ])
 def test_a_mistyped_body_is_rejected_naming_the_field(api_key: r.ApiKey, body: object, message: str) -> None:
     with pytest.raises(MalformedRequestError) as caught:
