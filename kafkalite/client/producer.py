@@ -14,6 +14,7 @@ being written twice, and a lost batch shows up as a sequence gap instead of a si
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import deque
@@ -49,6 +50,10 @@ class _PendingRecord(NamedTuple):
     value: bytes | None
     timestamp: int
     headers: tuple[Header, ...]
+
+
+_new_pending_record = functools.partial(tuple.__new__, _PendingRecord)
+"""`_PendingRecord` from one tuple, without the Python-level `__new__` a NamedTuple call runs."""
 
 
 def _as_bytes(name: str, data: object) -> bytes:
@@ -194,7 +199,9 @@ class Producer:
         cfg = self.config
         self.acks: int = cfg["acks"]
         self._linger_s = cfg["linger.ms"] / 1000
-        self._batch_size: int = cfg["batch.size"]
+        # A batch closes at batch.size, and never grows past what one request may carry: a batch.size above
+        # max.request.size would build batches the broker refuses, then split them into one request per record.
+        self._batch_size: int = min(cfg["batch.size"], cfg["max.request.size"])
         self._max_in_flight: int = cfg["max.in.flight.requests.per.connection"]
         self._retries: int = cfg["retries"]
         self._delivery_timeout_s = cfg["delivery.timeout.ms"] / 1000
@@ -286,34 +293,35 @@ class Producer:
                 self._partitioner.partition(topic, num_partitions)
         elif not 0 <= partition < num_partitions:
             raise ValueError(f"partition {partition} is not in topic {topic} ({num_partitions} partitions)")
-        record = _PendingRecord(key, value, NO_TIMESTAMP if timestamp is None else timestamp, record_headers)
+        record = _new_pending_record((key, value, NO_TIMESTAMP if timestamp is None else timestamp, record_headers))
         if size + RECORD_BATCH_OVERHEAD > self._max_request_size:
             return _FailedHandle(TopicPartition(topic, partition), MessageTooLargeError(
                 f"The message is {size + RECORD_BATCH_OVERHEAD} bytes when serialized which is larger than "
                 f"max.request.size ({self._max_request_size})"))
-        handle, batch_started = self._append(topic, partition, record, size)
-        if batch_started:  # let the sender run while records keep coming, as Kafka's sender thread would
-            await trio.lowlevel.checkpoint()
-        return handle
-
-    def _append(self, topic: str, partition: int, record: _PendingRecord, size: int) -> tuple[RecordHandle, bool]:
         queue = self._queues.get((topic, partition))  # type: ignore[call-overload]  # a plain tuple hashes alike
-        if queue is None:
-            queue = self._queues[TopicPartition(topic, partition)] = _PartitionQueue()
-        batch = queue.batches[-1] if queue.batches else None
-        started = batch is None or batch.attempts > 0 or batch.size + size > self._batch_size and batch.records
+        batch = queue.batches[-1] if queue is not None and queue.batches else None
+        started = batch is None or batch.attempts > 0 or batch.size + size > self._batch_size
         if started:
-            batch = _ProducerBatch(TopicPartition(topic, partition), trio.current_time(), self._delivery_timeout_s)
-            queue.batches.append(batch)
-            self._incomplete.add(batch)
-            self._wakeup.set()
+            batch = self._open_batch(queue, topic, partition)
         assert batch is not None
         records = batch.records
         records.append(record)
         batch.size += size
         if batch.size >= self._batch_size:
             self._wakeup.set()
-        return RecordHandle(batch, len(records) - 1), started
+        handle = RecordHandle(batch, len(records) - 1)
+        if started:  # let the sender run while records keep coming, as Kafka's sender thread would
+            await trio.lowlevel.checkpoint()
+        return handle
+
+    def _open_batch(self, queue: _PartitionQueue | None, topic: str, partition: int) -> _ProducerBatch:
+        if queue is None:
+            queue = self._queues[TopicPartition(topic, partition)] = _PartitionQueue()
+        batch = _ProducerBatch(TopicPartition(topic, partition), trio.current_time(), self._delivery_timeout_s)
+        queue.batches.append(batch)
+        self._incomplete.add(batch)
+        self._wakeup.set()
+        return batch
 
     async def flush(self) -> None:
         """Send everything queued now, without lingering, and wait until each record succeeded or failed."""

@@ -153,6 +153,23 @@ async def test_a_record_over_max_message_bytes_fails_alone(autojump_clock: Any, 
     assert [r.value for r in records] == [b"before", b"after"]
 
 
+async def test_a_batch_size_above_max_request_size_still_sends_whole_batches(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Batches close at max.request.size: bigger ones would be refused, split and sent one record a request."""
+    await cluster.create_topic("capped", partitions=1, replication_factor=3)
+    async with Producer(bootstrap, {"batch.size": 1 << 30, "max.request.size": 10_000}) as producer:
+        handles = [await producer.send("capped", b"%03d" % i + bytes(97), partition=0) for i in range(1000)]
+        sent = [await handle for handle in handles]
+    assert [m.offset for m in sent] == list(range(1000))
+    leader = cluster.leader_for("capped", 0)
+    partition = cluster.broker(leader).replica_manager.get_partition(TopicPartition("capped", 0))
+    assert partition is not None
+    batches = partition.log.read(0, 1 << 30)
+    assert all(batch.size_in_bytes <= 10_000 for batch in batches)
+    assert len(batches) <= 15  # about 112 bytes a record: 12-13 full batches, not 1000 of one record
+    assert [r.value[:3] for b in batches for r in b.records()] == [b"%03d" % i for i in range(1000)]
+
+
 async def test_send_rejects_what_can_never_succeed(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     await cluster.create_topic("strict", partitions=2, replication_factor=1)
     async with Producer(bootstrap) as producer:
