@@ -179,8 +179,10 @@ async def _produce(args: argparse.Namespace) -> int:
     from kafkalite.client import Producer
 
     count = 0
-    async with Producer(args.bootstrap_server, {"acks": args.acks, "max.block.ms": int(args.api_timeout * 1000),
-                                                "delivery.timeout.ms": int(args.api_timeout * 1000)}) as producer:
+    timeout_ms = int(args.api_timeout * 1000)  # no lingering, so one request may take the whole delivery timeout
+    async with Producer(args.bootstrap_server, {"acks": args.acks, "max.block.ms": timeout_ms, "linger.ms": 0,
+                                                "request.timeout.ms": timeout_ms,
+                                                "delivery.timeout.ms": timeout_ms}) as producer:
         handles = []
         for line in sys.stdin:
             line = line.rstrip("\n")

@@ -204,7 +204,7 @@ class Producer:
         self._batch_size: int = min(cfg["batch.size"], cfg["max.request.size"])
         self._max_in_flight: int = cfg["max.in.flight.requests.per.connection"]
         self._retries: int = cfg["retries"]
-        self._delivery_timeout_s = cfg["delivery.timeout.ms"] / 1000
+        self._delivery_timeout_s = self._delivery_timeout_ms() / 1000
         self._request_timeout_ms: int = cfg["request.timeout.ms"]
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
         self._max_block_s = cfg["max.block.ms"] / 1000
@@ -225,6 +225,23 @@ class Producer:
         self._refreshing_metadata = False
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
+
+    def _delivery_timeout_ms(self) -> int:
+        """Kafka's rule (KIP-91): a batch may linger, then must get one full request before it can expire.
+
+        A smaller delivery.timeout.ms would expire batches that were never given a chance: Kafka rejects it when
+        set explicitly and raises it to linger.ms + request.timeout.ms when it is the default.
+        """
+        cfg = self.config
+        floor: int = cfg["linger.ms"] + cfg["request.timeout.ms"]
+        if cfg["delivery.timeout.ms"] >= floor:
+            return cast(int, cfg["delivery.timeout.ms"])
+        if cfg.explicitly_set("delivery.timeout.ms"):
+            raise errors.InvalidConfigError(
+                f"delivery.timeout.ms ({cfg['delivery.timeout.ms']}) should be equal to or larger than linger.ms + "
+                f"request.timeout.ms ({cfg['linger.ms']} + {cfg['request.timeout.ms']})")
+        log.warning("delivery.timeout.ms raised to linger.ms + request.timeout.ms = %d", floor)
+        return floor
 
     def _idempotence_wanted(self) -> bool:
         """Kafka 3's rule: idempotence is on by default but yields to acks != all unless asked for explicitly."""

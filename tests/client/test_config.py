@@ -41,6 +41,13 @@ def test_idempotence_yields_to_acks_unless_asked_for() -> None:
         Producer(BOOTSTRAP, {"acks": 1, "enable.idempotence": True})
 
 
+def test_delivery_timeout_must_cover_linger_and_one_request() -> None:
+    with pytest.raises(InvalidConfigError, match=r"delivery\.timeout\.ms \(1000\) should be equal to or larger "
+                                                 r"than linger\.ms \+ request\.timeout\.ms \(5 \+ 30000\)"):
+        Producer(BOOTSTRAP, {"delivery.timeout.ms": 1000})
+    assert Producer(BOOTSTRAP, {"delivery.timeout.ms": 1000, "request.timeout.ms": 995})._delivery_timeout_s == 1.0
+
+
 def test_bootstrap_must_be_a_cluster_or_servers() -> None:
     assert isinstance(Producer(BOOTSTRAP)._transport, TcpTransport)
     with pytest.raises(ValueError, match="host:port"):

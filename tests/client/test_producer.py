@@ -128,6 +128,18 @@ async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, clust
         assert 5 <= trio.current_time() - started < 6
 
 
+async def test_a_linger_longer_than_the_default_delivery_timeout_delivers(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """As in Kafka, the default delivery.timeout.ms yields to linger.ms + request.timeout.ms instead of expiring
+    a batch that was still lingering as told."""
+    await cluster.create_topic("patient", partitions=1, replication_factor=3)
+    async with Producer(bootstrap, linger_ms=200_000) as producer:
+        started = trio.current_time()
+        metadata = await (await producer.send("patient", b"late but delivered"))
+        assert trio.current_time() - started >= 200
+    assert metadata.offset == 0
+
+
 async def test_a_topic_created_while_sending_is_waited_for(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Producer(bootstrap) as producer:
         async with trio.open_nursery() as nursery:
