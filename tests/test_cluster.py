@@ -77,6 +77,25 @@ async def test_acks_all_produce_is_replicated_before_it_is_acknowledged(autojump
         await assert_replicas_agree(cluster, "t")
 
 
+async def test_a_new_partition_replicates_without_waiting_out_a_parked_follower_fetch(autojump_clock) -> None:
+    """A follower whose fetch to the leader is parked (nothing to read) must not hold a new partition of the same
+    leader back for replica.fetch.wait.max.ms: the first acks=all produce to it is acknowledged at once."""
+    config = {**CONFIG, "replica.fetch.wait.max.ms": 20_000}
+    async with Cluster(brokers=2, config=config, seed=2) as cluster:
+        await cluster.create_topic("quiet", partitions=1, replication_factor=2)
+        await cluster.produce("quiet", 0, values(1))
+        leader = cluster.leader_for("quiet", 0)
+        await trio.sleep(1)  # the follower's next fetch is now parked at the leader
+        await cluster.create_topic("fresh", partitions=2, replication_factor=2)
+        partition = next(p for p in range(2) if cluster.leader_for("fresh", p) == leader)
+        started = trio.current_time()
+        assert await cluster.produce("fresh", partition, values(3)) == 0
+        assert trio.current_time() - started < 1
+        assert cluster.high_watermark("fresh", partition) == 3
+        assert await read_values(cluster, "fresh", partition) == [b"v0", b"v1", b"v2"]
+        await assert_replicas_agree(cluster, "fresh")
+
+
 async def test_controller_failover_increments_epoch_and_new_controller_knows_every_partition(autojump_clock) -> None:
     async with Cluster(brokers=3, config=CONFIG, seed=3) as cluster:
         await cluster.create_topic("a", partitions=4, replication_factor=2)

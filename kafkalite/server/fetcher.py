@@ -97,9 +97,19 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
+        self._fetch_in_flight: trio.CancelScope | None = None
 
     def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
+        """Fetch these too, from the next request on; a fetch parked at the leader is abandoned for it.
+
+        The parked fetch lacks the new partitions and would hold them back for up to replica.fetch.wait.max.ms,
+        so the first acks=all produce to a new partition on a quiet cluster would wait that long. Kafka's
+        fetcher pays that wait; in one process, abandoning the fetch is free: it changed nothing at the
+        leader but the follower's position, which the next fetch reports again.
+        """
         self.partitions.update(states)
+        if self._fetch_in_flight is not None:
+            self._fetch_in_flight.cancel()
         self._signal_change()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
@@ -201,7 +211,12 @@ class ReplicaFetcher:
                                        st.partition.leader_epoch, st.partition.log.log_start_offset)
                         for tp, st in states.items()],
             broker_epoch=manager.broker_epoch())
-        response: FetchResponse = await manager.send(self.source_broker_id, request)
+        with trio.CancelScope() as in_flight:
+            self._fetch_in_flight = in_flight
+            response: FetchResponse = await manager.send(self.source_broker_id, request)
+        self._fetch_in_flight = None
+        if in_flight.cancelled_caught:  # partitions were added while it was parked: fetch again with them
+            return
         if response.error_code != errors.NONE.code:
             log.warning("broker %d: fetch from %d failed: %s", manager.broker_id, self.source_broker_id,
                         errors.for_code(response.error_code))
