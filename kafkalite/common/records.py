@@ -93,12 +93,16 @@ class RecordBatch:
         if not records:
             raise InvalidRecordError("a record batch must hold at least one record")
         fill = NO_TIMESTAMP if default_timestamp is None else default_timestamp
-        timestamps = [r.timestamp if r.timestamp >= 0 else fill for r in records]
-        first_timestamp = timestamps[0]
-        max_timestamp = max(timestamps)
+        timestamps = [r.timestamp for r in records]
+        if max(timestamps) < 0:  # the producer's usual batch: every record takes the fill, every delta is 0
+            first_timestamp = max_timestamp = fill
+            rows = [(0, r.key, r.value, r.headers) for r in records]
+        else:
+            timestamps = [ts if ts >= 0 else fill for ts in timestamps]
+            first_timestamp, max_timestamp = timestamps[0], max(timestamps)
+            rows = [(ts - first_timestamp, r.key, r.value, r.headers) for ts, r in zip(timestamps, records)]
         try:
-            payload = msgpack.packb(
-                [[ts - first_timestamp, r.key, r.value, r.headers] for ts, r in zip(timestamps, records)])
+            payload = msgpack.packb(rows)
         except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidRecordError(f"record cannot be encoded: {exc}") from None
         count = len(records)
