@@ -13,6 +13,7 @@ inside a returned batch are skipped, since brokers return whole batches.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import deque
@@ -27,7 +28,7 @@ from kafkalite.client.config import consumer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
-from kafkalite.common.errors import KafkaError, OffsetOutOfRangeError, RequestTimedOutError
+from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
 from kafkalite.common.records import Header
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
@@ -52,6 +53,10 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+
+
+_new_consumer_record = functools.partial(tuple.__new__, ConsumerRecord)
+"""`ConsumerRecord` from one tuple, without the Python-level `__new__` a NamedTuple call runs."""
 
 
 @dataclass(slots=True)
@@ -208,10 +213,10 @@ class Consumer:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
         with trio.move_on_after(timeout):
             while True:
-                self._raise_pending_error()
-                records = self._drain_buffers()
+                records = self._drain_buffers()  # what arrived before an error is the application's first
                 if records:
                     return records
+                self._raise_pending_error()
                 if any(state.position is None for state in self._states.values()):
                     await self._reset_positions()
                     continue
@@ -219,8 +224,10 @@ class Consumer:
                 wake_at = self._send_fetches()
                 with trio.move_on_at(wake_at):
                     await self._data_arrived.wait()
-        self._raise_pending_error()
-        return self._drain_buffers()
+        records = self._drain_buffers()
+        if not records:
+            self._raise_pending_error()
+        return records
 
     def _raise_pending_error(self) -> None:
         if self._error is not None:
@@ -308,10 +315,19 @@ class Consumer:
         position = state.position
         assert position is not None
         topic, partition = tp
-        state.buffer.extend(
-            ConsumerRecord(topic, partition, offset, record.timestamp, record.key, record.value, record.headers)
-            for batch in batches if batch.next_offset > position
-            for offset, record in batch.offsets_and_records() if offset >= position)
+        append = state.buffer.append
+        for batch in batches:  # the consumer's hottest loop: rows straight into ConsumerRecords, no Record between
+            if batch.next_offset <= position:
+                continue
+            base_timestamp, offset = batch.first_timestamp, batch.base_offset
+            try:
+                for delta, key, value, headers in batch.rows():
+                    if offset >= position:
+                        append(_new_consumer_record((topic, partition, offset, base_timestamp + delta, key, value,
+                                                     headers)))
+                    offset += 1
+            except (ValueError, TypeError) as exc:
+                raise batch.corrupt(exc) from None
 
     def _on_partition_error(self, tp: TopicPartition, state: _PartitionState, error: KafkaError) -> None:
         if isinstance(error, OffsetOutOfRangeError):
@@ -320,6 +336,9 @@ class Consumer:
             else:
                 log.info("%s: %s; resetting %s to %s", self._transport.name, error, tp, self._auto_offset_reset)
                 self._move(state, None, self._auto_offset_reset)
+            return
+        if isinstance(error, CorruptMessageError):  # refetching returns the same bytes: the application decides
+            self._error = CorruptMessageError(f"{error.message} ({tp}); seek past the record to continue")
             return
         if error.code in STALE_METADATA_ERRORS or error.retriable:
             state.backoff_until = trio.current_time() + self._retry_backoff_s

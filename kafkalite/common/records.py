@@ -111,15 +111,28 @@ class RecordBatch:
         return cls(base_offset, partition_leader_epoch, producer_id, producer_epoch, base_sequence, count,
                    first_timestamp, max_timestamp, attributes, crc, payload)
 
+    def rows(self) -> tuple[tuple[int, bytes | None, bytes | None, tuple[Header, ...]], ...]:
+        """The payload as stored, one `(timestamp delta, key, value, headers)` per record.
+
+        For readers that build their own record type (the consumer's ConsumerRecord) without paying for a
+        `Record` in between. A row of the wrong shape surfaces when it is unpacked: catch ValueError and
+        TypeError there and call `corrupt`.
+        """
+        try:
+            return msgpack.unpackb(self.payload, use_list=False)  # type: ignore[no-any-return]
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise self.corrupt(exc) from None
+
+    def corrupt(self, cause: Exception) -> CorruptMessageError:
+        return CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {cause}")
+
     def records(self) -> list[Record]:
         """Decode the payload, the only place records come back to life (consumers and timestamp lookups)."""
+        base = self.first_timestamp
         try:
-            raw = msgpack.unpackb(self.payload, use_list=False)
-            base = self.first_timestamp
-            return [Record(key, value, base + delta, headers) for delta, key, value, headers in raw]
-        except (ValueError, TypeError, msgpack.UnpackException) as exc:
-            raise CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {exc}") \
-                from None
+            return [Record(key, value, base + delta, headers) for delta, key, value, headers in self.rows()]
+        except (ValueError, TypeError) as exc:
+            raise self.corrupt(exc) from None
 
     def offsets_and_records(self) -> Iterator[tuple[int, Record]]:
         return enumerate(self.records(), self.base_offset)

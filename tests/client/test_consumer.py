@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 import trio
 
 from kafkalite.client import Consumer, NoOffsetForPartitionError, Producer
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import OffsetOutOfRangeError
-from kafkalite.common.records import Record
+from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
+from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
@@ -168,3 +169,24 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
             while len(later) < 10:
                 later.extend(await consumer.poll(5))
     assert [r.value for r in first + later] == [b"%d" % i for i in range(20)]
+
+
+async def test_a_batch_whose_records_cannot_be_decoded_is_reported_until_sought_past(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """A raw client can append a batch with a valid crc over records of the wrong shape; the consumer hands out
+    what precedes it, then raises CORRUPT_MESSAGE on every poll instead of refetching it silently, as Java's does."""
+    await cluster.create_topic("damaged", partitions=1, replication_factor=3)
+    await cluster.produce("damaged", 0, [Record(None, b"before")])
+    payload = msgpack.packb([[0, None]])  # a record row of two fields instead of four
+    crc = _checksum(payload, 0, 1, 0, 0, -1, -1, -1)  # a valid crc: the broker stores it
+    damaged = RecordBatch(0, -1, -1, -1, -1, 1, 0, 0, 0, crc, payload)
+    await cluster.produce("damaged", 0, damaged)
+    await cluster.produce("damaged", 0, [Record(None, b"after")])
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition("damaged", 0)])
+        assert [r.value for r in await consumer.poll(5)] == [b"before"]
+        for _ in range(2):
+            with pytest.raises(CorruptMessageError, match="offset 1 cannot be decoded.*seek past"):
+                await consumer.poll(5)
+        consumer.seek(TopicPartition("damaged", 0), 2)
+        assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(2, b"after")]
