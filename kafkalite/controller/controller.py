@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -31,19 +32,14 @@ from kafkalite.controller.context import (
     ReplicaState,
 )
 from kafkalite.controller.event_manager import (
+    AdminRequest,
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
     ControllerEvent,
-    AlterReassignments,
     AutoPreferredReplicaLeaderElection,
     ControllerEventManager,
-    CreatePartitions,
-    CreateTopics,
-    DeleteTopics,
-    ElectLeaders,
     IsrChangeNotification,
-    ListReassignments,
     PartitionModifications,
     PartitionReassignment,
     PartitionReassignmentIsrChange,
@@ -177,18 +173,8 @@ class KafkaController:
                 self._handle_controller_change()
             elif isinstance(event, ControlledShutdown):
                 event.result = self._controlled_shutdown(event.broker_id, event.broker_epoch)
-            elif isinstance(event, CreateTopics):
-                event.result = self._create_topics(event.request)
-            elif isinstance(event, DeleteTopics):
-                event.result = self._delete_topics(event.request)
-            elif isinstance(event, CreatePartitions):
-                event.result = self._create_partitions(event.request)
-            elif isinstance(event, ElectLeaders):
-                event.result = self._elect_leaders(event.request)
-            elif isinstance(event, AlterReassignments):
-                event.result = self._alter_partition_reassignments(event.request)
-            elif isinstance(event, ListReassignments):
-                event.result = self._list_partition_reassignments(event.request)
+            elif isinstance(event, AdminRequest):
+                event.result = _ADMIN_HANDLERS[type(event.request)](self, event.request)
             elif not self.is_active:
                 return
             elif isinstance(event, BrokerChange):
@@ -845,15 +831,16 @@ class KafkaController:
         event: Any
         if isinstance(request, ControlledShutdownRequest):
             event = ControlledShutdown(broker_id=request.broker_id, broker_epoch=request.broker_epoch)
-        elif type(request) in _EVENT_FOR_REQUEST:
-            event = _EVENT_FOR_REQUEST[type(request)](request=request)
+        elif type(request) in _ADMIN_HANDLERS:
+            event = AdminRequest(request=request)
         else:
             raise errors.InvalidRequestError(f"{type(request).__name__} is not a controller request")
         self.event_manager.put(event)
         await event.done.wait()
         if event.result is None:
             raise errors.UnknownServerError(f"the controller failed to process {type(request).__name__}")
-        if isinstance(event, (CreateTopics, DeleteTopics, CreatePartitions)):
+        response_type = _RESPONSE_AFTER_WAITING.get(type(request))
+        if response_type is not None:
             results, waiters = event.result
             with trio.move_on_after(request.timeout_ms / 1000) as timeout:  # type: ignore[attr-defined]
                 for waiter in waiters:
@@ -863,7 +850,7 @@ class KafkaController:
                     if result.error_code == errors.NONE.code:
                         result.error_code = errors.REQUEST_TIMED_OUT.code
                         result.error_message = "Timed out waiting for the controller to finish."
-            elif isinstance(event, DeleteTopics):
+            elif isinstance(request, DeleteTopicsRequest):
                 # A created topic's znodes are written, so the next controller brings it online and the broker
                 # still waits for its metadata; a deletion cut short by a resignation is not done yet.
                 accepted = [result for result in results if result.error_code == errors.NONE.code]
@@ -871,8 +858,6 @@ class KafkaController:
                     if not deletion.completed:
                         result.error_code = errors.NOT_CONTROLLER.code
                         result.error_message = "The controller moved before the deletion completed; retry."
-            response_type = {CreateTopics: CreateTopicsResponse, DeleteTopics: DeleteTopicsResponse,
-                             CreatePartitions: CreatePartitionsResponse}[type(event)]
             return response_type(results)
         return event.result
 
@@ -892,9 +877,19 @@ class _Deletion:
         await self._woken.wait()
 
 
-# The admin requests a controller serves, each as the event that carries it through the queue.
-_EVENT_FOR_REQUEST: dict[type[Request], type[Any]] = {
-    CreateTopicsRequest: CreateTopics, DeleteTopicsRequest: DeleteTopics, CreatePartitionsRequest: CreatePartitions,
-    ElectLeadersRequest: ElectLeaders, AlterPartitionReassignmentsRequest: AlterReassignments,
-    ListPartitionReassignmentsRequest: ListReassignments,
+# The admin requests a controller serves, each with the handler the event loop runs for it.
+_ADMIN_HANDLERS: dict[type[Request], Callable[[KafkaController, Any], Any]] = {
+    CreateTopicsRequest: KafkaController._create_topics,
+    DeleteTopicsRequest: KafkaController._delete_topics,
+    CreatePartitionsRequest: KafkaController._create_partitions,
+    ElectLeadersRequest: KafkaController._elect_leaders,
+    AlterPartitionReassignmentsRequest: KafkaController._alter_partition_reassignments,
+    ListPartitionReassignmentsRequest: KafkaController._list_partition_reassignments,
+}
+
+# The admin requests whose handler answers (results, waiters): the request handler waits, up to the request's
+# timeout, for the topics to come online or go away before it answers with this response type.
+_RESPONSE_AFTER_WAITING: dict[type[Request], Callable[[Any], Response]] = {
+    CreateTopicsRequest: CreateTopicsResponse, DeleteTopicsRequest: DeleteTopicsResponse,
+    CreatePartitionsRequest: CreatePartitionsResponse,
 }

@@ -74,19 +74,16 @@ class Reply(ControllerEvent):
 
 
 @dataclass
+class AdminRequest(Reply):
+    """An admin request (CreateTopics, ElectLeaders, ...) served on the controller's queue, one at a time."""
+
+    request: Any = None
+
+
+@dataclass
 class ControlledShutdown(Reply):
     broker_id: int = -1
     broker_epoch: int = -1
-
-
-@dataclass
-class CreateTopics(Reply):
-    request: Any = None
-
-
-@dataclass
-class CreatePartitions(Reply):
-    request: Any = None
 
 
 @dataclass
@@ -94,11 +91,6 @@ class PartitionModifications(ControllerEvent):
     """A topic's assignment znode changed: partitions were added."""
 
     topic: str
-
-
-@dataclass
-class ElectLeaders(Reply):
-    request: Any = None
 
 
 @dataclass
@@ -112,16 +104,6 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent):
 
 
 @dataclass
-class AlterReassignments(Reply):
-    request: Any = None
-
-
-@dataclass
-class ListReassignments(Reply):
-    request: Any = None
-
-
-@dataclass
 class PartitionReassignment(ControllerEvent):
     """`/admin/reassign_partitions` was written."""
 
@@ -132,11 +114,6 @@ class PartitionReassignmentIsrChange(ControllerEvent):
 
     topic: str
     partition: int
-
-
-@dataclass
-class DeleteTopics(Reply):
-    request: Any = None
 
 
 class ControllerEventManager:
