@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from kafkalite.common.config import BrokerConfig
+from kafkalite.common.config import BrokerConfig, config_text
 from kafkalite.common.errors import (
     LeaderNotAvailableError,
     RequestTimedOutError,
@@ -299,8 +299,7 @@ class Cluster:
                            config: Mapping[str, Any] | None = None, *, timeout: float = 30) -> None:
         """Create a topic and return once every partition has a leader known to every live broker."""
         request = CreateTopicsRequest([CreatableTopic(name, partitions, replication_factor, None,
-                                                      {k: str(v).lower() if isinstance(v, bool) else str(v)
-                                                       for k, v in (config or {}).items()})],
+                                                      {k: config_text(v) for k, v in (config or {}).items()})],
                                       timeout_ms=int(timeout * 1000))
         response = await self._send(self._require_controller(), request)
         result = response.topics[0]

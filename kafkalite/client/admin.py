@@ -18,6 +18,7 @@ from kafkalite.client.config import admin_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
+from kafkalite.common.config import config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
@@ -86,10 +87,6 @@ class _Retry(Exception):
         self.error = error
 
 
-def _config_value(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 class Admin:
     """`async with Admin(cluster_or_bootstrap_servers) as admin:`."""
 
@@ -149,7 +146,7 @@ class Admin:
         """Create the topics; the first topic's failure is raised (e.g. TopicAlreadyExistsError)."""
         request = CreateTopicsRequest(
             [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None,
-                            {k: _config_value(v) for k, v in t.configs.items()}) for t in new_topics],
+                            {k: config_text(v) for k, v in t.configs.items()}) for t in new_topics],
             timeout_ms=self.config["request.timeout.ms"], validate_only=validate_only)
 
         async def attempt() -> None:
@@ -236,7 +233,7 @@ class Admin:
                                   validate_only: bool = False) -> None:
         """Replace each topic's config overrides (Kafka's AlterConfigs); brokers apply them as they are noticed."""
         request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
-            k: _config_value(v) for k, v in overrides.items()}) for topic, overrides in configs.items()],
+            k: config_text(v) for k, v in overrides.items()}) for topic, overrides in configs.items()],
             validate_only)
 
         async def attempt() -> None:

@@ -97,6 +97,11 @@ class ConfigKey:
         return parsed
 
 
+def config_text(value: Any) -> str:
+    """A config value as it travels in requests and znodes: text, booleans spelled as Kafka spells them."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
     return {key.name: key for key in keys}
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import trio
 
 from kafkalite.common import errors
-from kafkalite.common.config import TopicConfig
+from kafkalite.common.config import TopicConfig, config_text
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.kafka_zk import KafkaZkClient
@@ -67,12 +67,6 @@ log = logging.getLogger(__name__)
 
 CLUSTER_ID = "kafkalite"
 
-
-def _config_text(value: Any) -> str | None:
-    """Config values travel as text, booleans spelled as Kafka spells them."""
-    if value is None:
-        return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 
@@ -256,7 +250,7 @@ class KafkaApis:
             raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
         overrides = config.overrides  # type: ignore[attr-defined]
         names = resource.config_names if resource.config_names is not None else sorted(config)
-        return [ConfigEntry(name, _config_text(config[name]), name not in overrides, read_only)
+        return [ConfigEntry(name, None if config[name] is None else config_text(config[name]), name not in overrides, read_only)
                 for name in names if name in config]
 
     async def handle_alter_configs(self, request: AlterConfigsRequest, context: RequestContext) -> Response:
