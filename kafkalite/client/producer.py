@@ -33,6 +33,7 @@ from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import KafkaError, MessageTooLargeError, OutOfOrderSequenceNumberError, \
     RequestTimedOutError
 from kafkalite.common.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, Record, RecordBatch
+from kafkalite.common.timer import Timer
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import InitProducerIdRequest, InitProducerIdResponse, ProducePartitionData, \
     ProduceRequest, ProduceResponse
@@ -186,6 +187,26 @@ class _PartitionQueue:
             self.retries.clear()
 
 
+class _Lane:
+    """The produce requests for one leader that are drained and counted in flight but not yet sent.
+
+    Kafka's NetworkClient queues requests per connection and one I/O thread sends them; here one task per
+    lane slot does, taking requests in the order they were drained. A lane has max.in.flight slots over TCP,
+    where requests overlap on the wire, and one in-process, where the broker serves them one at a time anyway:
+    a task per request there only paid for spawning it and for queueing on the connection's lock.
+    """
+
+    __slots__ = ("requests", "lot")
+
+    def __init__(self) -> None:
+        self.requests: deque[list[_ProducerBatch]] = deque()
+        self.lot = trio.lowlevel.ParkingLot()
+
+    def submit(self, batches: list[_ProducerBatch]) -> None:
+        self.requests.append(batches)
+        self.lot.unpark()
+
+
 class Producer:
     """`async with Producer(cluster_or_bootstrap_servers, {"acks": "all"}, linger_ms=5) as producer:`.
 
@@ -218,7 +239,9 @@ class Producer:
         self._queues: dict[TopicPartition, _PartitionQueue] = {}
         self._incomplete: set[_ProducerBatch] = set()
         self._in_flight: dict[int, int] = {}
+        self._lanes: dict[int, _Lane] = {}
         self._wakeup = trio.Event()
+        self._timer = Timer()  # wakes the sender for linger.ms, retry backoffs and delivery timeouts
         self._flushing = 0
         self._closed = False
         self._needs_producer_id = self.idempotent
@@ -259,6 +282,7 @@ class Producer:
     async def __aenter__(self) -> Producer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
+        self._nursery.start_soon(self._timer.run)
         self._nursery.start_soon(self._run_sender)
         return self
 
@@ -365,8 +389,10 @@ class Producer:
                 await self._init_producer_id()
                 continue
             next_check = self._drain(now)
-            with trio.move_on_at(next_check):
-                await self._wakeup.wait()
+            entry = self._timer.schedule(next_check, self._wakeup) if next_check < math.inf else None
+            await self._wakeup.wait()
+            if entry is not None:
+                self._timer.cancel(entry)
 
     def _drain(self, now: float) -> float:
         """Send every ready partition batch, one request per leader; returns when to look again."""
@@ -405,9 +431,21 @@ class Producer:
                 queue.in_flight.append(batch)
                 batches.append(self._seal(queue, batch))
             self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
-            assert self._nursery is not None
-            self._nursery.start_soon(self._send_produce, leader, batches)
+            lane = self._lanes.get(leader)
+            if lane is None:
+                lane = self._lanes[leader] = _Lane()
+                assert self._nursery is not None
+                for _ in range(1 if self._transport.serial else self._max_in_flight):
+                    self._nursery.start_soon(self._run_lane, leader, lane)
+            lane.submit(batches)
         return next_check
+
+    async def _run_lane(self, leader: int, lane: _Lane) -> None:
+        requests = lane.requests
+        while True:
+            while not requests:
+                await lane.lot.park()
+            await self._send_produce(leader, requests.popleft())
 
     def _seal(self, queue: _PartitionQueue, batch: _ProducerBatch) -> _ProducerBatch:
         """Fix the batch's sequence and encode it, once: retries re-send the very same bytes."""

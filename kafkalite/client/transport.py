@@ -50,6 +50,10 @@ class ClusterLike(Protocol):
 class ClientTransport(ABC):
     """Sends requests to brokers by node; tracks requests in flight per node to pick the least loaded one."""
 
+    serial = False
+    """Whether a broker serves this transport's requests one at a time, so that a second request in flight to it
+    only queues behind the first instead of overlapping it on the wire."""
+
     def __init__(self, name: str, request_timeout_ms: int) -> None:
         self.name = name
         self.request_timeout_s = request_timeout_ms / 1000
@@ -65,13 +69,17 @@ class ClientTransport(ABC):
         return sorted(nodes, key=lambda node: self._in_flight[node])
 
     async def send(self, node: NodeKey, request: Request) -> Any:
+        """The response, NETWORK_EXCEPTION if the broker cannot be reached, or REQUEST_TIMED_OUT after
+        request.timeout.ms."""
         self._in_flight[node] += 1
+        deadline = trio.current_time() + self.request_timeout_s
         try:
-            with trio.fail_after(self.request_timeout_s):
-                return await self._send(node, request)
-        except trio.TooSlowError:
+            return await self._send(node, request, deadline)
+        except NetworkExceptionError:
+            if trio.current_time() < deadline:
+                raise
             raise RequestTimedOutError(f"no response from {node} to {type(request).__name__} within "
-                                       f"{self.request_timeout_s * 1000:.0f} ms") from None
+                                       f"{self.request_timeout_s:.0f} ms") from None
         finally:
             self._in_flight[node] -= 1
 
@@ -89,13 +97,16 @@ class ClientTransport(ABC):
     def _bootstrap_nodes(self) -> list[NodeKey]: ...
 
     @abstractmethod
-    async def _send(self, node: NodeKey, request: Request) -> Any: ...
+    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+        """The response; NETWORK_EXCEPTION when the broker cannot be reached or `deadline` (Trio time) passes."""
 
     async def aclose(self) -> None:
         """Nothing to release by default: the in-process transport holds no resources."""
 
 
 class InProcessTransport(ClientTransport):
+    serial = True
+
     def __init__(self, cluster_transport: Transport, bootstrap_broker_ids: Sequence[int], name: str,
                  request_timeout_ms: int = 30000) -> None:
         super().__init__(name, request_timeout_ms)
@@ -107,19 +118,24 @@ class InProcessTransport(ClientTransport):
     def _bootstrap_nodes(self) -> list[NodeKey]:
         return list(self._bootstrap)
 
-    async def _send(self, node: NodeKey, request: Request) -> Any:
+    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
         """One request per broker at a time, in the order they came, like one Kafka connection.
 
         An idle broker is taken without yielding: the request then reaches the broker's handler before any other
-        task runs, and a produce costs one scheduling round less.
+        task runs, and a produce costs one scheduling round less. The request timeout is the deadline of the
+        scope the broker serves the request in, so a request pays for one cancel scope, not two.
         """
         lock = self._locks[node]
         try:
             lock.acquire_nowait()
         except trio.WouldBlock:
-            await lock.acquire()
+            with trio.move_on_at(deadline):
+                await lock.acquire()
+            if trio.current_time() >= deadline:
+                raise NetworkExceptionError(f"broker {node} is busy with earlier requests") from None
         try:
-            return await self._transport.send(self.name, node, request, self._context)
+            return await self._transport.send(self.name, node, request, self._context,
+                                              trio.CancelScope(deadline=deadline))
         finally:
             lock.release()
 
@@ -160,8 +176,10 @@ class TcpTransport(ClientTransport):
                 self._connections[node] = connection
             return connection
 
-    async def _send(self, node: NodeKey, request: Request) -> Any:
-        return await (await self._connection(node)).send(request)
+    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+        with trio.move_on_at(deadline):
+            return await (await self._connection(node)).send(request)
+        raise NetworkExceptionError(f"no response from {node} by the deadline")
 
     async def aclose(self) -> None:
         connections, self._connections = list(self._connections.values()), {}

@@ -73,6 +73,11 @@ class Broker:
     async def handle(self, request: Request, context: RequestContext) -> Response:
         return await self.apis.handle(request, context)
 
+    async def _handle_from_listener(self, request: Request, context: RequestContext) -> Response:
+        """A paused broker holds its TCP clients' requests at the door too, as the in-process transport does."""
+        await self.gate.checkpoint()
+        return await self.apis.handle(request, context)
+
     async def startup(self, nursery: trio.Nursery) -> None:
         """Open the listeners, start serving and register with the ports actually bound."""
         self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
@@ -90,7 +95,7 @@ class Broker:
         if endpoint.listener != NATIVE_LISTENER:
             raise errors.InvalidConfigError(
                 f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks {NATIVE_LISTENER}")
-        port = await nursery.start(partial(serve_listener, self.handle, endpoint.host, endpoint.port,
+        port = await nursery.start(partial(serve_listener, self._handle_from_listener, endpoint.host, endpoint.port,
                                            max_request_bytes=self.config["socket.request.max.bytes"],
                                            listener_name=endpoint.listener))
         return EndPoint(endpoint.listener, endpoint.host, port, endpoint.security_protocol)

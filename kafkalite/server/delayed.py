@@ -8,7 +8,8 @@ changes, so a waiting request costs nothing until it can make progress:
 - a fetch waits for data: a follower for the log end offset to move, a consumer for the high watermark. It
   parks one event in every partition it asked for and re-checks when any of them fires.
 
-Deadlines are `trio.move_on_after` scopes; nothing polls.
+Deadlines are entries in the broker's `Timer` (Kafka's purgatory timer): a request that waits past its
+deadline is woken and answers with what it has. Nothing polls, and no waiter pays for a cancel scope.
 """
 
 from __future__ import annotations
@@ -21,21 +22,25 @@ import trio
 
 from kafkalite.common import errors
 from kafkalite.common.errors import ErrorCode
+from kafkalite.common.timer import Timer
 
 
 class DelayedProduce:
     """One partition's share of an acks=-1 produce: done once the HW reaches `required_offset`."""
 
-    __slots__ = ("required_offset", "done", "error")
+    __slots__ = ("required_offset", "done", "error", "waiter")
 
     def __init__(self, required_offset: int) -> None:
         self.required_offset = required_offset
-        self.done = trio.Event()
+        self.done = False
         self.error: ErrorCode = errors.NONE
+        self.waiter: trio.Event | None = None  # the request's wake-up, shared by its partitions
 
     def complete(self, error: ErrorCode) -> None:
         self.error = error
-        self.done.set()
+        self.done = True
+        if self.waiter is not None:
+            self.waiter.set()
 
 
 class ProducePurgatory:
@@ -59,18 +64,28 @@ class ProducePurgatory:
             operation.complete(error)
 
 
-async def await_produce(operations: Sequence[DelayedProduce], timeout_ms: int) -> None:
-    """Wait until every operation is done; those still pending at the deadline end REQUEST_TIMED_OUT.
+async def await_produce(operations: Sequence[DelayedProduce], deadline: float, timer: Timer) -> None:
+    """Wait until every operation is done; those still pending at `deadline` end REQUEST_TIMED_OUT.
 
     The records stay appended either way, as in Kafka: a timeout says "not known to be replicated", not
     "not written".
     """
-    with trio.move_on_after(max(timeout_ms, 0) / 1000):
-        for operation in operations:
-            await operation.done.wait()
-    for operation in operations:
-        if not operation.done.is_set():
-            operation.error = errors.REQUEST_TIMED_OUT
+    while True:
+        pending = [operation for operation in operations if not operation.done]
+        if not pending:
+            return
+        if trio.current_time() >= deadline:
+            for operation in pending:
+                operation.error = errors.REQUEST_TIMED_OUT
+            return
+        wake = trio.Event()
+        for operation in pending:
+            operation.waiter = wake
+        entry = timer.schedule(deadline, wake)
+        try:
+            await wake.wait()
+        finally:
+            timer.cancel(entry)
 
 
 class FetchWatchers:
@@ -94,20 +109,22 @@ class FetchWatchers:
                 event.set()
 
 
-async def await_fetch(watchers: Sequence[FetchWatchers], max_wait_ms: int, ready: Callable[[], bool]) -> None:
-    """Return as soon as `ready()` after some watched partition moved, or at the deadline.
+async def await_fetch(watchers: Sequence[FetchWatchers], deadline: float, timer: Timer,
+                      ready: Callable[[], bool]) -> None:
+    """Return as soon as `ready()` after some watched partition moved, or at `deadline`.
 
     The caller checks `ready()` once before calling, without awaiting in between, so no wake-up is lost.
     """
-    with trio.move_on_after(max_wait_ms / 1000):
-        while True:
-            wake = trio.Event()
+    while True:
+        wake = trio.Event()
+        for watcher in watchers:
+            watcher.watch(wake)
+        entry = timer.schedule(deadline, wake)
+        try:
+            await wake.wait()
+        finally:
+            timer.cancel(entry)
             for watcher in watchers:
-                watcher.watch(wake)
-            try:
-                await wake.wait()
-            finally:
-                for watcher in watchers:
-                    watcher.unwatch(wake)
-            if ready():
-                return
+                watcher.unwatch(wake)
+        if trio.current_time() >= deadline or ready():
+            return

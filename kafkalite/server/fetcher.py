@@ -97,7 +97,8 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
-        self._fetch_in_flight: trio.CancelScope | None = None
+        self._fetch_in_flight: trio.CancelScope | None = None  # the scope the leader serves our fetch in
+        self._fetch_abandoned = False
 
     def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
         """Fetch these too, from the next request on; a fetch parked at the leader is abandoned for it.
@@ -109,6 +110,7 @@ class ReplicaFetcher:
         """
         self.partitions.update(states)
         if self._fetch_in_flight is not None:
+            self._fetch_abandoned = True
             self._fetch_in_flight.cancel()
         self._signal_change()
 
@@ -211,12 +213,16 @@ class ReplicaFetcher:
                                        st.partition.leader_epoch, st.partition.log.log_start_offset)
                         for tp, st in states.items()],
             broker_epoch=manager.broker_epoch())
-        with trio.CancelScope() as in_flight:
-            self._fetch_in_flight = in_flight
-            response: FetchResponse = await manager.send(self.source_broker_id, request)
-        self._fetch_in_flight = None
-        if in_flight.cancelled_caught:  # partitions were added while it was parked: fetch again with them
-            return
+        self._fetch_in_flight = in_flight = trio.CancelScope()
+        try:
+            response: FetchResponse = await manager.send(self.source_broker_id, request, in_flight)
+        except NetworkExceptionError:
+            if self._fetch_abandoned:  # partitions were added while it was parked: fetch again with them
+                return
+            raise
+        finally:
+            self._fetch_in_flight = None
+            self._fetch_abandoned = False
         if response.error_code != errors.NONE.code:
             log.warning("broker %d: fetch from %d failed: %s", manager.broker_id, self.source_broker_id,
                         errors.for_code(response.error_code))
@@ -305,8 +311,8 @@ class ReplicaFetcherManager:
     def startup(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
 
-    async def send(self, destination: int, request: object) -> object:
-        return await self._transport.send(self.broker_id, destination, request)  # type: ignore[arg-type]
+    async def send(self, destination: int, request: object, scope: trio.CancelScope | None = None) -> object:
+        return await self._transport.send(self.broker_id, destination, request, None, scope)  # type: ignore[arg-type]
 
     def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
         """Start fetching each partition from `(leader id, fetch offset)`, truncating by epoch first."""

@@ -17,6 +17,7 @@ from kafkalite.common.clock import now_ms
 from kafkalite.common.config import BrokerConfig, TopicConfig
 from kafkalite.common.errors import KafkaError, NotLeaderOrFollowerError, OffsetOutOfRangeError, \
     UnknownTopicOrPartitionError
+from kafkalite.common.timer import Timer
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import KafkaZkClient
@@ -81,9 +82,11 @@ class ReplicaManager:
         self._lag_time_max_ms: int = config["replica.lag.time.max.ms"]
         self._isr_changes: set[TopicPartition] = set()
         self._isr_changed = trio.Event()
+        self.delayed_timer = Timer()  # the deadlines of parked produces and fetches
 
     def startup(self, nursery: trio.Nursery) -> None:
         self.replica_fetcher_manager.startup(nursery)
+        nursery.start_soon(self.delayed_timer.run)
         nursery.start_soon(self._isr_expiration_loop)
         nursery.start_soon(self._isr_change_propagation_loop)
 
@@ -244,7 +247,8 @@ class ReplicaManager:
             if required_acks == -1:
                 delayed.append((response, partition.delay_produce(end_offset)))
         if delayed:
-            await await_produce([operation for _, operation in delayed], timeout_ms)
+            await await_produce([operation for _, operation in delayed],
+                                trio.current_time() + max(timeout_ms, 0) / 1000, self.delayed_timer)
             for response, operation in delayed:
                 if operation.error is not errors.NONE:
                     response.error_code = operation.error.code
@@ -270,7 +274,7 @@ class ReplicaManager:
                 return True
             return False
 
-        await await_fetch(watchers, request.max_wait_ms, ready)
+        await await_fetch(watchers, trio.current_time() + request.max_wait_ms / 1000, self.delayed_timer, ready)
         if not latest:
             latest.append(self._read_from_local_log(request, from_follower)[0])
         return FetchResponse(errors.NONE.code, latest[0])

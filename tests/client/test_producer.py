@@ -10,7 +10,7 @@ import trio
 from kafkalite.client import Producer, RecordMetadata
 from kafkalite.client.partitioner import partition_for_key
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from kafkalite.common.errors import MessageTooLargeError, RequestTimedOutError, UnknownTopicOrPartitionError
 from kafkalite.common.types import TopicPartition
 
 from .conftest import consume
@@ -118,6 +118,28 @@ async def test_acknowledged_records_survive_a_leader_crash_exactly_once(autojump
     assert cluster.leader_for("failover", 0) not in (leader, -1)
     records = await consume(bootstrap, [TopicPartition("failover", 0)], 400)
     assert [r.value for r in records] == [b"%d" % i for i in range(400)]
+
+
+async def test_a_paused_leader_times_requests_out_and_the_producer_recovers(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """request.timeout.ms bounds each attempt at a broker that does not answer and delivery.timeout.ms the record;
+    after the broker resumes, the producer delivers again and the timed-out record is there at most once."""
+    await cluster.create_topic("stuck", partitions=1, replication_factor=3)
+    leader = cluster.leader_for("stuck", 0)
+    async with Producer(bootstrap, request_timeout_ms=1000, delivery_timeout_ms=3000, retry_backoff_ms=100) as producer:
+        assert (await (await producer.send("stuck", b"before"))).offset == 0
+        cluster.pause_broker(leader)
+        started = trio.current_time()
+        handle = await producer.send("stuck", b"timed out")
+        with trio.fail_after(10), pytest.raises(RequestTimedOutError):
+            await handle
+        assert 3 <= trio.current_time() - started < 4.5
+        cluster.resume_broker(leader)
+        after = await (await producer.send("stuck", b"after"))
+    records = await consume(bootstrap, [TopicPartition("stuck", 0)], after.offset + 1)
+    values = [r.value for r in records]
+    assert values[0] == b"before" and values[-1] == b"after" and set(values[1:-1]) <= {b"timed out"}
+    assert len(values) <= 3
 
 
 async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
