@@ -14,7 +14,6 @@ being written twice, and a lost batch shows up as a sequence gap instead of a si
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections import deque
@@ -32,7 +31,7 @@ from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import KafkaError, MessageTooLargeError, OutOfOrderSequenceNumberError, \
     RequestTimedOutError
-from kafkalite.common.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, Record, RecordBatch
+from kafkalite.common.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, RecordBatch, Row
 from kafkalite.common.timer import Timer
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import InitProducerIdRequest, InitProducerIdResponse, ProducePartitionData, \
@@ -41,20 +40,6 @@ from kafkalite.network.requests import InitProducerIdRequest, InitProducerIdResp
 log = logging.getLogger(__name__)
 
 _RECORD_OVERHEAD = 12  # msgpack framing of one record, so batch.size counts roughly what goes on the wire
-
-
-class _PendingRecord(NamedTuple):
-    """A record as `send()` keeps it until its batch is encoded: `RecordBatch.from_records` reads only these four
-    attributes, and a tuple is built in half the time of a frozen `Record`, on the hottest path of the client."""
-
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[Header, ...]
-
-
-_new_pending_record = functools.partial(tuple.__new__, _PendingRecord)
-"""`_PendingRecord` from one tuple, without the Python-level `__new__` a NamedTuple call runs."""
 
 
 def _as_bytes(name: str, data: object) -> bytes:
@@ -71,12 +56,20 @@ class RecordMetadata(NamedTuple):
 
 
 class _ProducerBatch:
-    __slots__ = ("tp", "records", "size", "deadline", "created", "created_ms", "base_sequence", "encoded", "attempts",
-                 "retry_at", "done", "base_offset", "log_append_time", "error", "parent", "parts")
+    """Records on their way to one partition, kept as the rows of the payload they will be encoded into.
+
+    `send()` appends `(0, key, value, headers)`: a plain tuple is built several times faster than any object,
+    and `RecordBatch.from_rows` packs the list as it is. Only a batch that holds a record with a timestamp of its
+    own keeps `timestamps`, one per row, and pays for turning them into deltas when it is sealed.
+    """
+
+    __slots__ = ("tp", "rows", "timestamps", "size", "deadline", "created", "created_ms", "base_sequence", "encoded",
+                 "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "parent", "parts")
 
     def __init__(self, tp: TopicPartition, created: float, delivery_timeout_s: float) -> None:
         self.tp = tp
-        self.records: list[_PendingRecord] = []
+        self.rows: list[Row] = []
+        self.timestamps: list[int] | None = None
         self.size = RECORD_BATCH_OVERHEAD
         self.created = created
         self.created_ms = now_ms()  # the timestamp of its records sent without one, read once per batch
@@ -91,6 +84,12 @@ class _ProducerBatch:
         self.error: KafkaError | None = None
         self.parent: _ProducerBatch | None = None
         self.parts: list[_ProducerBatch] | None = None  # one batch per record after a split
+
+    def add_timestamp(self, timestamp: int) -> None:
+        """The timestamp of the row just appended; the batch's earlier rows had none of their own."""
+        if self.timestamps is None:
+            self.timestamps = [NO_TIMESTAMP] * (len(self.rows) - 1)
+        self.timestamps.append(timestamp)
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
         self.base_offset = base_offset
@@ -114,11 +113,13 @@ class _ProducerBatch:
         partition's sequence continues exactly as before and only the record that is too large fails.
         """
         parts = []
-        for index, record in enumerate(self.records):
+        for index, row in enumerate(self.rows):
             part = _ProducerBatch(self.tp, self.created, 0.0)
             part.deadline, part.created_ms, part.attempts = self.deadline, self.created_ms, self.attempts
-            part.records.append(record)
-            part.size = RECORD_BATCH_OVERHEAD + _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+            part.rows.append(row)
+            if self.timestamps is not None:
+                part.timestamps = [self.timestamps[index]]
+            part.size = RECORD_BATCH_OVERHEAD + _RECORD_OVERHEAD + len(row[1] or b"") + len(row[2] or b"")
             part.base_sequence = self.base_sequence + index if self.base_sequence >= 0 else -1
             part.parent = self
             parts.append(part)
@@ -126,21 +127,28 @@ class _ProducerBatch:
         return parts
 
 
-class RecordHandle:
-    """What `send()` returns; `await handle` gives the record's RecordMetadata or raises its delivery error."""
+class RecordHandle(tuple[_ProducerBatch, int]):
+    """What `send()` returns; `await handle` gives the record's RecordMetadata or raises its delivery error.
 
-    __slots__ = ("_batch", "_index")
+    Underneath it is the pair (batch, index in the batch): `send()` builds one per record, and a tuple built with
+    `tuple.__new__` costs half of what an object with two slots does.
+    """
 
-    def __init__(self, batch: _ProducerBatch, index: int) -> None:
-        self._batch = batch
-        self._index = index
+    __slots__ = ()
+
+    @classmethod
+    def failed(cls, tp: TopicPartition, error: KafkaError) -> RecordHandle:
+        """A record refused before it reached a batch (too large): the error surfaces on the handle, as in Kafka."""
+        batch = _ProducerBatch(tp, 0.0, 0.0)
+        batch.fail(error)
+        return _new_handle(cls, (batch, 0))
 
     def done(self) -> bool:
-        return self._batch.done.is_set()
+        return self[0].done.is_set()
 
     def result(self) -> RecordMetadata:
         """The outcome of a completed send (raises if it failed); RuntimeError while it is still pending."""
-        batch, index = self._batch, self._index
+        batch, index = self
         if not batch.done.is_set():
             raise RuntimeError("the record has not been acknowledged yet")
         if batch.parts is not None:
@@ -148,24 +156,19 @@ class RecordHandle:
         if batch.error is not None:
             raise batch.error
         offset = batch.base_offset + index if batch.base_offset >= 0 else -1
-        timestamp = batch.log_append_time if batch.log_append_time >= 0 else \
-            batch.records[index].timestamp if batch.records[index].timestamp >= 0 else batch.created_ms
+        timestamp = batch.log_append_time
+        if timestamp < 0:
+            timestamp = batch.timestamps[index] if batch.timestamps is not None else NO_TIMESTAMP
+            if timestamp < 0:
+                timestamp = batch.created_ms
         return RecordMetadata(batch.tp.topic, batch.tp.partition, offset, timestamp)
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        yield from self._batch.done.wait().__await__()
+        yield from self[0].done.wait().__await__()
         return self.result()
 
 
-class _FailedHandle(RecordHandle):
-    """A record refused before it reached a batch (too large): the error surfaces on the handle, as in Kafka."""
-
-    __slots__ = ()
-
-    def __init__(self, tp: TopicPartition, error: KafkaError) -> None:
-        batch = _ProducerBatch(tp, 0.0, 0.0)
-        batch.fail(error)
-        super().__init__(batch, 0)
+_new_handle = tuple.__new__
 
 
 class _PartitionQueue:
@@ -243,7 +246,7 @@ class Producer:
         self._wakeup = trio.Event()
         self._timer = Timer()  # wakes the sender for linger.ms, retry backoffs and delivery timeouts
         self._flushing = 0
-        self._closed = False
+        self._open = False  # between __aenter__ and __aexit__
         self._needs_producer_id = self.idempotent
         self._refreshing_metadata = False
         self._nursery: trio.Nursery | None = None
@@ -284,6 +287,7 @@ class Producer:
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self._timer.run)
         self._nursery.start_soon(self._run_sender)
+        self._open = True
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -292,7 +296,7 @@ class Producer:
             if exc_type is None:
                 await self.flush()
         finally:
-            self._closed = True
+            self._open = False
             closed = RequestTimedOutError("the producer was closed before the record was acknowledged")
             for batch in self._incomplete:
                 batch.fail(closed)
@@ -314,7 +318,7 @@ class Producer:
         the time its batch was opened, at most linger.ms before the send for a batch that leaves on time:
         reading the clock once per batch instead of once per record is a fifth of this call's cost.
         """
-        if self._closed or self._nursery is None:
+        if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
         if value is not None and type(value) is not bytes:
             value = _as_bytes("value", value)
@@ -334,9 +338,8 @@ class Producer:
                 self._partitioner.partition(topic, num_partitions)
         elif not 0 <= partition < num_partitions:
             raise ValueError(f"partition {partition} is not in topic {topic} ({num_partitions} partitions)")
-        record = _new_pending_record((key, value, NO_TIMESTAMP if timestamp is None else timestamp, record_headers))
         if size + RECORD_BATCH_OVERHEAD > self._max_request_size:
-            return _FailedHandle(TopicPartition(topic, partition), MessageTooLargeError(
+            return RecordHandle.failed(TopicPartition(topic, partition), MessageTooLargeError(
                 f"The message is {size + RECORD_BATCH_OVERHEAD} bytes when serialized which is larger than "
                 f"max.request.size ({self._max_request_size})"))
         queue = self._queues.get((topic, partition))  # type: ignore[call-overload]  # a plain tuple hashes alike
@@ -345,12 +348,14 @@ class Producer:
         if started:
             batch = self._open_batch(queue, topic, partition)
         assert batch is not None
-        records = batch.records
-        records.append(record)
+        rows = batch.rows
+        rows.append((0, key, value, record_headers))
+        if timestamp is not None or batch.timestamps is not None:
+            batch.add_timestamp(NO_TIMESTAMP if timestamp is None else timestamp)
         batch.size += size
         if batch.size >= self._batch_size:
             self._wakeup.set()
-        handle = RecordHandle(batch, len(records) - 1)
+        handle = _new_handle(RecordHandle, (batch, len(rows) - 1))
         if started:  # let the sender run while records keep coming, as Kafka's sender thread would
             await trio.lowlevel.checkpoint()
         return handle
@@ -455,11 +460,10 @@ class Producer:
                 producer_id, producer_epoch = self.producer_id, self.producer_epoch
                 if batch.base_sequence < 0:
                     batch.base_sequence = queue.next_sequence
-                    queue.next_sequence += len(batch.records)
-            batch.encoded = RecordBatch.from_records(cast("list[Record]", batch.records), producer_id=producer_id,
-                                                     producer_epoch=producer_epoch,
-                                                     base_sequence=batch.base_sequence,
-                                                     default_timestamp=batch.created_ms)
+                    queue.next_sequence += len(batch.rows)
+            batch.encoded = RecordBatch.from_rows(batch.rows, timestamps=batch.timestamps, producer_id=producer_id,
+                                                  producer_epoch=producer_epoch, base_sequence=batch.base_sequence,
+                                                  default_timestamp=batch.created_ms)
         if batch.attempts == 0:
             num_partitions = self.metadata.partition_count(batch.tp.topic)
             if num_partitions is not None:
@@ -500,7 +504,7 @@ class Producer:
         # With idempotence a gap means an earlier batch is being retried, and this one follows it.
         retriable = error.retriable or (self.idempotent and isinstance(error, OutOfOrderSequenceNumberError))
         now = trio.current_time()
-        if isinstance(error, MessageTooLargeError) and len(batch.records) > 1:
+        if isinstance(error, MessageTooLargeError) and len(batch.rows) > 1:
             self._incomplete.discard(batch)
             parts = batch.split()
             self._incomplete.update(parts)
@@ -508,7 +512,7 @@ class Producer:
             return
         if retriable and batch.attempts <= self._retries and now < batch.deadline:
             log.info("%s: retrying batch of %d records for %s after %s", self._transport.name,
-                     len(batch.records), batch.tp, error)
+                     len(batch.rows), batch.tp, error)
             batch.retry_at = now + self._retry_backoff_s
             queue.retries.append(batch)
             if error.code in STALE_METADATA_ERRORS:
@@ -525,7 +529,7 @@ class Producer:
         if error.retriable:  # timed out: the broker may or may not have it, so sequences cannot be trusted
             self._needs_producer_id = True
             return
-        count = len(batch.records)  # refused outright: later batches close the gap
+        count = len(batch.rows)  # refused outright: later batches close the gap
         for later in (*queue.batches, *queue.retries, *queue.in_flight):
             if later.base_sequence > batch.base_sequence:
                 later.base_sequence -= count
@@ -537,7 +541,7 @@ class Producer:
             while queue.batches and queue.batches[0].deadline <= now:
                 batch = queue.batches.popleft()
                 self._fail_batch(queue, batch, RequestTimedOutError(
-                    f"Expiring {len(batch.records)} record(s) for {batch.tp}: "
+                    f"Expiring {len(batch.rows)} record(s) for {batch.tp}: "
                     f"{self._delivery_timeout_s * 1000:.0f} ms has passed since batch creation"))
 
     def _refresh_metadata_soon(self) -> None:

@@ -26,6 +26,9 @@ NO_TIMESTAMP = -1
 
 Header = tuple[str, bytes | None]
 
+Row = tuple[int, bytes | None, bytes | None, tuple[Header, ...]]
+"""One record in a batch's payload: (timestamp delta, key, value, headers)."""
+
 # The fields Kafka's CRC covers: attributes, last offset delta, first and max timestamp, producer id, producer
 # epoch, base sequence, record count. Base offset and partition leader epoch are left out because the leader
 # rewrites them after the producer computed the checksum.
@@ -90,28 +93,42 @@ class RecordBatch:
                      producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                      attributes: int = 0, default_timestamp: int | None = None) -> RecordBatch:
         """Encode `records` once; a record without a timestamp gets `default_timestamp` if one is given."""
-        if not records:
+        return cls.from_rows([(0, r.key, r.value, r.headers) for r in records],
+                             timestamps=[r.timestamp for r in records], base_offset=base_offset,
+                             partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                             producer_epoch=producer_epoch, base_sequence=base_sequence, attributes=attributes,
+                             default_timestamp=NO_TIMESTAMP if default_timestamp is None else default_timestamp)
+
+    @classmethod
+    def from_rows(cls, rows: list[Row], *, timestamps: Sequence[int] | None = None, base_offset: int = 0,
+                  partition_leader_epoch: int = -1, producer_id: int = -1, producer_epoch: int = -1,
+                  base_sequence: int = -1, attributes: int = 0, default_timestamp: int = NO_TIMESTAMP) -> RecordBatch:
+        """Encode payload rows `(0, key, value, headers)` as they are, when no record has a timestamp of its own.
+
+        This is the producer's usual batch, whose records all take the time the batch was opened: the rows it
+        collected go to msgpack untouched. `timestamps`, one per row (NO_TIMESTAMP for "take the default"),
+        turn the rows into deltas from the first record's timestamp, as Kafka stores them.
+        """
+        if not rows:
             raise InvalidRecordError("a record batch must hold at least one record")
-        fill = NO_TIMESTAMP if default_timestamp is None else default_timestamp
-        timestamps = [r.timestamp for r in records]
-        if max(timestamps) < 0:  # the producer's usual batch: every record takes the fill, every delta is 0
-            first_timestamp = max_timestamp = fill
-            rows = [(0, r.key, r.value, r.headers) for r in records]
+        if timestamps is None or max(timestamps) < 0:
+            first_timestamp = max_timestamp = default_timestamp
         else:
-            timestamps = [ts if ts >= 0 else fill for ts in timestamps]
-            first_timestamp, max_timestamp = timestamps[0], max(timestamps)
-            rows = [(ts - first_timestamp, r.key, r.value, r.headers) for ts, r in zip(timestamps, records)]
+            stamped = [ts if ts >= 0 else default_timestamp for ts in timestamps]
+            first_timestamp, max_timestamp = stamped[0], max(stamped)
+            rows = [(ts - first_timestamp, key, value, headers)
+                    for ts, (_, key, value, headers) in zip(stamped, rows, strict=True)]
         try:
             payload = msgpack.packb(rows)
         except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidRecordError(f"record cannot be encoded: {exc}") from None
-        count = len(records)
+        count = len(rows)
         crc = _checksum(payload, attributes, count, first_timestamp, max_timestamp, producer_id, producer_epoch,
                         base_sequence)
         return cls(base_offset, partition_leader_epoch, producer_id, producer_epoch, base_sequence, count,
                    first_timestamp, max_timestamp, attributes, crc, payload)
 
-    def rows(self) -> tuple[tuple[int, bytes | None, bytes | None, tuple[Header, ...]], ...]:
+    def rows(self) -> tuple[Row, ...]:
         """The payload as stored, one `(timestamp delta, key, value, headers)` per record.
 
         For readers that build their own record type (the consumer's ConsumerRecord) without paying for a
