@@ -47,6 +47,7 @@ class Log:
         self._log_start_offset = log_start_offset
         self._segments: list[LogSegment] = [LogSegment(log_start_offset, clock_ms())]
         self._segment_bases: list[int] = [log_start_offset]
+        self._log_end_offset = log_start_offset  # kept, not derived: every produce and fetch asks for it
         self.leader_epoch_cache = LeaderEpochCache()
 
     # -- state --------------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._log_end_offset
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -110,6 +111,7 @@ class Log:
                 or self._clock_ms() - active.created_ms >= self.config.segment_ms):
             active = self._roll()
         active.append(batch)
+        self._log_end_offset = batch.base_offset + batch.record_count
 
     def _roll(self) -> LogSegment:
         segment = LogSegment(self.log_end_offset, self._clock_ms())
@@ -181,6 +183,7 @@ class Log:
         keep = index + 1 if (index == 0 or new_end > self._segments[index].base_offset) else index
         del self._segments[keep:]
         del self._segment_bases[keep:]
+        self._log_end_offset = self._segments[-1].next_offset
         self._log_start_offset = min(self._log_start_offset, new_end)
         self.leader_epoch_cache.truncate_from_end(new_end)
 
@@ -188,6 +191,7 @@ class Log:
         """Drop everything and restart empty at `offset` (a follower far behind a leader's log start)."""
         self._segments = [LogSegment(offset, self._clock_ms())]
         self._segment_bases = [offset]
+        self._log_end_offset = offset
         self._log_start_offset = offset
         self.leader_epoch_cache.clear()
 

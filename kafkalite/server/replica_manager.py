@@ -260,14 +260,14 @@ class ReplicaManager:
     async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
         """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes."""
         from_follower = request.replica_id >= 0
-        results, readable, failed = self._read_from_local_log(request, from_follower)
+        results, readable, failed = self._read_from_local_log(request, from_follower, record_follower_fetch=True)
         if request.max_wait_ms <= 0 or readable >= request.min_bytes or failed or not request.partitions:
             return FetchResponse(errors.NONE.code, results)
         watched = [self.all_partitions[TopicPartition(p.topic, p.partition)] for p in request.partitions]
         watchers = [p.log_end_offset_watchers if from_follower else p.high_watermark_watchers for p in watched]
         latest: list[list[FetchPartitionResponse]] = []
 
-        def ready() -> bool:
+        def ready() -> bool:  # re-reads, as Kafka's DelayedFetch does, without counting the follower's fetch again
             results, readable, failed = self._read_from_local_log(request, from_follower)
             if readable >= request.min_bytes or failed:
                 latest.append(results)
@@ -279,21 +279,27 @@ class ReplicaManager:
             latest.append(self._read_from_local_log(request, from_follower)[0])
         return FetchResponse(errors.NONE.code, latest[0])
 
-    def _read_from_local_log(self, request: FetchRequest, from_follower: bool
+    def _read_from_local_log(self, request: FetchRequest, from_follower: bool, record_follower_fetch: bool = False
                              ) -> tuple[list[FetchPartitionResponse], int, bool]:
-        """(responses, bytes read, whether any partition failed); no record is touched, only whole batches."""
+        """(responses, bytes read, whether any partition failed); no record is touched, only whole batches.
+
+        A follower reads up to the log end offset, a consumer up to the high watermark. Only the first read of a
+        follower's fetch records where the follower is (`record_follower_fetch`), as in Kafka.
+        """
+        follower_id = request.replica_id if from_follower else None
+        recorded_id = follower_id if record_follower_fetch else None
         results = []
         total = 0
         failed = False
         for fetch in request.partitions:
             budget = request.max_bytes - total
-            result = self._read_partition(fetch, request.replica_id if from_follower else None, budget, total == 0)
+            result = self._read_partition(fetch, follower_id, recorded_id, budget, total == 0)
             total += sum(batch.size_in_bytes for batch in result.batches)
             failed = failed or result.error_code != errors.NONE.code
             results.append(result)
         return results, total, failed
 
-    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, budget: int,
+    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, recorded_id: int | None, budget: int,
                         min_one_batch: bool) -> FetchPartitionResponse:
         tp = TopicPartition(fetch.topic, fetch.partition)
         try:
@@ -303,11 +309,9 @@ class ReplicaManager:
                 raise OffsetOutOfRangeError(
                     f"fetch offset {fetch.fetch_offset} of {tp} is outside [{partition_log.log_start_offset}, "
                     f"{partition_log.log_end_offset}]")
-            if follower_id is not None:
-                partition.update_follower_fetch_state(follower_id, fetch.fetch_offset)
-                bound = partition_log.log_end_offset
-            else:
-                bound = partition.high_watermark
+            if recorded_id is not None:
+                partition.update_follower_fetch_state(recorded_id, fetch.fetch_offset)
+            bound = partition_log.log_end_offset if follower_id is not None else partition.high_watermark
             max_bytes = min(fetch.partition_max_bytes, budget)
             batches = [] if fetch.fetch_offset >= bound or (max_bytes <= 0 and not min_one_batch) else \
                 partition_log.read(fetch.fetch_offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
