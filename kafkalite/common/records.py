@@ -8,7 +8,6 @@ lookup) decodes the payload.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -156,7 +155,9 @@ class RecordBatch:
 
     def with_offset(self, base_offset: int, partition_leader_epoch: int) -> RecordBatch:
         """The batch as the leader stores it; the payload object is shared and the crc stays valid."""
-        return dataclasses.replace(self, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch)
+        return RecordBatch(base_offset, partition_leader_epoch, self.producer_id, self.producer_epoch,
+                           self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp,
+                           self.attributes, self.crc, self.payload)
 
     def validate(self, *, deep: bool = False) -> None:
         """Check the crc (cheap, no decoding); `deep` also decodes and checks the records against the header.

@@ -71,6 +71,7 @@ class Transport:
     def __init__(self) -> None:
         self._nodes: dict[NodeId, _Node] = {}
         self._group_of: dict[NodeId, int] = {}
+        self._contexts: dict[NodeId, RequestContext] = {}
 
     def register(self, node_id: NodeId, handler: Handler, gate: PauseGate) -> None:
         self._nodes[node_id] = _Node(handler, gate)
@@ -93,6 +94,13 @@ class Transport:
 
     def heal(self) -> None:
         self._group_of = {}
+
+    def _context_of(self, source: NodeId) -> RequestContext:
+        """The context of a request that brought none (broker to broker): one per sender, as it never changes."""
+        context = self._contexts.get(source)
+        if context is None:
+            context = self._contexts[source] = RequestContext(source=source)
+        return context
 
     def link_up(self, a: NodeId, b: NodeId) -> bool:
         group_a, group_b = self._group_of.get(a), self._group_of.get(b)
@@ -119,7 +127,7 @@ class Transport:
             node.serving.add(serving)
             try:
                 await node.gate.checkpoint()
-                response = await node.handler(request, context or RequestContext(source=source))
+                response = await node.handler(request, context or self._context_of(source))
             finally:
                 node.serving.discard(serving)
         if serving.cancelled_caught:
