@@ -245,6 +245,7 @@ class Producer:
         self._lanes: dict[int, _Lane] = {}
         self._wakeup = trio.Event()
         self._timer = Timer()  # wakes the sender for linger.ms, retry backoffs and delivery timeouts
+        self._next_check = math.inf  # when the sender's timer wakes it next
         self._flushing = 0
         self._open = False  # between __aenter__ and __aexit__
         self._needs_producer_id = self.idempotent
@@ -353,8 +354,8 @@ class Producer:
         if timestamp is not None or batch.timestamps is not None:
             batch.add_timestamp(NO_TIMESTAMP if timestamp is None else timestamp)
         batch.size += size
-        if batch.size >= self._batch_size:
-            self._wakeup.set()
+        if started or batch.size >= self._batch_size:  # ready now, or ready after linger.ms
+            self._drain_now()
         handle = _new_handle(RecordHandle, (batch, len(rows) - 1))
         if started:  # let the sender run while records keep coming, as Kafka's sender thread would
             await trio.lowlevel.checkpoint()
@@ -366,7 +367,6 @@ class Producer:
         batch = _ProducerBatch(TopicPartition(topic, partition), trio.current_time(), self._delivery_timeout_s)
         queue.batches.append(batch)
         self._incomplete.add(batch)
-        self._wakeup.set()
         return batch
 
     async def flush(self) -> None:
@@ -393,11 +393,23 @@ class Producer:
                     continue
                 await self._init_producer_id()
                 continue
-            next_check = self._drain(now)
+            self._next_check = next_check = self._drain(now)
             entry = self._timer.schedule(next_check, self._wakeup) if next_check < math.inf else None
             await self._wakeup.wait()
             if entry is not None:
                 self._timer.cancel(entry)
+
+    def _drain_now(self) -> None:
+        """Drain from the task that made a batch ready: a send that filled or opened one, a response that freed a slot.
+
+        Waking the sender task for it cost a scheduling round per batch. The sender keeps the clock (linger.ms,
+        retry backoffs, delivery timeouts) and is woken only when something is due before its timer fires.
+        """
+        if self._needs_producer_id:
+            self._wakeup.set()
+            return
+        if self._drain(trio.current_time()) < self._next_check:
+            self._wakeup.set()
 
     def _drain(self, now: float) -> float:
         """Send every ready partition batch, one request per leader; returns when to look again."""
@@ -497,7 +509,7 @@ class Producer:
                 queue = self._queues[batch.tp]
                 queue.in_flight.remove(batch)
                 queue.requeue_retries()
-            self._wakeup.set()
+            self._drain_now()
 
     def _on_failure(self, batch: _ProducerBatch, error: KafkaError) -> None:
         queue = self._queues[batch.tp]
