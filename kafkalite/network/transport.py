@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import trio
@@ -118,23 +119,86 @@ class Transport:
         `scope` to serve it in: cancelling it, or its deadline passing, ends in NETWORK_EXCEPTION as if the
         broker had gone, and the request costs one cancel scope instead of two.
         """
+        node = self._node_for(source, destination)
+        with scope or trio.CancelScope() as serving:
+            node.serving.add(serving)
+            try:
+                response = await self._deliver(node, source, destination, request, context)
+            finally:
+                node.serving.discard(serving)
+        if serving.cancelled_caught:
+            raise NetworkExceptionError(f"Broker {destination} disconnected while handling {type(request).__name__}")
+        return response
+
+    def channel(self, source: NodeId, destination: NodeId) -> Channel:
+        """A connection for a stream of requests from `source` to `destination`: `with transport.channel(...)`."""
+        return Channel(self, source, destination)
+
+    def _node_for(self, source: NodeId, destination: NodeId) -> _Node:
         node = self._nodes.get(destination)
         if node is None:
             raise NetworkExceptionError(f"Broker {destination} is not available (connection refused)")
         if not self.link_up(source, destination):
             raise NetworkExceptionError(f"The link between {source} and {destination} is cut")
-        with scope or trio.CancelScope() as serving:
-            node.serving.add(serving)
-            try:
-                await node.gate.checkpoint()
-                response = await node.handler(request, context or self._context_of(source))
-            finally:
-                node.serving.discard(serving)
-        if serving.cancelled_caught:
-            raise NetworkExceptionError(f"Broker {destination} disconnected while handling {type(request).__name__}")
+        return node
+
+    async def _deliver(self, node: _Node, source: NodeId, destination: NodeId, request: Request,
+                       context: RequestContext | None) -> Any:
+        """The request's way through an open connection: the door of a paused broker, the handler, the way back."""
+        await node.gate.checkpoint()
+        response = await node.handler(request, context or self._context_of(source))
         sender = self._nodes.get(source)
         if sender is not None:
             await sender.gate.checkpoint()  # a paused sender acts on no response until it resumes
         if not self.link_up(source, destination):
             raise NetworkExceptionError(f"The link between {source} and {destination} was cut")
         return response
+
+
+class Channel:
+    """Requests from one node to another, all served inside one cancel scope that the sender holds open.
+
+    A follower fetches from its leader without pause, and entering and leaving a Trio cancel scope costs as much
+    as handling a small request: a channel pays for it once per connection instead of once per request. When
+    the destination goes down it cancels the scope, as a dying process drops its connections, and the `with`
+    block ends in NETWORK_EXCEPTION wherever it was. `close()` ends the block quietly, for a sender that wants
+    to start over (a fetcher given new partitions while its fetch is parked).
+    """
+
+    def __init__(self, transport: Transport, source: NodeId, destination: NodeId) -> None:
+        self._transport = transport
+        self._source = source
+        self._destination = destination
+        self._scope = trio.CancelScope()
+        self._node: _Node | None = None
+        self._closed = False
+
+    def __enter__(self) -> Channel:
+        self._node = self._transport._node_for(self._source, self._destination)
+        self._scope.__enter__()
+        self._node.serving.add(self._scope)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        assert self._node is not None
+        self._node.serving.discard(self._scope)
+        swallowed = self._scope.__exit__(exc_type, exc, tb)
+        if self._scope.cancelled_caught and not self._closed:
+            raise NetworkExceptionError(f"Broker {self._destination} disconnected")
+        return swallowed
+
+    def close(self) -> None:
+        self._closed = True
+        self._scope.cancel()
+
+    async def send(self, request: Request, context: RequestContext | None = None) -> Any:
+        """The response; NETWORK_EXCEPTION if the link is cut (the broker going down ends the whole block)."""
+        node = self._node
+        assert node is not None, "send on a channel outside its `with` block"
+        transport = self._transport
+        if transport._nodes.get(self._destination) is not node:
+            raise NetworkExceptionError(f"Broker {self._destination} is not available (connection refused)")
+        if not transport.link_up(self._source, self._destination):
+            raise NetworkExceptionError(f"The link between {self._source} and {self._destination} is cut")
+        return await transport._deliver(node, self._source, self._destination, request, context)

@@ -21,6 +21,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -44,8 +45,9 @@ from kafkalite.network.requests import (
     OffsetForLeaderPartition,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
+    Request,
 )
-from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.network.transport import Channel, PauseGate, Transport
 from kafkalite.server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -97,8 +99,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
-        self._fetch_in_flight: trio.CancelScope | None = None  # the scope the leader serves our fetch in
-        self._fetch_abandoned = False
+        self._channel: Channel | None = None  # the connection to the source broker while there is work
 
     def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
         """Fetch these too, from the next request on; a fetch parked at the leader is abandoned for it.
@@ -106,12 +107,12 @@ class ReplicaFetcher:
         The parked fetch lacks the new partitions and would hold them back for up to replica.fetch.wait.max.ms,
         so the first acks=all produce to a new partition on a quiet cluster would wait that long. Kafka's
         fetcher pays that wait; in one process, abandoning the fetch is free: it changed nothing at the
-        leader but the follower's position, which the next fetch reports again.
+        leader but the follower's position, which the next fetch reports again. The fetcher closes its
+        channel and connects again, which abandons whatever request it had in flight.
         """
         self.partitions.update(states)
-        if self._fetch_in_flight is not None:
-            self._fetch_abandoned = True
-            self._fetch_in_flight.cancel()
+        if self._channel is not None:
+            self._channel.close()
         self._signal_change()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
@@ -133,8 +134,11 @@ class ReplicaFetcher:
         with self.cancel_scope:
             while True:
                 await self._manager.gate.checkpoint()
+                if not self._fetchable():
+                    await self._idle()
+                    continue
                 try:
-                    await self._do_work()
+                    await self._work_connected()
                 except NetworkExceptionError as exc:
                     log.debug("broker %d: fetch from %d failed: %s", self._manager.broker_id,
                               self.source_broker_id, exc)
@@ -144,17 +148,28 @@ class ReplicaFetcher:
                                   self.source_broker_id)
                     await trio.sleep(self._manager.backoff_s)
 
-    async def _do_work(self) -> None:
+    def _fetchable(self) -> dict[TopicPartition, PartitionFetchState]:
         now = trio.current_time()
-        ready = {tp: st for tp, st in self.partitions.items() if not st.failed and st.delayed_until <= now}
-        if not ready:
-            await self._idle()
-            return
-        truncating = {tp: st for tp, st in ready.items() if st.truncating}
-        if truncating:
-            await self._truncate(truncating)
-        else:
-            await self._fetch(ready)
+        return {tp: st for tp, st in self.partitions.items() if not st.failed and st.delayed_until <= now}
+
+    async def _work_connected(self) -> None:
+        """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch."""
+        with self._manager.channel(self.source_broker_id) as channel:
+            self._channel = channel
+            try:
+                while ready := self._fetchable():
+                    truncating = {tp: st for tp, st in ready.items() if st.truncating}
+                    if truncating:
+                        await self._truncate(truncating)
+                    else:
+                        await self._fetch(ready)
+                    await self._manager.gate.checkpoint()
+            finally:
+                self._channel = None
+
+    async def _send(self, request: Request) -> Any:
+        assert self._channel is not None
+        return await self._channel.send(request)
 
     async def _idle(self) -> None:
         """Sleep until a partition is added or removed, or a delayed partition becomes fetchable again."""
@@ -178,7 +193,7 @@ class ReplicaFetcher:
         request = OffsetsForLeaderEpochRequest(self._manager.broker_id, [
             OffsetForLeaderPartition(tp.topic, tp.partition, _latest_epoch(st.partition), st.partition.leader_epoch)
             for tp, st in asked.items()])
-        response: OffsetsForLeaderEpochResponse = await self._manager.send(self.source_broker_id, request)
+        response: OffsetsForLeaderEpochResponse = await self._send(request)
         for answer in response.partitions:
             tp = TopicPartition(answer.topic, answer.partition)
             state = asked.get(tp)
@@ -213,16 +228,7 @@ class ReplicaFetcher:
                                        st.partition.leader_epoch, st.partition.log.log_start_offset)
                         for tp, st in states.items()],
             broker_epoch=manager.broker_epoch())
-        self._fetch_in_flight = in_flight = trio.CancelScope()
-        try:
-            response: FetchResponse = await manager.send(self.source_broker_id, request, in_flight)
-        except NetworkExceptionError:
-            if self._fetch_abandoned:  # partitions were added while it was parked: fetch again with them
-                return
-            raise
-        finally:
-            self._fetch_in_flight = None
-            self._fetch_abandoned = False
+        response: FetchResponse = await self._send(request)
         if response.error_code != errors.NONE.code:
             log.warning("broker %d: fetch from %d failed: %s", manager.broker_id, self.source_broker_id,
                         errors.for_code(response.error_code))
@@ -274,7 +280,7 @@ class ReplicaFetcher:
     async def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         request = ListOffsetsRequest(self._manager.broker_id, [ListOffsetsPartition(tp.topic, tp.partition,
                                                                                     timestamp)])
-        response: ListOffsetsResponse = await self._manager.send(self.source_broker_id, request)
+        response: ListOffsetsResponse = await self._send(request)
         answer = response.partitions[0]
         raise_for(answer.error_code, answer.error_message)
         return answer.offset
@@ -311,8 +317,8 @@ class ReplicaFetcherManager:
     def startup(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
 
-    async def send(self, destination: int, request: object, scope: trio.CancelScope | None = None) -> object:
-        return await self._transport.send(self.broker_id, destination, request, None, scope)  # type: ignore[arg-type]
+    def channel(self, destination: int) -> Channel:
+        return self._transport.channel(self.broker_id, destination)
 
     def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
         """Start fetching each partition from `(leader id, fetch offset)`, truncating by epoch first."""
