@@ -174,13 +174,21 @@ _new_handle = tuple.__new__
 class _PartitionQueue:
     """One partition's batches: queued (the last one open), in flight, and failed ones awaiting their turn."""
 
-    __slots__ = ("batches", "in_flight", "retries", "next_sequence")
+    __slots__ = ("batches", "open", "in_flight", "retries", "next_sequence")
 
     def __init__(self) -> None:
         self.batches: deque[_ProducerBatch] = deque()
+        self.open: _ProducerBatch | None = None  # the last queued batch, while it takes records
         self.in_flight: list[_ProducerBatch] = []
         self.retries: list[_ProducerBatch] = []
         self.next_sequence = 0
+
+    def pop(self) -> _ProducerBatch:
+        """The oldest queued batch, taken out to be sent or expired: no record joins it any more."""
+        batch = self.batches.popleft()
+        if batch is self.open:
+            self.open = None
+        return batch
 
     def requeue_retries(self) -> None:
         """Put failed batches back in front, oldest first, once nothing of this partition is in flight."""
@@ -233,6 +241,7 @@ class Producer:
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
         self._max_block_s = cfg["max.block.ms"] / 1000
         self._max_request_size: int = cfg["max.request.size"]
+        self._max_record_size = self._max_request_size - RECORD_BATCH_OVERHEAD  # alone in its batch
         self.idempotent = self._idempotence_wanted()
         self.producer_id = -1
         self.producer_epoch = -1
@@ -321,9 +330,13 @@ class Producer:
         """
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
-        if value is not None and type(value) is not bytes:
+        if type(value) is bytes:
+            size = _RECORD_OVERHEAD + len(value)
+        elif value is None:
+            size = _RECORD_OVERHEAD
+        else:
             value = _as_bytes("value", value)
-        size = _RECORD_OVERHEAD + (len(value) if value is not None else 0)
+            size = _RECORD_OVERHEAD + len(value)
         if key is not None:
             if type(key) is not bytes:
                 key = _as_bytes("key", key)
@@ -339,13 +352,13 @@ class Producer:
                 self._partitioner.partition(topic, num_partitions)
         elif not 0 <= partition < num_partitions:
             raise ValueError(f"partition {partition} is not in topic {topic} ({num_partitions} partitions)")
-        if size + RECORD_BATCH_OVERHEAD > self._max_request_size:
+        if size > self._max_record_size:
             return RecordHandle.failed(TopicPartition(topic, partition), MessageTooLargeError(
                 f"The message is {size + RECORD_BATCH_OVERHEAD} bytes when serialized which is larger than "
                 f"max.request.size ({self._max_request_size})"))
         queue = self._queues.get((topic, partition))  # type: ignore[call-overload]  # a plain tuple hashes alike
-        batch = queue.batches[-1] if queue is not None and queue.batches else None
-        started = batch is None or batch.attempts > 0 or batch.size + size > self._batch_size
+        batch = queue.open if queue is not None else None
+        started = batch is None or batch.size + size > self._batch_size
         if started:
             batch = self._open_batch(queue, topic, partition)
         assert batch is not None
@@ -366,6 +379,7 @@ class Producer:
             queue = self._queues[TopicPartition(topic, partition)] = _PartitionQueue()
         batch = _ProducerBatch(TopicPartition(topic, partition), trio.current_time(), self._delivery_timeout_s)
         queue.batches.append(batch)
+        queue.open = batch
         self._incomplete.add(batch)
         return batch
 
@@ -444,7 +458,7 @@ class Producer:
                     next_check = now
                     break
                 request_size += batch.size
-                queue.batches.popleft()
+                queue.pop()
                 queue.in_flight.append(batch)
                 batches.append(self._seal(queue, batch))
             self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
@@ -551,7 +565,7 @@ class Producer:
     def _expire_batches(self, now: float) -> None:
         for queue in self._queues.values():
             while queue.batches and queue.batches[0].deadline <= now:
-                batch = queue.batches.popleft()
+                batch = queue.pop()
                 self._fail_batch(queue, batch, RequestTimedOutError(
                     f"Expiring {len(batch.rows)} record(s) for {batch.tp}: "
                     f"{self._delivery_timeout_s * 1000:.0f} ms has passed since batch creation"))
