@@ -247,6 +247,7 @@ class Producer:
         self.producer_epoch = -1
         self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self._topics = self.metadata.topics  # updated in place by every refresh
         self._partitioner = StickyPartitioner()
         self._queues: dict[TopicPartition, _PartitionQueue] = {}
         self._incomplete: set[_ProducerBatch] = set()
@@ -345,7 +346,7 @@ class Producer:
         if headers:
             record_headers = tuple((str(k), None if v is None else _as_bytes("header value", v)) for k, v in headers)
             size += sum(len(k) + len(v or b"") + 2 for k, v in record_headers)
-        topic_metadata = self.metadata.topics.get(topic) or await self.metadata.wait_for_topic(topic, self._max_block_s)
+        topic_metadata = self._topics.get(topic) or await self.metadata.wait_for_topic(topic, self._max_block_s)
         num_partitions = len(topic_metadata.partitions)
         if partition is None:
             partition = partition_for_key(key, num_partitions) if key is not None else \
@@ -358,10 +359,11 @@ class Producer:
                 f"max.request.size ({self._max_request_size})"))
         queue = self._queues.get((topic, partition))  # type: ignore[call-overload]  # a plain tuple hashes alike
         batch = queue.open if queue is not None else None
-        started = batch is None or batch.size + size > self._batch_size
-        if started:
+        if batch is None or batch.size + size > self._batch_size:
             batch = self._open_batch(queue, topic, partition)
-        assert batch is not None
+            started = True
+        else:
+            started = False
         rows = batch.rows
         rows.append((0, key, value, record_headers))
         if timestamp is not None or batch.timestamps is not None:
