@@ -1,0 +1,109 @@
+"""The in-process transport's connections: a Channel serves a stream of requests in one cancel scope, and a broker
+going down, a cut link, a closed channel or a deadline each end a request the way the sender expects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.common.errors import NetworkExceptionError
+from kafkalite.network.requests import MetadataRequest, Request, RequestContext
+from kafkalite.network.transport import PauseGate, Transport
+
+
+class Broker:
+    """A node that answers with what it was asked and who asked; `park` holds requests until released."""
+
+    def __init__(self) -> None:
+        self.park = False
+        self.parked = 0
+        self.cancelled = 0
+        self.released = trio.Event()
+
+    async def handle(self, request: Request, context: RequestContext) -> Any:
+        if self.park:
+            self.parked += 1
+            try:
+                await self.released.wait()
+            except trio.Cancelled:
+                self.cancelled += 1
+                raise
+        return (request, context.source)
+
+
+def transport_with(broker: Broker) -> Transport:
+    transport = Transport()
+    transport.register(1, broker.handle, PauseGate())
+    return transport
+
+
+async def test_a_channel_serves_requests_in_order_with_the_senders_context() -> None:
+    broker = Broker()
+    transport = transport_with(broker)
+    requests = [MetadataRequest([f"t{i}"]) for i in range(3)]
+    with transport.channel(2, 1) as channel:
+        answers = [await channel.send(request) for request in requests]
+    assert answers == [(request, 2) for request in requests]
+
+
+async def test_a_broker_going_down_ends_the_channel_and_its_parked_request(autojump_clock: Any) -> None:
+    broker = Broker()
+    broker.park = True
+    transport = transport_with(broker)
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(NetworkExceptionError, match="disconnected"):
+            with transport.channel(2, 1) as channel:
+                async def crash_later() -> None:
+                    await trio.sleep(1)
+                    transport.unregister(1)
+
+                nursery.start_soon(crash_later)
+                await channel.send(MetadataRequest())
+    assert (broker.parked, broker.cancelled) == (1, 1)
+    with pytest.raises(NetworkExceptionError, match="not available"):
+        with transport.channel(2, 1):
+            pass
+
+
+async def test_closing_a_channel_abandons_its_request_quietly(autojump_clock: Any) -> None:
+    broker = Broker()
+    broker.park = True
+    transport = transport_with(broker)
+    reached_end = False
+    async with trio.open_nursery() as nursery:
+        with transport.channel(2, 1) as channel:
+            async def close_later() -> None:
+                await trio.sleep(1)
+                channel.close()
+
+            nursery.start_soon(close_later)
+            await channel.send(MetadataRequest())
+            reached_end = True
+    assert not reached_end and broker.cancelled == 1
+    broker.park = False  # the broker still serves the next connection
+    with transport.channel(2, 1) as channel:
+        assert await channel.send(MetadataRequest()) == (MetadataRequest(), 2)
+
+
+async def test_a_cut_link_fails_the_next_request() -> None:
+    transport = transport_with(Broker())
+    with transport.channel(2, 1) as channel:
+        assert await channel.send(MetadataRequest()) == (MetadataRequest(), 2)
+        transport.partition([1], [2])
+        with pytest.raises(NetworkExceptionError, match="cut"):
+            await channel.send(MetadataRequest())
+        transport.heal()
+        assert await channel.send(MetadataRequest()) == (MetadataRequest(), 2)
+
+
+async def test_a_send_scope_with_a_deadline_abandons_the_request_at_the_deadline(autojump_clock: Any) -> None:
+    """How client request timeouts work in-process: the broker serves the request in the client's scope."""
+    broker = Broker()
+    broker.park = True
+    transport = transport_with(broker)
+    started = trio.current_time()
+    with pytest.raises(NetworkExceptionError, match="disconnected"):
+        await transport.send("client", 1, MetadataRequest(), scope=trio.CancelScope(deadline=started + 2))
+    assert trio.current_time() - started == 2 and broker.cancelled == 1
