@@ -39,7 +39,37 @@ from kafkalite.network.requests import InitProducerIdRequest, InitProducerIdResp
 
 log = logging.getLogger(__name__)
 
-_RECORD_OVERHEAD = 12  # msgpack framing of one record, so batch.size counts roughly what goes on the wire
+# batch.size counts what goes on the wire, as Kafka's producer counts each record's exact size: a batch of
+# 100-byte values holds as many records as it has room for, and never more than max.request.size allows.
+_EMPTY_BATCH_SIZE = RECORD_BATCH_OVERHEAD + 5  # the header, and the payload's array header at its largest
+_ROW_HEAD = 2  # a row's array header and a timestamp delta of 0
+_ROW_FRAMING = _ROW_HEAD + 2  # a row (0, None, value, ()) besides its value: also the nil key and empty headers
+_STAMPED_DELTA = 8  # what a timestamp delta may take beyond the one byte of a 0
+
+
+def _bytes_size(data: bytes | None) -> int:
+    """msgpack's size of a key or value: nil, or bin8/16/32 with its length."""
+    if data is None:
+        return 1
+    size = len(data)
+    return size + (2 if size < 0x100 else 3 if size < 0x10000 else 5)
+
+
+def _headers_size(headers: tuple[Header, ...]) -> int:
+    """msgpack's size of a row's headers: an array of (str key, bytes or nil value) pairs."""
+    size = 1 if len(headers) < 16 else 3 if len(headers) < 0x10000 else 5
+    for key, value in headers:
+        encoded = len(key.encode())
+        size += 1 + encoded + (1 if encoded < 32 else 2 if encoded < 0x100 else 3 if encoded < 0x10000 else 5)
+        size += _bytes_size(value)
+    return size
+
+
+def _row_size(row: Row, stamped: bool) -> int:
+    """The most msgpack may take for `row`; `stamped` when its timestamp delta may be other than 0."""
+    _, key, value, headers = row
+    return _ROW_HEAD + _bytes_size(key) + _bytes_size(value) + _headers_size(headers) + \
+        (_STAMPED_DELTA if stamped else 0)
 
 
 def _as_bytes(name: str, data: object) -> bytes:
@@ -70,7 +100,7 @@ class _ProducerBatch:
         self.tp = tp
         self.rows: list[Row] = []
         self.timestamps: list[int] | None = None
-        self.size = RECORD_BATCH_OVERHEAD
+        self.size = _EMPTY_BATCH_SIZE
         self.created = created
         self.created_ms = now_ms()  # the timestamp of its records sent without one, read once per batch
         self.deadline = created + delivery_timeout_s
@@ -119,7 +149,7 @@ class _ProducerBatch:
             part.rows.append(row)
             if self.timestamps is not None:
                 part.timestamps = [self.timestamps[index]]
-            part.size = RECORD_BATCH_OVERHEAD + _RECORD_OVERHEAD + len(row[1] or b"") + len(row[2] or b"")
+            part.size = _EMPTY_BATCH_SIZE + _row_size(row, self.timestamps is not None)
             part.base_sequence = self.base_sequence + index if self.base_sequence >= 0 else -1
             part.parent = self
             parts.append(part)
@@ -241,7 +271,7 @@ class Producer:
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
         self._max_block_s = cfg["max.block.ms"] / 1000
         self._max_request_size: int = cfg["max.request.size"]
-        self._max_record_size = self._max_request_size - RECORD_BATCH_OVERHEAD  # alone in its batch
+        self._max_record_size = self._max_request_size - _EMPTY_BATCH_SIZE  # alone in its batch
         self.idempotent = self._idempotence_wanted()
         self.producer_id = -1
         self.producer_epoch = -1
@@ -331,21 +361,21 @@ class Producer:
         """
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
-        if type(value) is bytes:
-            size = _RECORD_OVERHEAD + len(value)
-        elif value is None:
-            size = _RECORD_OVERHEAD
+        if type(value) is bytes:  # _ROW_FRAMING + _bytes_size(value), inlined on the client's hottest line
+            size = len(value)
+            size += _ROW_FRAMING + (2 if size < 0x100 else 3 if size < 0x10000 else 5)
         else:
-            value = _as_bytes("value", value)
-            size = _RECORD_OVERHEAD + len(value)
+            if value is not None:
+                value = _as_bytes("value", value)
+            size = _ROW_FRAMING + _bytes_size(value)
         if key is not None:
             if type(key) is not bytes:
                 key = _as_bytes("key", key)
-            size += len(key)
+            size += _bytes_size(key) - 1
         record_headers: tuple[Header, ...] = ()
         if headers:
             record_headers = tuple((str(k), None if v is None else _as_bytes("header value", v)) for k, v in headers)
-            size += sum(len(k) + len(v or b"") + 2 for k, v in record_headers)
+            size += _headers_size(record_headers) - 1
         topic_metadata = self._topics.get(topic) or await self.metadata.wait_for_topic(topic, self._max_block_s)
         num_partitions = len(topic_metadata.partitions)
         if partition is None:
@@ -355,10 +385,13 @@ class Producer:
             raise ValueError(f"partition {partition} is not in topic {topic} ({num_partitions} partitions)")
         if size > self._max_record_size:
             return RecordHandle.failed(TopicPartition(topic, partition), MessageTooLargeError(
-                f"The message is {size + RECORD_BATCH_OVERHEAD} bytes when serialized which is larger than "
+                f"The message is {size + _EMPTY_BATCH_SIZE} bytes when serialized which is larger than "
                 f"max.request.size ({self._max_request_size})"))
         queue = self._queues.get((topic, partition))  # type: ignore[call-overload]  # a plain tuple hashes alike
         batch = queue.open if queue is not None else None
+        stamped = timestamp is not None or (batch is not None and batch.timestamps is not None)
+        if stamped:
+            size += _STAMPED_DELTA  # a delta from a timestamp of the record's own, or from another record's
         if batch is None or batch.size + size > self._batch_size:
             batch = self._open_batch(queue, topic, partition)
             started = True
@@ -366,7 +399,7 @@ class Producer:
             started = False
         rows = batch.rows
         rows.append((0, key, value, record_headers))
-        if timestamp is not None or batch.timestamps is not None:
+        if stamped and (timestamp is not None or batch.timestamps is not None):  # not a new batch left plain
             batch.add_timestamp(NO_TIMESTAMP if timestamp is None else timestamp)
         batch.size += size
         if started or batch.size >= self._batch_size:  # ready now, or ready after linger.ms

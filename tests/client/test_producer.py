@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from kafkalite.client import Producer, RecordMetadata
 from kafkalite.client.partitioner import partition_for_key
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import MessageTooLargeError, RequestTimedOutError, UnknownTopicOrPartitionError
+from kafkalite.common.records import RecordBatch
 from kafkalite.common.types import TopicPartition
 
 from .conftest import consume
@@ -70,6 +72,40 @@ async def test_a_full_batch_goes_without_lingering(autojump_clock: Any, cluster:
         with trio.fail_after(10):
             await handles[0]
         await producer.flush()
+
+
+def stored_batches(cluster: Cluster, topic: str) -> list[RecordBatch]:
+    log = cluster.log_manager(cluster.leader_for(topic, 0)).get_log(TopicPartition(topic, 0))
+    assert log is not None
+    return [batch for segment in log.segments for batch in segment.batches]
+
+
+async def test_batches_fill_to_batch_size_by_exact_record_sizes(autojump_clock: Any, cluster: Cluster,
+                                                                bootstrap: Any) -> None:
+    """As in Kafka's producer, a record joins a batch while its encoded size still fits batch.size: a 16 KiB
+    batch of 100-byte values holds 153 of them (a batch header and 106 bytes each), and no batch of mixed
+    keys, headers and timestamps goes past batch.size."""
+    await cluster.create_topic("uniform", partitions=1, replication_factor=1)
+    await cluster.create_topic("mixed", partitions=1, replication_factor=1)
+    seed = 20261123
+    rng = random.Random(seed)
+    async with Producer(bootstrap, linger_ms=3_600_000, batch_size=16384) as producer:
+        for _ in range(1000):
+            await producer.send("uniform", bytes(100), partition=0)
+        for i in range(1000):
+            await producer.send("mixed", bytes(rng.choice([0, 100, 255, 256, 3000])), partition=0,
+                                key=rng.choice([None, b"k", bytes(300)]),
+                                headers=rng.choice([None, [("trace", b"x" * rng.randrange(300))], [("é" * 40, None)]]),
+                                timestamp=rng.choice([None, 1_700_000_000_000 + i, 0]))
+        await producer.flush()
+    uniform = stored_batches(cluster, "uniform")
+    assert [batch.record_count for batch in uniform] == [153] * 6 + [82]
+    assert max(batch.size_in_bytes for batch in uniform) <= 16384
+    mixed = stored_batches(cluster, "mixed")
+    assert sum(batch.record_count for batch in mixed) == 1000
+    assert max(batch.size_in_bytes for batch in mixed) <= 16384, f"seed {seed}"
+    # the largest record (3 KB value, 300-byte key and header) may not fit what a batch has left
+    assert min(batch.size_in_bytes for batch in mixed[:-1]) > 16384 - 4096, f"seed {seed}: batches left unfilled"
 
 
 async def test_headers_keys_and_timestamps_round_trip(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
