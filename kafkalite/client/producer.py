@@ -1,9 +1,11 @@
-"""The producer: Kafka's RecordAccumulator and Sender, in one Trio task plus one task per request in flight.
+"""The producer: Kafka's RecordAccumulator and Sender, as Trio tasks.
 
-`send()` only appends the record to its partition's open batch and returns a handle; the sender task drains
-batches that are full, have lingered `linger.ms`, or are being flushed, and sends one ProduceRequest per
-leader carrying one batch of every ready partition, with at most `max.in.flight.requests.per.connection`
-requests in flight per broker.
+`send()` only appends the record to its partition's open batch and returns a handle. Batches are drained when
+they are full, have lingered `linger.ms`, or are being flushed: by the task that made them ready (a `send()`,
+a response that freed a request slot), or by the sender task, which keeps the clock. A drain makes one
+ProduceRequest per leader carrying one batch of every ready partition, with at most
+`max.in.flight.requests.per.connection` requests in flight per broker, and hands it to that leader's lane,
+whose tasks send the requests in order.
 
 Ordering: a partition whose batch failed with a retriable error stops sending until its requests in flight
 have all come back, then re-sends the failed batches in their original order. With idempotence (the
