@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000, help="records for the in-process run")
     parser.add_argument("--tcp-records", type=int, default=500_000, help="records for the TCP run")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating in-process and mockafka-py rounds")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating in-process and mockafka-py rounds")
     args = parser.parse_args(argv)
     mine: list[tuple[float, float]] = []
     theirs: list[tuple[float, float]] = []
