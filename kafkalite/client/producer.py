@@ -28,7 +28,7 @@ import trio
 from kafkalite.client.config import producer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.partitioner import StickyPartitioner, partition_for_key
-from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
+from kafkalite.client.transport import ClientTransport, ClusterLike, RequestStream, open_transport
 from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import KafkaError, MessageTooLargeError, OutOfOrderSequenceNumberError, \
@@ -509,11 +509,22 @@ class Producer:
         return next_check
 
     async def _run_lane(self, leader: int, lane: _Lane) -> None:
+        """Send the lane's requests in order over one stream to the leader, opened again whenever it breaks."""
         requests = lane.requests
         while True:
             while not requests:
                 await lane.lot.park()
-            await self._send_produce(leader, requests.popleft())
+            batches = requests.popleft()
+            opened = False
+            try:
+                with self._transport.stream(leader) as stream:
+                    opened = True
+                    await self._send_produce(stream, leader, batches)
+                    while requests:
+                        await self._send_produce(stream, leader, requests.popleft())
+            except KafkaError as exc:  # the request in progress when the stream broke has failed with it
+                if not opened:  # the leader could not be reached: the request fails as its send would have
+                    self._complete_request(leader, batches, exc)
 
     def _seal(self, queue: _PartitionQueue, batch: _ProducerBatch) -> _ProducerBatch:
         """Fix the batch's sequence and encode it, once: retries re-send the very same bytes."""
@@ -534,16 +545,26 @@ class Producer:
         batch.attempts += 1
         return batch
 
-    async def _send_produce(self, leader: int, batches: list[_ProducerBatch]) -> None:
+    async def _send_produce(self, stream: RequestStream, leader: int, batches: list[_ProducerBatch]) -> None:
         request = ProduceRequest(self.acks, self._request_timeout_ms, [
             ProducePartitionData(b.tp.topic, b.tp.partition, [b.encoded]) for b in batches])  # type: ignore[list-item]
+        outcome: ProduceResponse | KafkaError | None = None
         try:
-            response: ProduceResponse = await self._transport.send(leader, request)
+            outcome = await stream.send(request)
         except KafkaError as exc:
-            for batch in batches:
-                self._on_failure(batch, exc)
-        else:
-            results = {(r.topic, r.partition): r for r in response.partitions}
+            outcome = exc
+        finally:  # also when the stream is cancelled under the request: it broke, or the request timed out
+            self._complete_request(leader, batches, stream.failure() if outcome is None else outcome)
+
+    def _complete_request(self, leader: int, batches: list[_ProducerBatch],
+                          outcome: ProduceResponse | KafkaError) -> None:
+        try:
+            if isinstance(outcome, KafkaError):
+                for batch in batches:
+                    if not batch.done.is_set():  # a producer closing has failed every batch already
+                        self._on_failure(batch, outcome)
+                return
+            results = {(r.topic, r.partition): r for r in outcome.partitions}
             for batch in batches:
                 result = results.get(batch.tp)
                 if result is None:

@@ -192,6 +192,17 @@ class Channel:
         self._closed = True
         self._scope.cancel()
 
+    @property
+    def deadline(self) -> float:
+        return self._scope.deadline
+
+    @deadline.setter
+    def deadline(self, deadline: float) -> None:
+        """When the channel breaks unless its sender moves this on: a client's request timeout, request by
+        request. A deadline that passes cancels the channel for good, as Kafka's clients close a connection
+        whose request timed out."""
+        self._scope.deadline = deadline
+
     async def send(self, request: Request, context: RequestContext | None = None) -> Any:
         """The response; NETWORK_EXCEPTION if the link is cut (the broker going down ends the whole block)."""
         node = self._node
