@@ -3,9 +3,9 @@
 Both speak the same request dataclasses and fail the same way (NETWORK_EXCEPTION when a broker cannot be
 reached, REQUEST_TIMED_OUT after request.timeout.ms), so producer, consumer and admin do not know which one
 they use. Requests to one broker are handled by it in the order they were sent: a TCP connection gives that
-for free, and the in-process transport gets it by sending one request at a time per broker, because it runs
-each request as its own task and Trio does not promise to start tasks in the order they were spawned.
-Kafka's ordering guarantees for retried and pipelined produce requests rest on exactly this.
+for free, and the in-process transport gets it by letting one request at a time per broker through, in the
+order the client's tasks asked (Trio's lock is first come, first served). Kafka's ordering guarantees for
+retried and pipelined produce requests rest on exactly this.
 """
 
 from __future__ import annotations
@@ -160,17 +160,28 @@ class _InProcessStream(RequestStream):
 
     async def send(self, request: Request) -> Any:
         transport, node = self._transport, self._node
-        self._channel.deadline = trio.current_time() + transport.request_timeout_s
-        lock = transport._locks[node]
+        transport._in_flight[node] += 1
+        try:
+            return await self.exchange(request, trio.current_time() + transport.request_timeout_s)
+        finally:
+            transport._in_flight[node] -= 1
+
+    async def exchange(self, request: Request, deadline: float) -> Any:
+        """One request per broker at a time, in the order they came, like one Kafka connection.
+
+        An idle broker is taken without yielding: the request then reaches the broker's handler before any other
+        task runs, and a produce costs one scheduling round less. Waiting for a busy broker counts toward the
+        request's deadline, as a request queued on a Kafka connection does.
+        """
+        self._channel.deadline = deadline
+        lock = self._transport._locks[self._node]
         try:
             lock.acquire_nowait()
         except trio.WouldBlock:
             await lock.acquire()
-        transport._in_flight[node] += 1
         try:
-            return await self._channel.send(request, transport._context)
+            return await self._channel.send(request, self._transport._context)
         finally:
-            transport._in_flight[node] -= 1
             lock.release()
 
     def failure(self) -> KafkaError:
@@ -201,25 +212,9 @@ class InProcessTransport(ClientTransport):
         return self._transport.channel(self.name, node)
 
     async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
-        """One request per broker at a time, in the order they came, like one Kafka connection.
-
-        An idle broker is taken without yielding: the request then reaches the broker's handler before any other
-        task runs, and a produce costs one scheduling round less. The request timeout is the deadline of the
-        scope the broker serves the request in, so a request pays for one cancel scope, not two.
-        """
-        lock = self._locks[node]
-        try:
-            lock.acquire_nowait()
-        except trio.WouldBlock:
-            with trio.move_on_at(deadline):
-                await lock.acquire()
-            if trio.current_time() >= deadline:
-                raise NetworkExceptionError(f"broker {node} is busy with earlier requests") from None
-        try:
-            return await self._transport.send(self.name, node, request, self._context,
-                                              trio.CancelScope(deadline=deadline))
-        finally:
-            lock.release()
+        """A stream of one request: the broker serves it in one cancel scope, whose deadline is the request's."""
+        with _InProcessStream(self, node) as stream:
+            return await stream.exchange(request, deadline)
 
 
 class TcpTransport(ClientTransport):

@@ -110,17 +110,15 @@ class Transport:
     # -- delivery -------------------------------------------------------------------------------------------------
 
     async def send(self, source: NodeId, destination: NodeId, request: Request,
-                   context: RequestContext | None = None, scope: trio.CancelScope | None = None) -> Any:
+                   context: RequestContext | None = None) -> Any:
         """Run `request` on `destination` and return its response; NETWORK_EXCEPTION if it cannot get there.
 
         Cancelling the caller abandons the request like a client closing its socket: what the handler did
         before its first wait (an append) stays done, what it was waiting for (replication) is not awaited.
-        A caller that may abandon the request itself (a timeout, a fetch made stale) passes the unentered
-        `scope` to serve it in: cancelling it, or its deadline passing, ends in NETWORK_EXCEPTION as if the
-        broker had gone, and the request costs one cancel scope instead of two.
+        A sender that may abandon requests itself (on a timeout, or a fetch made stale) uses a `channel`.
         """
         node = self._node_for(source, destination)
-        with scope or trio.CancelScope() as serving:
+        with trio.CancelScope() as serving:
             node.serving.add(serving)
             try:
                 response = await self._deliver(node, source, destination, request, context)

@@ -98,12 +98,15 @@ async def test_a_cut_link_fails_the_next_request() -> None:
         assert await channel.send(MetadataRequest()) == (MetadataRequest(), 2)
 
 
-async def test_a_send_scope_with_a_deadline_abandons_the_request_at_the_deadline(autojump_clock: Any) -> None:
-    """How client request timeouts work in-process: the broker serves the request in the client's scope."""
+async def test_a_channel_deadline_abandons_the_request_and_breaks_the_channel(autojump_clock: Any) -> None:
+    """How client request timeouts work in-process: the broker serves the request in a channel whose deadline is
+    the request's, and a request that times out breaks the channel, as a Kafka client drops the connection."""
     broker = Broker()
     broker.park = True
     transport = transport_with(broker)
     started = trio.current_time()
     with pytest.raises(NetworkExceptionError, match="disconnected"):
-        await transport.send("client", 1, MetadataRequest(), scope=trio.CancelScope(deadline=started + 2))
+        with transport.channel("client", 1) as channel:
+            channel.deadline = started + 2
+            await channel.send(MetadataRequest())
     assert trio.current_time() - started == 2 and broker.cancelled == 1
