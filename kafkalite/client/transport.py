@@ -79,10 +79,13 @@ class ClientTransport(ABC):
         except NetworkExceptionError:
             if trio.current_time() < deadline:
                 raise
-            raise RequestTimedOutError(f"no response from {node} to {type(request).__name__} within "
-                                       f"{self.request_timeout_s:.0f} ms") from None
+            raise self.timed_out(node, request) from None
         finally:
             self._in_flight[node] -= 1
+
+    def timed_out(self, node: NodeKey, request: Request | None = None) -> RequestTimedOutError:
+        what = "" if request is None else f" to {type(request).__name__}"
+        return RequestTimedOutError(f"no response from {node}{what} within {self.request_timeout_s * 1000:.0f} ms")
 
     def stream(self, node: NodeKey) -> RequestStream:
         """Requests to one broker one after another, as a producer's lane sends them: `with transport.stream(n)`.
@@ -186,8 +189,7 @@ class _InProcessStream(RequestStream):
 
     def failure(self) -> KafkaError:
         if trio.current_time() >= self._channel.deadline:
-            return RequestTimedOutError(f"no response from {self._node} within "
-                                        f"{self._transport.request_timeout_s * 1000:.0f} ms")
+            return self._transport.timed_out(self._node)
         return NetworkExceptionError(f"Broker {self._node} disconnected")
 
 

@@ -206,8 +206,6 @@ class Channel:
         node = self._node
         assert node is not None, "send on a channel outside its `with` block"
         transport = self._transport
-        if transport._nodes.get(self._destination) is not node:
+        if transport._node_for(self._source, self._destination) is not node:  # a broker restarted since
             raise NetworkExceptionError(f"Broker {self._destination} is not available (connection refused)")
-        if not transport.link_up(self._source, self._destination):
-            raise NetworkExceptionError(f"The link between {self._source} and {self._destination} is cut")
         return await transport._deliver(node, self._source, self._destination, request, context)

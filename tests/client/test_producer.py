@@ -167,8 +167,9 @@ async def test_a_paused_leader_times_requests_out_and_the_producer_recovers(
         cluster.pause_broker(leader)
         started = trio.current_time()
         handle = await producer.send("stuck", b"timed out")
-        with trio.fail_after(10), pytest.raises(RequestTimedOutError):
+        with trio.fail_after(10), pytest.raises(RequestTimedOutError) as timed_out:
             await handle
+        assert "within 1000 ms" in str(timed_out.value)  # request.timeout.ms, named in its own unit
         assert 3 <= trio.current_time() - started < 4.5
         cluster.resume_broker(leader)
         after = await (await producer.send("stuck", b"after"))
