@@ -11,7 +11,7 @@ from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
-from kafkalite.controller.context import ReplicaState
+from kafkalite.controller.replica_state_machine import ReplicaState
 from kafkalite.network.requests import DeleteTopicsRequest
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000}

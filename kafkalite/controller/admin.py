@@ -1,24 +1,48 @@
-"""Topic creation: validation and Kafka's replica assignment (AdminUtils.assignReplicasToBrokers).
+"""Topics and partitions come and go: CreateTopics, CreatePartitions and DeleteTopics on the controller, the
+topic watches that bring new partitions online, and Kafka's replica assignment (AdminUtils).
 
-The assignment must match Kafka's so that a topic spreads over brokers, leaders included, the way operators
-expect: round-robin from a random start, followers shifted so that no two partitions share the same follower
-pattern, and with racks, each rack holding a replica before any holds two.
+A request only writes the coordination service (a topic's znodes, a bigger assignment, `/admin/delete_topics`)
+and the watches do the rest, exactly as when a tool writes those znodes itself; the request then waits on a
+`Completion` for the outcome. The assignment must match Kafka's so that a topic spreads over brokers, leaders
+included, the way operators expect: round-robin from a random start, followers shifted so that no two
+partitions share the same follower pattern, and with racks, each rack holding a replica before any holds two.
 """
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig, TopicConfig
 from kafkalite.common.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    KafkaError,
     TopicAlreadyExistsError,
 )
-from kafkalite.common.types import validate_topic_name
-from kafkalite.network.requests import CreatableTopic
+from kafkalite.common.types import TopicPartition, validate_topic_name
+from kafkalite.controller.context import ControllerContext
+from kafkalite.controller.event_manager import Completion
+from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
+from kafkalite.coordination.errors import NodeExistsError
+from kafkalite.coordination.kafka_zk import KafkaZkClient, delete_topic_path, topic_path
+from kafkalite.coordination.service import CreateOp, WatchedEvent
+from kafkalite.network.requests import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+)
+
+log = logging.getLogger(__name__)
 
 
 def _replica_index(first_replica_index: int, second_replica_shift: int, replica_index: int,
@@ -121,3 +145,166 @@ def plan_topic(topic: CreatableTopic, config: BrokerConfig, existing_topics: set
         else topic.replication_factor
     return assign_replicas_to_brokers(partitions, replication, sorted(live_brokers), live_brokers,
                                       rng=rng), overrides
+
+
+class AdminManager:
+    """The controller's topic and partition creation, and the DeleteTopics request (TopicDeletionManager does
+    the deleting)."""
+
+    def __init__(self, controller_id: int, config: BrokerConfig, context: ControllerContext, zk: KafkaZkClient,
+                 partition_state_machine: PartitionStateMachine, replica_state_machine: ReplicaStateMachine,
+                 watch_topic: Callable[[str], Callable[[WatchedEvent], None]], rng: random.Random) -> None:
+        self.controller_id = controller_id
+        self.config = config
+        self.context = context
+        self.zk = zk
+        self._partitions = partition_state_machine
+        self._replicas = replica_state_machine
+        self._watch_topic = watch_topic  # the handler of a topic znode's changes: queues PartitionModifications
+        self.rng = rng
+        self._topics_online: dict[str, Completion] = {}
+        self._partitions_added: dict[str, Completion] = {}
+        self._topics_deleted: dict[str, Completion] = {}
+
+    def abandon(self) -> None:
+        """The controller resigns: wake every waiting request; a deletion it did not finish is not done."""
+        for waiters in (self._topics_online, self._partitions_added, self._topics_deleted):
+            for waiter in waiters.values():
+                waiter.finish(completed=False)
+            waiters.clear()
+
+    # -- the watches ----------------------------------------------------------------------------------------------
+
+    def watch_assignment(self, topic: str) -> dict[int, list[int]]:
+        """Read a topic's assignment and watch it: added partitions arrive as a change of this znode."""
+        self.zk.register_znode_change_handler(topic_path(topic), self._watch_topic(topic))
+        return self.zk.get_replica_assignment(topic, watch=True) or {}
+
+    def process_topic_change(self) -> None:
+        context = self.context
+        topics = set(self.zk.get_all_topics(watch=True))
+        new_topics = topics - context.all_topics
+        for topic in context.all_topics - topics:
+            context.remove_topic(topic)
+            self.zk.unregister_handlers(topic_path(topic))
+        context.all_topics |= new_topics
+        new_partitions = []
+        for topic in sorted(new_topics):
+            context.partition_assignments[topic] = self.watch_assignment(topic)
+            new_partitions.extend(context.partitions_for_topic(topic))
+        if new_partitions:
+            self.on_new_partition_creation(new_partitions)
+        for topic in new_topics:
+            _finish(self._topics_online, topic)
+
+    def process_partition_modifications(self, topic: str) -> None:
+        if topic not in self.context.all_topics:
+            return
+        assignment = self.watch_assignment(topic)
+        added = sorted(set(assignment) - set(self.context.partition_assignments.get(topic, {})))
+        if not added:
+            return
+        self.context.partition_assignments[topic] = assignment
+        self.on_new_partition_creation([TopicPartition(topic, p) for p in added])
+        _finish(self._partitions_added, topic)
+
+    def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        log.info("controller %d: new partitions %s", self.controller_id, [str(tp) for tp in partitions])
+        replicas = self.context.replicas_for_partitions(partitions)
+        self._partitions.handle_state_changes(partitions, PartitionState.NEW)
+        self._replicas.handle_state_changes(replicas, ReplicaState.NEW)
+        self._partitions.handle_state_changes(partitions, PartitionState.ONLINE)
+        self._replicas.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def on_topic_deleted(self, topic: str) -> None:
+        _finish(self._topics_deleted, topic)
+
+    # -- requests -------------------------------------------------------------------------------------------------
+
+    def create_topics(self, request: CreateTopicsRequest) -> tuple[list[CreatableTopicResult], list[Completion]]:
+        existing = set(self.zk.get_all_topics()) | self.context.all_topics
+        live = self._live_racks()
+        results, waiters = [], []
+        for topic in request.topics:
+            try:
+                assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng)
+                if not request.validate_only:
+                    self.zk.controller_multi(self.context.epoch_zk_version,
+                                             self.zk.create_topic_ops(topic.name, assignment, overrides))
+                    existing.add(topic.name)
+                    waiters.append(self._topics_online.setdefault(topic.name, Completion()))
+                results.append(CreatableTopicResult(topic.name, errors.NONE.code, None, len(assignment),
+                                                    len(next(iter(assignment.values())))))
+            except KafkaError as exc:
+                results.append(CreatableTopicResult(topic.name, exc.code, exc.message))
+            except NodeExistsError:
+                results.append(CreatableTopicResult(topic.name, errors.TOPIC_ALREADY_EXISTS.code,
+                                                    f"Topic '{topic.name}' already exists."))
+        return results, waiters
+
+    def create_partitions(self, request: CreatePartitionsRequest
+                          ) -> tuple[list[CreatePartitionsTopicResult], list[Completion]]:
+        """Extend topics' assignments (Kafka's way, continuing from the last partition) and let the watch act."""
+        results, waiters = [], []
+        live = self._live_racks()
+        for topic in request.topics:
+            try:
+                assignment = self._plan_new_partitions(topic, live)
+                if not request.validate_only:
+                    self.zk.controller_multi(self.context.epoch_zk_version,
+                                             [self.zk.set_replica_assignment_op(topic.name, assignment)])
+                    waiters.append(self._partitions_added.setdefault(topic.name, Completion()))
+                results.append(CreatePartitionsTopicResult(topic.name, errors.NONE.code))
+            except KafkaError as exc:
+                results.append(CreatePartitionsTopicResult(topic.name, exc.code, exc.message))
+        return results, waiters
+
+    def _live_racks(self) -> dict[int, str | None]:
+        return {b: info.rack for b, info in self.context.live_brokers.items() if b in self.context.live_broker_ids}
+
+    def _plan_new_partitions(self, topic: CreatePartitionsTopic, live: dict[int, str | None]) -> dict[int, list[int]]:
+        current = self.context.partition_assignments.get(topic.name)
+        if current is None:
+            raise errors.UnknownTopicOrPartitionError(f"Topic '{topic.name}' does not exist.")
+        if self.context.is_topic_queued_up_for_deletion(topic.name):
+            raise errors.InvalidTopicError(f"Topic '{topic.name}' is queued for deletion.")
+        if any(tp.topic == topic.name for tp in self.context.partitions_being_reassigned):
+            raise errors.ReassignmentInProgressError(f"Topic '{topic.name}' has partitions being reassigned.")
+        if topic.count <= len(current):
+            raise errors.InvalidPartitionsError(
+                f"Topic '{topic.name}' has {len(current)} partitions; the new count {topic.count} must be larger.")
+        new_count = topic.count - len(current)
+        replication = len(current[0])
+        if topic.assignments is not None:
+            if len(topic.assignments) != new_count:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"{len(topic.assignments)} assignments given for {new_count} new partitions.")
+            added = {len(current) + i: list(replicas) for i, replicas in enumerate(topic.assignments)}
+            validate_assignment({**current, **added}, set(live) | {r for rs in current.values() for r in rs})
+        else:
+            added = assign_replicas_to_brokers(new_count, replication, sorted(live), live, rng=self.rng,
+                                               start_partition_id=len(current))
+        return {**current, **added}
+
+    def delete_topics(self, request: DeleteTopicsRequest) -> tuple[list[DeletableTopicResult], list[Completion]]:
+        """Queue topics for deletion by writing `/admin/delete_topics/<topic>`; the watch does the rest."""
+        results, waiters = [], []
+        for topic in request.topic_names:  # with deletion disabled every topic gets that answer, as in Kafka
+            if not self.config["delete.topic.enable"]:
+                results.append(DeletableTopicResult(topic, errors.TOPIC_DELETION_DISABLED.code,
+                                                    "Topic deletion is disabled (delete.topic.enable=false)."))
+            elif topic not in self.context.all_topics:
+                results.append(DeletableTopicResult(topic, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                    f"Topic '{topic}' does not exist."))
+            else:
+                if not self.zk.exists(delete_topic_path(topic)):
+                    self.zk.controller_multi(self.context.epoch_zk_version, [CreateOp(delete_topic_path(topic))])
+                waiters.append(self._topics_deleted.setdefault(topic, Completion()))
+                results.append(DeletableTopicResult(topic, errors.NONE.code))
+        return results, waiters
+
+
+def _finish(waiters: dict[str, Completion], topic: str) -> None:
+    waiter = waiters.pop(topic, None)
+    if waiter is not None:
+        waiter.finish(completed=True)

@@ -1,57 +1,24 @@
-"""ControllerContext: the controller's cache of the cluster (seed 002), and the state vocabulary.
+"""ControllerContext: the controller's cache of the cluster (seed 002).
 
 Everything the controller decides is decided from this cache, which it builds at failover from the
 coordination service and keeps current from its watches. Only the one controller event task touches it, so
-it needs no locks (Kafka's controllerLock is our single event queue).
+it needs no locks (Kafka's controllerLock is our single event queue). The state vocabularies live with the
+machines that move them (partition_state_machine, replica_state_machine).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kafkalite.common.types import TopicPartition
+from kafkalite.controller.leader_selectors import Brokers
 from kafkalite.coordination.kafka_zk import BrokerInfo, LeaderIsrAndControllerEpoch
 
-
-class PartitionState(enum.Enum):
-    NEW = "NewPartition"
-    ONLINE = "OnlinePartition"
-    OFFLINE = "OfflinePartition"
-    NON_EXISTENT = "NonExistentPartition"
-
-
-class ReplicaState(enum.Enum):
-    NEW = "NewReplica"
-    ONLINE = "OnlineReplica"
-    OFFLINE = "OfflineReplica"
-    DELETION_STARTED = "ReplicaDeletionStarted"
-    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
-    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
-    NON_EXISTENT = "NonExistentReplica"
-
-
-# Kafka's validPreviousStates, one table per machine: the only moves the controller may make.
-PARTITION_VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
-    PartitionState.NEW: frozenset({PartitionState.NON_EXISTENT}),
-    PartitionState.ONLINE: frozenset({PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}),
-    PartitionState.OFFLINE: frozenset({PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}),
-    PartitionState.NON_EXISTENT: frozenset({PartitionState.OFFLINE}),
-}
-
-REPLICA_VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
-    ReplicaState.NEW: frozenset({ReplicaState.NON_EXISTENT}),
-    ReplicaState.ONLINE: frozenset({ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE,
-                                    ReplicaState.DELETION_INELIGIBLE}),
-    ReplicaState.OFFLINE: frozenset({ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE,
-                                     ReplicaState.DELETION_INELIGIBLE}),
-    ReplicaState.DELETION_STARTED: frozenset({ReplicaState.OFFLINE}),
-    ReplicaState.DELETION_SUCCESSFUL: frozenset({ReplicaState.DELETION_STARTED}),
-    ReplicaState.DELETION_INELIGIBLE: frozenset({ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED}),
-    ReplicaState.NON_EXISTENT: frozenset({ReplicaState.DELETION_SUCCESSFUL}),
-}
+if TYPE_CHECKING:
+    from kafkalite.controller.partition_state_machine import PartitionState
+    from kafkalite.controller.replica_state_machine import ReplicaState
 
 
 class IllegalStateTransition(Exception):
@@ -70,7 +37,10 @@ class PartitionAndReplica(NamedTuple):
 
 @dataclass
 class ReassignmentContext:
-    """A reassignment in flight: where the partition was (OAR) and where it is going (RAR)."""
+    """A reassignment in flight: where the partition was (ORS) and where it is going (TRS).
+
+    Both are kept in the topic's znode as well (Kafka's adding_replicas / removing_replicas), so a controller
+    elected in the middle of the move knows what it adds and removes."""
 
     original_replicas: list[int]
     target_replicas: list[int]
@@ -108,6 +78,10 @@ class ControllerContext:
     @property
     def live_or_shutting_down_broker_ids(self) -> set[int]:
         return set(self.live_brokers)
+
+    def brokers(self) -> Brokers:
+        """Who may lead (alive, not shutting down) and who is leaving, as the leader selectors take it."""
+        return Brokers(frozenset(self.live_broker_ids), frozenset(self.shutting_down_broker_ids))
 
     def broker_epoch(self, broker_id: int) -> int:
         broker = self.live_brokers.get(broker_id)

@@ -31,7 +31,12 @@ class Startup(ControllerEvent):
 
 @dataclass
 class Reelect(ControllerEvent):
-    """`/controller` disappeared (or our session was renewed): resign if we led, and stand again."""
+    """`/controller` disappeared: resign if we led, and stand again."""
+
+
+@dataclass
+class SessionReestablished(ControllerEvent):
+    """Our link to the coordination service is back (healed, or a new session after expiry): act again."""
 
 
 @dataclass
@@ -66,24 +71,13 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
 
 
 @dataclass
-class Reply(ControllerEvent):
-    """An event a request handler waits on: the processing task sets `result` and `done`."""
+class ControllerRequest(ControllerEvent):
+    """A request for the controller (an admin request, a broker's ControlledShutdown), served on the queue one at
+    a time; the request handler waits on `done` for `result`."""
 
+    request: Any
     done: trio.Event = field(default_factory=trio.Event, init=False)
     result: Any = field(default=None, init=False)
-
-
-@dataclass
-class AdminRequest(Reply):
-    """An admin request (CreateTopics, ElectLeaders, ...) served on the controller's queue, one at a time."""
-
-    request: Any = None
-
-
-@dataclass
-class ControlledShutdown(Reply):
-    broker_id: int = -1
-    broker_epoch: int = -1
 
 
 @dataclass
@@ -116,6 +110,23 @@ class PartitionReassignmentIsrChange(ControllerEvent):
     partition: int
 
 
+class Completion:
+    """What a request waits for after its event was processed: a topic online, partitions added, a topic deleted.
+
+    A controller that resigns finishes every completion with `completed=False`, which wakes the requests."""
+
+    def __init__(self) -> None:
+        self._woken = trio.Event()
+        self.completed = False
+
+    def finish(self, *, completed: bool) -> None:
+        self.completed = completed
+        self._woken.set()
+
+    async def wait(self) -> None:
+        await self._woken.wait()
+
+
 class ControllerEventManager:
     def __init__(self, process: Callable[[ControllerEvent], Awaitable[None]], gate: PauseGate) -> None:
         self._process = process
@@ -133,5 +144,5 @@ class ControllerEventManager:
             except Exception:
                 log.exception("controller: error while processing %s", type(event).__name__)
             finally:
-                if isinstance(event, Reply):
+                if isinstance(event, ControllerRequest):
                     event.done.set()

@@ -1,23 +1,31 @@
 """PartitionStateMachine: NewPartition, OnlinePartition, OfflinePartition, NonExistentPartition (seed 002).
 
-Moving a partition online is where leaders are chosen: a new partition takes its first live replica, an
-existing one asks a leader selector. Every new leader and ISR is written to the partition-state znode with a
-version check inside a multi that also checks the controller epoch, and only then announced to brokers.
+The legal moves, and what each does (Kafka's doHandleStateChanges); `VALID_PREVIOUS_STATES` below is this
+list as a table, and a move it lacks raises IllegalStateTransition and changes nothing:
+
+    NonExistent -> New         the partition's replicas are known (from the assignment); nothing is written.
+    New -> Online              the first live replica leads, every live replica is in the ISR; the state znode
+                               is created and a LeaderAndIsr goes to the live replicas.
+    Online, Offline -> Online  a leader selector elects from the state as stored (not as cached: a leader may
+                               have changed the ISR since); written with a version check, then a LeaderAndIsr
+                               to the replicas the selector names.
+    New, Online, Offline -> Offline
+                               the leader is gone; only the state changes until an election succeeds.
+    Offline -> NonExistent     the topic is deleted.
+
+One call moves a whole set of partitions in one request batch: one LeaderAndIsr and one UpdateMetadata per
+broker, however many partitions changed.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from kafkalite.common.config import BrokerConfig, TopicConfig
 from kafkalite.common.types import TopicPartition
-from kafkalite.controller.context import (
-    PARTITION_VALID_PREVIOUS_STATES,
-    ControllerContext,
-    IllegalStateTransition,
-    PartitionState,
-)
+from kafkalite.controller.context import ControllerContext, IllegalStateTransition
 from kafkalite.controller.leader_selectors import LeaderSelector, NoLeaderAvailable, offline_partition_leader_selector
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.coordination.errors import BadVersionError, NodeExistsError
@@ -26,7 +34,20 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderI
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
 
-MAX_ELECTION_ATTEMPTS = 3
+
+class PartitionState(enum.Enum):
+    NEW = "NewPartition"
+    ONLINE = "OnlinePartition"
+    OFFLINE = "OfflinePartition"
+    NON_EXISTENT = "NonExistentPartition"
+
+
+VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
+    PartitionState.NEW: frozenset({PartitionState.NON_EXISTENT}),
+    PartitionState.ONLINE: frozenset({PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}),
+    PartitionState.OFFLINE: frozenset({PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}),
+    PartitionState.NON_EXISTENT: frozenset({PartitionState.OFFLINE}),
+}
 
 
 class PartitionStateMachine:
@@ -58,30 +79,42 @@ class PartitionStateMachine:
         self.handle_state_changes(partitions, PartitionState.ONLINE)
 
     def handle_state_changes(self, partitions: Iterable[TopicPartition], target: PartitionState,
-                             selector: LeaderSelector = offline_partition_leader_selector) -> list[TopicPartition]:
-        """Move `partitions` to `target` in one request batch; returns the partitions that made it."""
+                             selector: LeaderSelector = offline_partition_leader_selector, *,
+                             replicas: Mapping[TopicPartition, Sequence[int]] | None = None
+                             ) -> list[TopicPartition]:
+        """Move `partitions` to `target` in one request batch; returns the partitions that made it.
+
+        An election picks from `replicas[tp]` when given (a finishing reassignment's target replicas), else
+        from the partition's assignment."""
         partitions = list(partitions)
         if not partitions:
             return []
+        for tp in partitions:
+            self._check_transition(tp, target)
         self.batch.new_batch()
         try:
-            moved = [tp for tp in partitions if self._handle_state_change(tp, target, selector)]
+            moved = [tp for tp in partitions
+                     if self._handle_state_change(tp, target, selector, (replicas or {}).get(tp))]
             self.batch.send_requests_to_brokers(self.context.epoch)
         except BaseException:
             self.batch.clear()
             raise
         return moved
 
-    def _handle_state_change(self, tp: TopicPartition, target: PartitionState, selector: LeaderSelector) -> bool:
+    def _check_transition(self, tp: TopicPartition, target: PartitionState) -> None:
         current = self.context.partition_states.get(tp, PartitionState.NON_EXISTENT)
-        if current not in PARTITION_VALID_PREVIOUS_STATES[target]:
+        if current not in VALID_PREVIOUS_STATES[target]:
             message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal partition state "
                        f"transition of {tp} from {current.value} to {target.value}")
             state_change_log.error(message)
             raise IllegalStateTransition(message)
+
+    def _handle_state_change(self, tp: TopicPartition, target: PartitionState, selector: LeaderSelector,
+                             replicas: Sequence[int] | None) -> bool:
+        current = self.context.partition_states.get(tp, PartitionState.NON_EXISTENT)
         if target is PartitionState.ONLINE:
             elected = self._initialize_leader_and_isr(tp) if current is PartitionState.NEW else \
-                self._elect_leader(tp, selector)
+                self._elect_leader(tp, selector, replicas)
             if not elected:
                 return False
         self._set_state(tp, current, target)
@@ -118,36 +151,39 @@ class PartitionStateMachine:
         self.batch.add_leader_and_isr_request_for_brokers(live, tp, state, assignment, is_new=True)
         return True
 
-    def _elect_leader(self, tp: TopicPartition, selector: LeaderSelector) -> bool:
-        """Ask the selector, write the result with version checks, queue LeaderAndIsr; re-read on a lost race."""
-        for _ in range(MAX_ELECTION_ATTEMPTS):
-            # As Kafka does, elect from the partition state as stored, not as cached: a leader may have changed
-            # the ISR since, and its ISR change notification may not have reached us yet.
-            current = self.zk.get_partition_state(tp)
-            if current is None:
-                return False
-            self.context.partition_leadership_info[tp] = current
-            try:
-                election = selector(self.context, tp, current.leader_and_isr, self._unclean_allowed(tp.topic))
-            except NoLeaderAvailable as exc:
-                state_change_log.warning("controller %d epoch %d: no leader elected for %s: %s",
-                                         self.controller_id, self.context.epoch, tp, exc)
-                return False
-            new_state = LeaderIsrAndControllerEpoch(election.leader_and_isr, self.context.epoch)
-            try:
-                results = self.zk.controller_multi(self.context.epoch_zk_version,
-                                                   [self.zk.update_partition_state_op(tp, new_state)])
-            except BadVersionError:
-                continue  # someone wrote the state since we read it: read it again
-            lai = election.leader_and_isr
-            new_state = LeaderIsrAndControllerEpoch(
-                LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[1].version),  # type: ignore[attr-defined]
-                self.context.epoch)
-            self.context.partition_leadership_info[tp] = new_state
-            self.batch.add_leader_and_isr_request_for_brokers(
-                election.replicas_to_receive_request, tp, new_state, self.context.partition_replica_assignment(tp))
-            return True
-        return False
+    def _elect_leader(self, tp: TopicPartition, selector: LeaderSelector, replicas: Sequence[int] | None) -> bool:
+        """Ask the selector, write the result with version checks, queue LeaderAndIsr.
+
+        The state is read from the coordination service, not the cache, as Kafka does: a leader may have changed
+        the ISR since, and its ISR change notification may not have reached us yet. Everything happens between
+        two checkpoints, so nobody can write in between and a version mismatch cannot happen but by a bug."""
+        current = self.zk.get_partition_state(tp)
+        if current is None:
+            return False
+        self.context.partition_leadership_info[tp] = current
+        candidates = replicas if replicas is not None else self.context.partition_replica_assignment(tp)
+        try:
+            election = selector(candidates, current.leader_and_isr, self.context.brokers(),
+                                self._unclean_allowed(tp.topic))
+        except NoLeaderAvailable as exc:
+            state_change_log.warning("controller %d epoch %d: no leader elected for %s: %s",
+                                     self.controller_id, self.context.epoch, tp, exc)
+            return False
+        new_state = LeaderIsrAndControllerEpoch(election.leader_and_isr, self.context.epoch)
+        try:
+            results = self.zk.controller_multi(self.context.epoch_zk_version,
+                                               [self.zk.update_partition_state_op(tp, new_state)])
+        except BadVersionError:
+            log.error("controller %d: the state of %s changed while it was being elected", self.controller_id, tp)
+            return False
+        lai = election.leader_and_isr
+        new_state = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[1].version),  # type: ignore[attr-defined]
+            self.context.epoch)
+        self.context.partition_leadership_info[tp] = new_state
+        self.batch.add_leader_and_isr_request_for_brokers(
+            election.replicas_to_receive_request, tp, new_state, self.context.partition_replica_assignment(tp))
+        return True
 
     def _unclean_allowed(self, topic: str) -> bool:
         return TopicConfig.for_broker(self.zk.get_topic_config(topic), self.config)["unclean.leader.election.enable"]

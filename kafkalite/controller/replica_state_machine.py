@@ -1,22 +1,33 @@
-"""ReplicaStateMachine: the seven replica states and what each move tells the brokers (seed 002, 003).
+"""ReplicaStateMachine: the seven replica states and what each move tells the brokers (seeds 002, 003).
 
-OnlineReplica sends a replica its partition's current LeaderAndIsr; OfflineReplica stops it and takes it out
-of the ISR (leader -1 if it led), so the remaining replicas learn the shrunken ISR with a new leader epoch.
-The deletion states carry a topic's replicas through StopReplica with delete.
+The legal moves, and what each does; `VALID_PREVIOUS_STATES` below is this list as a table, and a move it lacks
+raises IllegalStateTransition and changes nothing:
+
+    NonExistent -> New         a replica is being created (new partition, reassignment); the partition's
+                               election tells it its role.
+    New, Online, Offline, DeletionIneligible -> Online
+                               the replica is served: it gets the partition's current LeaderAndIsr (from New,
+                               the election already sent it).
+    New, Online, Offline, DeletionIneligible -> Offline
+                               StopReplica (keep the log) to it; it leaves the ISR in the stored state, read
+                               afresh (leader -1 if it led; the last ISR member stays), and the partition's
+                               other replicas get the new LeaderAndIsr.
+    Offline -> DeletionStarted StopReplica with delete; the answer moves it on.
+    DeletionStarted -> DeletionSuccessful
+                               the broker confirmed the deletion.
+    Offline, DeletionStarted -> DeletionIneligible
+                               it cannot be deleted now (broker down, deletion failed); the topic waits.
+    DeletionSuccessful -> NonExistent
+                               forgotten.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Iterable
 
-from kafkalite.controller.context import (
-    REPLICA_VALID_PREVIOUS_STATES,
-    ControllerContext,
-    IllegalStateTransition,
-    PartitionAndReplica,
-    ReplicaState,
-)
+from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.coordination.errors import BadVersionError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -25,7 +36,28 @@ from kafkalite.network.requests import NO_LEADER, Response
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
 
-MAX_ISR_UPDATE_ATTEMPTS = 3
+
+class ReplicaState(enum.Enum):
+    NEW = "NewReplica"
+    ONLINE = "OnlineReplica"
+    OFFLINE = "OfflineReplica"
+    DELETION_STARTED = "ReplicaDeletionStarted"
+    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
+    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
+    NON_EXISTENT = "NonExistentReplica"
+
+
+VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
+    ReplicaState.NEW: frozenset({ReplicaState.NON_EXISTENT}),
+    ReplicaState.ONLINE: frozenset({ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE,
+                                    ReplicaState.DELETION_INELIGIBLE}),
+    ReplicaState.OFFLINE: frozenset({ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.OFFLINE,
+                                     ReplicaState.DELETION_INELIGIBLE}),
+    ReplicaState.DELETION_STARTED: frozenset({ReplicaState.OFFLINE}),
+    ReplicaState.DELETION_SUCCESSFUL: frozenset({ReplicaState.DELETION_STARTED}),
+    ReplicaState.DELETION_INELIGIBLE: frozenset({ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED}),
+    ReplicaState.NON_EXISTENT: frozenset({ReplicaState.DELETION_SUCCESSFUL}),
+}
 
 
 class ReplicaStateMachine:
@@ -53,6 +85,8 @@ class ReplicaStateMachine:
         replicas = list(replicas)
         if not replicas:
             return
+        for replica in replicas:
+            self._check_transition(replica, target)
         self.batch.new_batch()
         try:
             for replica in replicas:
@@ -62,13 +96,16 @@ class ReplicaStateMachine:
             self.batch.clear()
             raise
 
-    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+    def _check_transition(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
-        if current not in REPLICA_VALID_PREVIOUS_STATES[target]:
+        if current not in VALID_PREVIOUS_STATES[target]:
             message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal replica state "
                        f"transition of {replica} from {current.value} to {target.value}")
             state_change_log.error(message)
             raise IllegalStateTransition(message)
+
+    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+        current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
         tp = replica.topic_partition
         assignment = self.context.partition_replica_assignment(tp)
         if target is ReplicaState.ONLINE and current is not ReplicaState.NEW:
@@ -94,33 +131,30 @@ class ReplicaStateMachine:
     def _remove_replica_from_isr(self, replica: PartitionAndReplica) -> LeaderIsrAndControllerEpoch | None:
         """Take the replica out of the ISR (the last member stays, as in Kafka); leader -1 if it was the leader.
 
-        Returns the new state to announce, or None when there was nothing to change."""
+        As Kafka's doRemoveReplicasFromIsr, the state is read from the coordination service, not the cache: a
+        leader may have added the replica back since the cache was filled, and its ISR change notification
+        may not have arrived yet. Returns the new state to announce, or None when there was nothing to change."""
         tp = replica.topic_partition
-        for _ in range(MAX_ISR_UPDATE_ATTEMPTS):
-            leadership = self.context.partition_leadership_info.get(tp)
-            if leadership is None:
-                return None
-            lai = leadership.leader_and_isr
-            if replica.replica not in lai.isr and lai.leader != replica.replica:
-                return None  # nothing to change, nothing to announce
-            new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
-            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
-            new_state = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), self.context.epoch)
-            try:
-                results = self.zk.controller_multi(self.context.epoch_zk_version,
-                                                   [self.zk.update_partition_state_op(tp, new_state)])
-            except BadVersionError:
-                refreshed = self.zk.get_partition_state(tp)
-                if refreshed is None:
-                    return None
-                self.context.partition_leadership_info[tp] = refreshed
-                continue
-            written = new_state.leader_and_isr
-            updated = LeaderIsrAndControllerEpoch(
-                LeaderAndIsr(written.leader, written.leader_epoch, written.isr,
-                             results[1].version), self.context.epoch)  # type: ignore[attr-defined]
-            self.context.partition_leadership_info[tp] = updated
-            return updated
-        log.warning("controller %d: could not remove replica %d from the ISR of %s", self.controller_id,
-                    replica.replica, tp)
-        return None
+        stored = self.zk.get_partition_state(tp)
+        if stored is None:
+            return None
+        self.context.partition_leadership_info[tp] = stored
+        lai = stored.leader_and_isr
+        if replica.replica not in lai.isr and lai.leader != replica.replica:
+            return None  # nothing to change, nothing to announce
+        new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
+        new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
+        new_state = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), self.context.epoch)
+        try:
+            results = self.zk.controller_multi(self.context.epoch_zk_version,
+                                               [self.zk.update_partition_state_op(tp, new_state)])
+        except BadVersionError:
+            log.error("controller %d: the state of %s changed while replica %d was being removed from its ISR",
+                      self.controller_id, tp, replica.replica)
+            return None
+        written = new_state.leader_and_isr
+        updated = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(written.leader, written.leader_epoch, written.isr,
+                         results[1].version), self.context.epoch)  # type: ignore[attr-defined]
+        self.context.partition_leadership_info[tp] = updated
+        return updated

@@ -104,6 +104,12 @@ class ControllerBrokerRequestBatch:
             self.stop_replica_request_map.setdefault(broker_id, []).append(
                 StopReplicaPartition(tp.topic, tp.partition, delete_partition, epoch))
 
+    def send_update_metadata_request(self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
+        """An UpdateMetadata on its own, in a batch of its own (Kafka's sendUpdateMetadataRequest)."""
+        self.new_batch()
+        self.add_update_metadata_request_for_brokers(broker_ids, partitions)
+        self.send_requests_to_brokers(self.context.epoch)
+
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
         try:
             self._send_leader_and_isr_requests(controller_epoch)

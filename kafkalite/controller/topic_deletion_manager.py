@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from kafkalite.common import errors
-from kafkalite.controller.context import PartitionAndReplica, PartitionState, ReplicaState
-from kafkalite.controller.partition_state_machine import PartitionStateMachine
-from kafkalite.controller.replica_state_machine import ReplicaStateMachine
+from kafkalite.controller.context import ControllerContext, PartitionAndReplica
+from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
+from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.coordination.kafka_zk import (
     DELETE_TOPICS_PATH,
     delete_topic_path,
@@ -24,32 +24,29 @@ from kafkalite.coordination.kafka_zk import (
     topic_config_path,
     topic_path,
 )
+from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.coordination.service import DeleteOp, Op
 from kafkalite.network.requests import StopReplicaResponse
-
-if TYPE_CHECKING:
-    from kafkalite.controller.controller import KafkaController
 
 log = logging.getLogger(__name__)
 
 
 class TopicDeletionManager:
-    def __init__(self, controller: KafkaController, partition_state_machine: PartitionStateMachine,
-                 replica_state_machine: ReplicaStateMachine, on_topic_deleted: Callable[[str], None]) -> None:
-        self.controller = controller
-        self.context = controller.context
-        self.zk = controller.zk
+    def __init__(self, controller_id: int, enabled: bool, context: ControllerContext, zk: KafkaZkClient,
+                 partition_state_machine: PartitionStateMachine, replica_state_machine: ReplicaStateMachine,
+                 batch: ControllerBrokerRequestBatch, on_topic_deleted: Callable[[str], None]) -> None:
+        self.controller_id = controller_id
+        self.enabled = enabled  # delete.topic.enable
+        self.context = context
+        self.zk = zk
         self._partitions = partition_state_machine
         self._replicas = replica_state_machine
+        self._batch = batch
         self._on_topic_deleted = on_topic_deleted
 
     def _write(self, ops: list[Op]) -> None:
         if ops:
             self.zk.controller_multi(self.context.epoch_zk_version, ops)
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.controller.config["delete.topic.enable"])
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self.context.topics_to_be_deleted
@@ -69,7 +66,7 @@ class TopicDeletionManager:
     def enqueue_topics_for_deletion(self, topics: Iterable[str]) -> None:
         new = set(topics) - self.context.topics_to_be_deleted
         if new:
-            log.info("controller %d: topics %s queued for deletion", self.controller.broker_id, sorted(new))
+            log.info("controller %d: topics %s queued for deletion", self.controller_id, sorted(new))
         self.context.topics_to_be_deleted |= new
         self.resume_deletions()
 
@@ -120,7 +117,7 @@ class TopicDeletionManager:
 
     def on_topic_deletion(self, topic: str) -> None:
         partitions = self.context.partitions_for_topic(topic)
-        self.controller.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, partitions)
+        self._batch.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, partitions)
         pending = [r for r in self.context.replicas_for_partitions(partitions)
                    if self.context.replica_states.get(r) is not ReplicaState.DELETION_SUCCESSFUL]
         dead = [r for r in pending if not self.context.is_replica_online(r.replica, include_shutting_down=True)]
@@ -138,7 +135,7 @@ class TopicDeletionManager:
         """Every replica is gone: forget the partitions and remove the topic's znodes in one transaction."""
         partitions = self.context.partitions_for_topic(topic)
         self._replicas.handle_state_changes(self.context.replicas_for_partitions(partitions),
-                                                     ReplicaState.NON_EXISTENT)
+                                            ReplicaState.NON_EXISTENT)
         self._partitions.handle_state_changes(
             [tp for tp in partitions if self.context.partition_states.get(tp) is not PartitionState.OFFLINE],
             PartitionState.OFFLINE)
@@ -150,5 +147,5 @@ class TopicDeletionManager:
                 DeleteOp(topic_config_path(topic)), DeleteOp(delete_topic_path(topic))]
         self._write([op for op in ops if self.zk.exists(op.path)])
         self.context.remove_topic(topic)
-        log.info("controller %d: deletion of topic %s completed", self.controller.broker_id, topic)
+        log.info("controller %d: deletion of topic %s completed", self.controller_id, topic)
         self._on_topic_deleted(topic)

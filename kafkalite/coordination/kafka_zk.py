@@ -3,8 +3,9 @@
 This is kafkalite's `KafkaZkClient`: the one place that knows `/brokers/ids/<id>` holds endpoints and
 `/brokers/topics/<t>/partitions/<p>/state` holds a LeaderAndIsr. The broker and the controller share one
 client per node, as a Kafka broker and its controller share one ZooKeeper session; when that session expires
-the client opens a new one and tells its state-change handlers, so the broker can register again and the
-controller can resign and stand for election again.
+the client opens a new one at once and tells its state-change handlers, so the broker can register again and
+the controller can resign and stand for election again. A link to the service that heals before the session
+expires tells the handlers that asked for it (the controller, which stopped acting when it lost the link).
 
 Watches are one-shot. Handlers registered here are called when a watch on their path fires; they re-arm the
 watch themselves by reading the path again with `watch=True`, exactly as Kafka's controller does when it
@@ -193,7 +194,8 @@ class ControllerMovedError(Exception):
 class _Handlers:
     znode: dict[str, Callable[[WatchedEvent], None]] = field(default_factory=dict)
     child: dict[str, Callable[[WatchedEvent], None]] = field(default_factory=dict)
-    state: dict[str, Callable[[], None]] = field(default_factory=dict)
+    new_session: dict[str, Callable[[], None]] = field(default_factory=dict)
+    reconnected: dict[str, Callable[[], None]] = field(default_factory=dict)
 
 
 class KafkaZkClient:
@@ -204,6 +206,7 @@ class KafkaZkClient:
         self.owner = owner
         self.session_timeout_ms = session_timeout_ms
         self._handlers = _Handlers()
+        self._expired = trio.Event()  # set when the session's expiry is heard: reconnect without waiting
         self.session = self._connect()
 
     def _connect(self) -> Session:
@@ -232,24 +235,31 @@ class KafkaZkClient:
                     return
                 await self._reconnect()
                 continue
-            await trio.sleep(interval)
+            with trio.move_on_after(interval):
+                await self._expired.wait()
 
     async def _reconnect(self) -> None:
         log.info("coordination session of %s expired; opening a new one", self.owner)
         while True:
             try:
+                self._expired = trio.Event()
                 self.session = self._connect()
                 break
             except ConnectionLossError:
                 await trio.sleep(self.session_timeout_ms / 3000)
-        for handler in list(self._handlers.state.values()):
+        for handler in list(self._handlers.new_session.values()):
             handler()
 
     def close(self) -> None:
         self.session.close()
 
-    def register_state_change_handler(self, name: str, on_new_session: Callable[[], None]) -> None:
-        self._handlers.state[name] = on_new_session
+    def register_state_change_handler(self, name: str, on_new_session: Callable[[], None],
+                                      on_reconnected: Callable[[], None] | None = None) -> None:
+        """`on_new_session` after an expired session was replaced; `on_reconnected` when the link to the service
+        heals within the session. Both are called synchronously: they should only queue work."""
+        self._handlers.new_session[name] = on_new_session
+        if on_reconnected is not None:
+            self._handlers.reconnected[name] = on_reconnected
 
     def register_znode_change_handler(self, path: str, handler: Callable[[WatchedEvent], None]) -> None:
         self._handlers.znode[path] = handler
@@ -264,7 +274,12 @@ class KafkaZkClient:
 
     def _dispatch(self, event: WatchedEvent) -> None:
         if event.type is EventType.SESSION_EXPIRED:
-            return  # `run` notices the expiry and reconnects
+            self._expired.set()  # `run` reconnects now
+            return
+        if event.type is EventType.CONNECTED:
+            for handler in list(self._handlers.reconnected.values()):
+                handler()
+            return
         table = self._handlers.child if event.type is EventType.NODE_CHILDREN_CHANGED else self._handlers.znode
         handler = table.get(event.path)
         if handler is None and event.type is EventType.NODE_DELETED:
@@ -346,33 +361,42 @@ class KafkaZkClient:
         found = self.get_data(CONTROLLER_PATH, watch=watch)
         return None if found is None else found[0]["brokerid"]
 
-    def try_elect_controller(self, broker_id: int, timestamp_ms: int) -> bool:
-        """Create the ephemeral `/controller`; whoever creates it first is the controller (seed 004)."""
+    def controller_is_this_session(self) -> bool:
+        """Whether `/controller` is this session's own node: a controller that resigned on losing the link
+        and finds it still there after the link healed is still the elected one."""
+        stat = self.session.exists(CONTROLLER_PATH)
+        return stat is not None and stat.ephemeral_owner == self.session.session_id
+
+    def register_controller_and_increment_epoch(self, broker_id: int, timestamp_ms: int) -> tuple[int, int] | None:
+        """Create the ephemeral `/controller` and bump `/controller_epoch` in one transaction (seed 004; Kafka's
+        registerControllerAndIncrementControllerEpoch), so no broker is ever elected without a new epoch.
+
+        Returns (epoch, epoch zk version) for fencing later writes, or None if another broker is controller.
+        """
+        controller = CreateOp(CONTROLLER_PATH, encode({"version": 1, "brokerid": broker_id,
+                                                       "timestamp": timestamp_ms}), ephemeral=True)
         try:
-            self.session.create(CONTROLLER_PATH, encode({"version": 1, "brokerid": broker_id,
-                                                         "timestamp": timestamp_ms}), ephemeral=True)
-            return True
-        except NodeExistsError:
-            return False
+            return self._bump_controller_epoch([controller])
+        except NodeExistsError as exc:
+            if exc.index == 0:
+                return None
+            raise
 
     def increment_controller_epoch(self) -> tuple[int, int]:
-        """Bump `/controller_epoch` with a version check; returns (epoch, zk version) for fencing later writes.
+        """A new epoch for a controller whose `/controller` survived a lost link (see controller_is_this_session)."""
+        stat = self.session.exists(CONTROLLER_PATH)
+        if stat is None or stat.ephemeral_owner != self.session.session_id:
+            raise ControllerMovedError("/controller is no longer this session's")
+        return self._bump_controller_epoch([CheckOp(CONTROLLER_PATH, stat.version)])
 
-        Losing the race here means another broker was elected meanwhile: ControllerMovedError.
-        """
+    def _bump_controller_epoch(self, ops: list[Op]) -> tuple[int, int]:
         found = self.get_data(CONTROLLER_EPOCH_PATH)
-        if found is None:
-            try:
-                self.session.create(CONTROLLER_EPOCH_PATH, encode(1))
-            except NodeExistsError:
-                raise ControllerMovedError("another controller created the controller epoch") from None
-            return 1, 0
-        epoch, version = found
-        try:
-            stat = self.session.set(CONTROLLER_EPOCH_PATH, encode(epoch + 1), version=version)
-        except BadVersionError:
-            raise ControllerMovedError("another controller bumped the controller epoch") from None
-        return epoch + 1, stat.version
+        epoch = 1 if found is None else found[0] + 1
+        bump = CreateOp(CONTROLLER_EPOCH_PATH, encode(epoch)) if found is None else \
+            SetDataOp(CONTROLLER_EPOCH_PATH, encode(epoch), version=found[1])
+        results = self.session.multi([*ops, bump])
+        written = results[-1]
+        return epoch, 0 if isinstance(written, str) else written.version  # type: ignore[attr-defined]
 
     def get_controller_epoch(self) -> tuple[int, int] | None:
         return self.get_data(CONTROLLER_EPOCH_PATH)
@@ -419,6 +443,15 @@ class KafkaZkClient:
             return None
         return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
 
+    def get_ongoing_reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+        """(adding replicas, removing replicas) of each partition of `topic` in the middle of a reassignment, as
+        Kafka keeps them in the topic znode (KIP-455), so a new controller can resume a move it did not start."""
+        found = self.get_data(topic_path(topic))
+        if found is None or found[0] is None:
+            return {}
+        adding, removing = found[0].get("adding_replicas", {}), found[0].get("removing_replicas", {})
+        return {int(p): (list(adding.get(p, [])), list(removing.get(p, []))) for p in set(adding) | set(removing)}
+
     def create_topic_ops(self, topic: str, assignment: dict[int, list[int]], config: dict[str, Any]) -> list[Op]:
         """A new topic's assignment and config, to be written in one transaction; the topic watch does the rest.
 
@@ -430,9 +463,16 @@ class KafkaZkClient:
                 str(p): replicas for p, replicas in sorted(assignment.items())}})),
         ]
 
-    def set_replica_assignment_op(self, topic: str, assignment: dict[int, list[int]]) -> Op:
-        return SetDataOp(topic_path(topic), encode({"version": 1, "partitions": {
-            str(p): replicas for p, replicas in sorted(assignment.items())}}))
+    def set_replica_assignment_op(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                                  reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None
+                                  ) -> Op:
+        """The topic's assignment; `reassigning` gives (adding, removing) replicas of partitions being moved."""
+        moving = sorted((reassigning or {}).items())
+        return SetDataOp(topic_path(topic), encode({
+            "version": 2,
+            "partitions": {str(p): list(replicas) for p, replicas in sorted(assignment.items())},
+            "adding_replicas": {str(p): list(adding) for p, (adding, _) in moving if adding},
+            "removing_replicas": {str(p): list(removing) for p, (_, removing) in moving if removing}}))
 
     def change_topic_config(self, topic: str, config: dict[str, Any]) -> None:
         """Replace a topic's overrides and announce it under `/config/changes`, which every broker watches."""

@@ -6,6 +6,11 @@ compare versions (the controller fences itself with `/controller_epoch`'s versio
 with the partition state's); `multi` is all or nothing; ephemeral nodes die with their session; watches are
 one-shot and reach each session in the order the changes happened.
 
+A session whose owner is cut off from the service (`set_reachable(owner, False)`) hears nothing, as a
+ZooKeeper client hears nothing while disconnected: its watch events are held, and when the link heals it
+first gets a CONNECTED event and then every held event in order. If it expired meanwhile, the held events
+end with SESSION_EXPIRED, which is all a ZooKeeper client learns once it reconnects.
+
 Operations are plain synchronous calls: the service lives in the same process, so an `await` would only add
 scheduling points where another task could observe half an operation. Time enters only through sessions:
 `run()` expires every session whose owner stopped heartbeating, on `trio.current_time()`, so a MockClock
@@ -47,6 +52,7 @@ class EventType(enum.Enum):
     NODE_DATA_CHANGED = "NodeDataChanged"
     NODE_CHILDREN_CHANGED = "NodeChildrenChanged"
     SESSION_EXPIRED = "SessionExpired"
+    CONNECTED = "SyncConnected"  # the owner's link to the service healed; held events follow
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +174,7 @@ class CoordinationService:
         self._ephemerals: dict[int, set[str]] = {}
         self._deliveries: deque[tuple[Session, WatchedEvent | None]] = deque()
         self._delivering = False
+        self._held: dict[Session, list[WatchedEvent | None]] = {}  # events of sessions cut off from us
         self._wakeup = trio.Event()
 
     @property
@@ -199,11 +206,21 @@ class CoordinationService:
         return session
 
     def set_reachable(self, owner: str, reachable: bool) -> None:
-        """Fault hook: an unreachable owner's calls fail with ConnectionLoss and its heartbeats are lost."""
-        if reachable:
-            self._unreachable.discard(owner)
-        else:
+        """Fault hook: an unreachable owner's calls fail with ConnectionLoss, its heartbeats are lost and its
+        watch events are held until it is reachable again."""
+        if not reachable:
             self._unreachable.add(owner)
+            return
+        if owner not in self._unreachable:
+            return
+        self._unreachable.discard(owner)
+        sessions = [s for s in self._sessions.values() if s.owner == owner]
+        sessions += [s for s in self._held if s.owner == owner and s._ended]
+        for session in sessions:
+            if not session._ended:
+                self._deliveries.append((session, WatchedEvent(EventType.CONNECTED, "")))
+            self._deliveries.extend((session, event) for event in self._held.pop(session, ()))
+        self._deliver()
 
     def expire(self, session_id: int) -> None:
         session = self._sessions.get(session_id)
@@ -431,7 +448,10 @@ class CoordinationService:
         try:
             while self._deliveries:
                 session, event = self._deliveries.popleft()
-                session._deliver(event)
+                if session.owner in self._unreachable:
+                    self._held.setdefault(session, []).append(event)
+                else:
+                    session._deliver(event)
         finally:
             self._delivering = False
 

@@ -1,10 +1,13 @@
 """KafkaApis: one handler per API key, the broker's request edge.
 
-Controller requests are fenced before anything else: a request from a deposed controller (older controller
-epoch) or addressed to an earlier incarnation of this broker (older broker epoch) is refused whole and
-changes nothing. Requests meant for the controller are forwarded to it. Any unexpected failure of a handler
-becomes UNKNOWN_SERVER_ERROR in a response of the request's own type, so the client is answered and the
-broker keeps serving.
+Controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) are fenced here, once, before anything else: a
+request from a deposed controller (older controller epoch) or not addressed to this incarnation of the broker
+(another broker epoch, or any epoch before the broker has registered) is refused whole and changes nothing.
+Every other request waits until the broker is registered and has heard from the controller, as a Kafka
+broker serves clients only then: a restarted broker would otherwise answer with an empty or stale picture.
+Requests meant for the controller are forwarded to it. Any unexpected failure of a handler becomes
+UNKNOWN_SERVER_ERROR in a response of the request's own type, so the client is answered and the broker
+keeps serving.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ CLUSTER_ID = "kafkalite"
 
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+CONTROLLER_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
 
 
 class Controller(Protocol):
@@ -120,12 +124,20 @@ class KafkaApis:
             InitProducerIdRequest: self.handle_init_producer_id,
         }
         self._producer_ids: range = range(0)
+        self.controller_epoch = 0  # the highest controller epoch seen; older controllers are fenced
+        self._ready = trio.Event()  # registered and told the cluster's state by the controller
 
     async def handle(self, request: Request, context: RequestContext) -> Response:
         handler = self._handlers.get(type(request))
         if handler is None:
             return build_error_response(request, errors.INVALID_REQUEST,
                                         f"{type(request).__name__} is not served by a broker")
+        if isinstance(request, CONTROLLER_REQUESTS):
+            fenced = self._fence(request)
+            if fenced is not None:
+                return build_error_response(request, *fenced)
+        elif not self._ready.is_set():
+            await self._ready.wait()
         try:
             return await handler(request, context)
         except KafkaError as exc:
@@ -137,34 +149,31 @@ class KafkaApis:
 
     # -- controller requests --------------------------------------------------------------------------------------
 
-    def _fence(self, request: ControllerRequest) -> ErrorCode | None:
-        if self.replica_manager.is_controller_epoch_stale(request.controller_epoch):
-            log.warning("broker %d: %s from controller %d has stale controller epoch %d", self.broker_id,
-                        type(request).__name__, request.controller_id, request.controller_epoch)
-            return errors.STALE_CONTROLLER_EPOCH
-        if request.broker_epoch != -1 and request.broker_epoch < self._broker_epoch():
-            log.warning("broker %d: %s carries broker epoch %d, older than ours (%d)", self.broker_id,
-                        type(request).__name__, request.broker_epoch, self._broker_epoch())
-            return errors.STALE_BROKER_EPOCH
+    def _fence(self, request: ControllerRequest) -> tuple[ErrorCode, str] | None:
+        """Why a controller request must be refused, or None; a request that passes raises the epoch we hold."""
+        if request.controller_epoch < self.controller_epoch:
+            message = (f"controller {request.controller_id}'s epoch {request.controller_epoch} is older than "
+                       f"{self.controller_epoch}")
+            log.warning("broker %d: %s refused: %s", self.broker_id, type(request).__name__, message)
+            return errors.STALE_CONTROLLER_EPOCH, message
+        broker_epoch = self._broker_epoch()
+        if broker_epoch < 0 or request.broker_epoch != broker_epoch:
+            message = (f"the request is for broker epoch {request.broker_epoch}; broker {self.broker_id}'s is "
+                       f"{broker_epoch if broker_epoch >= 0 else 'not registered yet'}")
+            log.warning("broker %d: %s refused: %s", self.broker_id, type(request).__name__, message)
+            return errors.STALE_BROKER_EPOCH, message
+        self.controller_epoch = request.controller_epoch
         return None
 
     async def handle_leader_and_isr(self, request: LeaderAndIsrRequest, context: RequestContext) -> Response:
-        fenced = self._fence(request)
-        if fenced is not None:
-            return build_error_response(request, fenced)
         return self.replica_manager.become_leader_or_follower(context.correlation_id, request)
 
     async def handle_update_metadata(self, request: UpdateMetadataRequest, context: RequestContext) -> Response:
-        fenced = self._fence(request)
-        if fenced is not None:
-            return build_error_response(request, fenced)
         self.replica_manager.maybe_update_metadata_cache(context.correlation_id, request)
+        self._ready.set()
         return UpdateMetadataResponse(errors.NONE.code)
 
     async def handle_stop_replica(self, request: StopReplicaRequest, context: RequestContext) -> Response:
-        fenced = self._fence(request)
-        if fenced is not None:
-            return build_error_response(request, fenced)
         return self.replica_manager.stop_replicas(request)
 
     async def forward_to_controller(self, request: Request, context: RequestContext) -> Response:

@@ -75,7 +75,6 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.gate = gate
-        self.controller_epoch = 0  # the highest controller epoch seen; older controllers are fenced
         self.all_partitions: dict[TopicPartition, Partition] = {}
         self.replica_fetcher_manager = ReplicaFetcherManager(self.broker_id, broker_epoch, config, transport, gate,
                                                              self.get_partition)
@@ -125,17 +124,11 @@ class ReplicaManager:
         partition.ensure_leader()
         return partition
 
-    def is_controller_epoch_stale(self, controller_epoch: int) -> bool:
-        return controller_epoch < self.controller_epoch
-
     # -- controller requests --------------------------------------------------------------------------------------
 
     def become_leader_or_follower(self, correlation_id: int, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
-        if self.is_controller_epoch_stale(request.controller_epoch):
-            log.warning("broker %d: ignoring LeaderAndIsr from controller %d with stale epoch %d (< %d)",
-                        self.broker_id, request.controller_id, request.controller_epoch, self.controller_epoch)
-            return LeaderAndIsrResponse(errors.STALE_CONTROLLER_EPOCH.code)
-        self.controller_epoch = request.controller_epoch
+        """Seed 000's becomeLeaderOrFollower, once KafkaApis has fenced the request's controller and broker epochs:
+        each partition's leader epoch must be newer than ours, then leaders and followers are made."""
         results: list[PartitionError] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
         for state in request.partition_states:
@@ -178,25 +171,29 @@ class ReplicaManager:
                        live_leaders: Sequence[LiveBroker]) -> None:
         """Every accepted state is a new leader epoch, so every follower truncates by epoch again (KAFKA-7164).
 
-        The truncation itself is the fetcher's first step for a newly added partition; a follower whose
-        leader is not alive gets no fetcher until the controller names a live one.
+        The truncation itself is the fetcher's first step for a newly added partition. As seed 000's
+        makeFollowers does, a partition whose new leader is not alive is left as it was, leader epoch included:
+        recorded without a fetcher, the epoch would make the controller's next LeaderAndIsr for it (the same
+        epoch, once that leader is back) look stale, and the follower would never fetch again.
         """
         live_ids = {broker.id for broker in live_leaders}
+        following = {}
         for partition, state in partition_states.items():
-            partition.make_follower(state)
-        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in partition_states)
+            if state.leader in live_ids:
+                partition.make_follower(state)
+                following[partition] = state
+            else:
+                log.warning("broker %d: not following leader %d of %s (epoch %d), which is not alive",
+                            self.broker_id, state.leader, partition.topic_partition, state.leader_epoch)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in following)
         self.replica_fetcher_manager.add_fetcher_for_partitions({
             partition.topic_partition: (state.leader, partition.log.log_end_offset)
-            for partition, state in partition_states.items() if state.leader in live_ids})
+            for partition, state in following.items()})
 
     def maybe_update_metadata_cache(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
-        self.controller_epoch = request.controller_epoch
         return self.metadata_cache.update_metadata(correlation_id, request)
 
     def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
-        if self.is_controller_epoch_stale(request.controller_epoch):
-            return StopReplicaResponse(errors.STALE_CONTROLLER_EPOCH.code)
-        self.controller_epoch = request.controller_epoch
         results = []
         stopping = []
         for stop in request.partitions:

@@ -11,15 +11,9 @@ import trio
 from kafkalite.common.config import BrokerConfig
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.channel_manager import ControllerChannelManager
-from kafkalite.controller.context import (
-    ControllerContext,
-    IllegalStateTransition,
-    PartitionAndReplica,
-    PartitionState,
-    ReplicaState,
-)
-from kafkalite.controller.partition_state_machine import PartitionStateMachine
-from kafkalite.controller.replica_state_machine import ReplicaStateMachine
+from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
+from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch, IllegalBatchState
 from kafkalite.coordination import CoordinationService
 from kafkalite.coordination.kafka_zk import BrokerInfo, KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -44,7 +38,7 @@ class Harness:
         self.service = CoordinationService()
         self.zk = KafkaZkClient(self.service, "controller", 60_000)
         self.zk.ensure_persistent_paths()
-        epoch, version = self.zk.increment_controller_epoch()
+        epoch, version = self.zk.register_controller_and_increment_epoch(1, 0)
         self.context = ControllerContext(epoch=epoch, epoch_zk_version=version)
         self.context.live_brokers = {b: BrokerInfo(b, (), None, 10 * b) for b in (1, 2, 3)}
         self.context.partition_assignments = {"t": {0: [1, 2, 3]}}

@@ -7,6 +7,7 @@ Transport from the node id "controller". Everything else is real: coordination s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from kafkalite.network.requests import (
     ProduceRequest,
     Request,
     RequestContext,
+    StopReplicaRequest,
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
@@ -127,6 +129,11 @@ class Harness:
             assert response.error_code == 0
 
     async def send(self, broker_id: int, request: Request, source: str = CONTROLLER) -> Any:
+        """Send as `source`; a controller request without a broker epoch (-1) is addressed, as the controller
+        addresses it, to the broker's current incarnation."""
+        if isinstance(request, (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)) \
+                and request.broker_epoch == -1:
+            request = dataclasses.replace(request, broker_epoch=self.brokers[broker_id].broker_epoch)
         return await self.transport.send(source, broker_id, request, RequestContext(source=source))
 
     # -- the clients' part ------------------------------------------------------------------------------------

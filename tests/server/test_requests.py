@@ -266,7 +266,7 @@ async def test_controller_requests_without_a_controller_are_not_controller(harne
 async def test_controller_requests_are_forwarded_to_the_controller_broker(harness: Harness, autojump_clock: MockClock) -> None:
     controller = _ActiveController()
     harness.brokers[1].set_controller(controller)
-    assert harness.zk.try_elect_controller(1, 0)
+    assert harness.zk.register_controller_and_increment_epoch(1, 0) is not None
     response = await harness.send(2, CreateTopicsRequest([CreatableTopic("t", 1, 1)]), CLIENT)
     assert response.topics[0].error_code == 0
     (request, context), = controller.seen

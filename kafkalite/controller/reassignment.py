@@ -1,0 +1,247 @@
+"""Partition reassignment: moving a partition's replicas to a new list, Kafka's way since KIP-455.
+
+A move from the original replicas (ORS) to the target replicas (TRS) runs in two phases, driven by the ISR:
+
+    A  (not every target replica is in the ISR yet)
+       A1. the assignment becomes RS = TRS + ORS (target first), with the replicas being added and removed kept
+           beside it in the topic znode; a LeaderAndIsr with a new leader epoch goes to RS;
+       A2. the added replicas become NewReplica and start following; the partition state's watch brings the
+           move back here each time the ISR changes.
+    B  (every target replica is in the ISR)
+       B1. the added replicas become OnlineReplica;
+       B2. RS = TRS in the controller's memory;
+       B3. a LeaderAndIsr with RS = TRS goes out (a new leader from TRS if the current one is not in it or is
+           down), so the leader no longer lets a removed replica back into the ISR;
+       B4. the removed replicas go offline: the ISR in the coordination service shrinks without them and only
+           the target replicas hear it; then they are stopped and deleted (B5);
+       B6. the topic znode gets RS = TRS with nothing adding or removing; B7 the partition leaves
+           `/admin/reassign_partitions`; B8 every broker gets the new metadata.
+
+A controller elected in the middle of a move rebuilds it from the topic znode (what is being added and
+removed), so it resumes the move it did not start and lists it correctly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from kafkalite.common import errors
+from kafkalite.common.errors import KafkaError
+from kafkalite.common.types import TopicPartition
+from kafkalite.controller.context import ControllerContext, PartitionAndReplica, ReassignmentContext
+from kafkalite.controller.leader_selectors import no_op_partition_leader_selector, \
+    reassigned_partition_leader_selector
+from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
+from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.coordination.kafka_zk import (
+    REASSIGN_PARTITIONS_PATH,
+    KafkaZkClient,
+    decode_partition_reassignment,
+    encode_partition_reassignment,
+    partition_state_path,
+)
+from kafkalite.coordination.service import CreateOp, DeleteOp, Op, SetDataOp
+from kafkalite.network.requests import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingReassignment,
+    ReassignablePartitionResponse,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ReassignmentManager:
+    def __init__(self, controller_id: int, context: ControllerContext, zk: KafkaZkClient,
+                 partition_state_machine: PartitionStateMachine, replica_state_machine: ReplicaStateMachine,
+                 batch: ControllerBrokerRequestBatch, on_isr_change: Callable[[TopicPartition], None],
+                 on_completed: Callable[[], None]) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self.zk = zk
+        self._partitions = partition_state_machine
+        self._replicas = replica_state_machine
+        self._batch = batch
+        self._on_isr_change = on_isr_change  # queues the event that brings a move back here
+        self._on_completed = on_completed  # a topic waiting to be deleted may go on
+
+    # -- failover and the triggers --------------------------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """At failover: the moves the topic znodes record as in progress (before any partition state changes)."""
+        for topic in sorted(self.context.all_topics):
+            for partition, (adding, removing) in sorted(self.zk.get_ongoing_reassignments(topic).items()):
+                tp = TopicPartition(topic, partition)
+                replicas = self.context.partition_replica_assignment(tp)
+                original = [r for r in replicas if r not in adding]
+                target = [r for r in replicas if r not in removing]
+                self.context.partitions_being_reassigned[tp] = ReassignmentContext(original, target)
+
+    def resume(self) -> None:
+        """At failover, after the state machines started: carry every recorded move on."""
+        for tp in sorted(self.context.partitions_being_reassigned):
+            self._watch_isr(tp)
+            self.on_partition_reassignment(tp)
+
+    def on_broker_startup(self, new_brokers: set[int]) -> None:
+        for tp, reassignment in sorted(self.context.partitions_being_reassigned.items()):
+            if set(reassignment.target_replicas) & new_brokers:
+                self.on_partition_reassignment(tp)
+
+    def on_isr_change(self, tp: TopicPartition) -> None:
+        if tp in self.context.partitions_being_reassigned:
+            self.on_partition_reassignment(tp)
+
+    def process_partition_reassignment(self) -> None:
+        """Start the moves `/admin/reassign_partitions` lists; a request or a tool wrote it, so what cannot
+        move (malformed, unknown partition, topic being deleted) is logged and removed from the znode, as
+        Kafka's controller does, lest it stay there forever."""
+        try:
+            found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=True)
+            targets, rejected = decode_partition_reassignment(found[0]) if found is not None else ({}, [])
+        except ValueError as exc:
+            targets, rejected = {}, [f"the znode is malformed: {exc}"]
+        for tp, replicas in sorted(targets.items()):
+            if tp in self.context.partitions_being_reassigned:
+                continue
+            if tp not in self.context.partition_leadership_info or \
+                    self.context.is_topic_queued_up_for_deletion(tp.topic):
+                rejected.append(f"{tp} does not exist or its topic is being deleted")
+                continue
+            self.context.partitions_being_reassigned[tp] = ReassignmentContext(
+                list(self.context.partition_replica_assignment(tp)), replicas)
+            self._watch_isr(tp)
+            self.on_partition_reassignment(tp)
+        for reason in rejected:
+            log.error("controller %d: ignoring a partition reassignment: %s", self.controller_id, reason)
+        if rejected:
+            self._write_pending(self._pending())
+
+    def _watch_isr(self, tp: TopicPartition) -> None:
+        self.zk.register_znode_change_handler(partition_state_path(tp), lambda _: self._on_isr_change(tp))
+
+    # -- the move -------------------------------------------------------------------------------------------------
+
+    def on_partition_reassignment(self, tp: TopicPartition) -> None:
+        reassignment = self.context.partitions_being_reassigned[tp]
+        state = self.zk.get_partition_state(tp, watch=True)
+        if state is None:
+            return
+        self.context.partition_leadership_info[tp] = state
+        if set(reassignment.target_replicas) <= set(state.leader_and_isr.isr):
+            self._complete(tp, reassignment)
+        else:
+            self._start_new_replicas(tp, reassignment)
+
+    def _start_new_replicas(self, tp: TopicPartition, reassignment: ReassignmentContext) -> None:
+        """Phase A: RS = TRS + ORS written with what is added and removed, a new epoch to RS, new replicas started."""
+        full = list(dict.fromkeys(reassignment.target_replicas + reassignment.original_replicas))
+        if self.context.partition_replica_assignment(tp) == full:
+            return  # phase A is done; the ISR watch brings us back when the new replicas catch up
+        self._write_assignment(tp, full, (reassignment.adding, reassignment.removing))
+        self._partitions.handle_state_changes([tp], PartitionState.ONLINE, no_op_partition_leader_selector,
+                                              replicas={tp: full})
+        self._replicas.handle_state_changes(
+            [r for r in self._replicas_of(tp, reassignment.adding) if r not in self.context.replica_states],
+            ReplicaState.NEW)
+
+    def _complete(self, tp: TopicPartition, reassignment: ReassignmentContext) -> None:
+        """Phase B: every target replica is in the ISR."""
+        log.info("controller %d: every target replica %s of %s is in the ISR; completing", self.controller_id,
+                 reassignment.target_replicas, tp)
+        target = reassignment.target_replicas
+        self._replicas.handle_state_changes(self._replicas_of(tp, reassignment.adding), ReplicaState.ONLINE)
+        self.context.partition_assignments[tp.topic][tp.partition] = list(target)
+        leader = self.context.partition_leadership_info[tp].leader_and_isr.leader
+        selector = no_op_partition_leader_selector if leader in target and self.context.is_replica_online(leader) \
+            else reassigned_partition_leader_selector
+        self._partitions.handle_state_changes([tp], PartitionState.ONLINE, selector, replicas={tp: target})
+        removing = self._replicas_of(tp, reassignment.removing)
+        for replica_state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
+                              ReplicaState.NON_EXISTENT):
+            self._replicas.handle_state_changes(removing, replica_state)
+        self._write_assignment(tp, target, None)
+        del self.context.partitions_being_reassigned[tp]
+        self.zk.unregister_handlers(partition_state_path(tp))
+        self._write_pending(self._pending())
+        self._batch.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, [tp])
+        self._on_completed()
+
+    @staticmethod
+    def _replicas_of(tp: TopicPartition, brokers: Sequence[int]) -> list[PartitionAndReplica]:
+        return [PartitionAndReplica(tp.topic, tp.partition, r) for r in brokers]
+
+    def _write_assignment(self, tp: TopicPartition, replicas: list[int],
+                          moving: tuple[list[int], list[int]] | None) -> None:
+        """The topic's assignment with `tp` at `replicas`, and what every partition still being moved adds and
+        removes (`moving` for `tp` itself, None once its move is complete)."""
+        assignment = dict(self.context.partition_assignments[tp.topic])
+        assignment[tp.partition] = replicas
+        reassigning = {other.partition: (r.adding, r.removing)
+                       for other, r in self.context.partitions_being_reassigned.items()
+                       if other.topic == tp.topic and other != tp}
+        if moving is not None:
+            reassigning[tp.partition] = moving
+        self.zk.controller_multi(self.context.epoch_zk_version,
+                                 [self.zk.set_replica_assignment_op(tp.topic, assignment, reassigning)])
+        self.context.partition_assignments[tp.topic] = assignment
+
+    # -- admin requests -------------------------------------------------------------------------------------------
+
+    def alter_partition_reassignments(self, request: AlterPartitionReassignmentsRequest
+                                      ) -> AlterPartitionReassignmentsResponse:
+        """Validate, then write the targets to `/admin/reassign_partitions`; the znode's watch starts the moves."""
+        accepted: dict[TopicPartition, list[int]] = {}
+        responses = []
+        for item in request.partitions:
+            tp = TopicPartition(item.topic, item.partition)
+            try:
+                self._validate(tp, item.replicas)
+                accepted[tp] = list(item.replicas)
+                responses.append(ReassignablePartitionResponse(item.topic, item.partition, errors.NONE.code))
+            except KafkaError as exc:
+                responses.append(ReassignablePartitionResponse(item.topic, item.partition, exc.code, exc.message))
+        if accepted:
+            self._write_pending({**self._pending(), **accepted})
+        return AlterPartitionReassignmentsResponse(errors.NONE.code, responses)
+
+    def _validate(self, tp: TopicPartition, replicas: list[int]) -> None:
+        if tp not in self.context.partition_leadership_info or self.context.is_topic_queued_up_for_deletion(tp.topic):
+            raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+        if not replicas:
+            raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} is empty")
+        if len(set(replicas)) != len(replicas):
+            raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} repeats a broker: {replicas}")
+        unavailable = [r for r in replicas if not self.context.is_replica_online(r)]
+        if unavailable:
+            raise errors.InvalidReplicaAssignmentError(
+                f"brokers {unavailable} in the target replicas of {tp} are not alive (or unknown)")
+        if tp in self.context.partitions_being_reassigned:
+            raise errors.ReassignmentInProgressError(f"{tp} is already being reassigned")
+
+    def list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
+                                     ) -> ListPartitionReassignmentsResponse:
+        wanted = None if request.topic_partitions is None else {TopicPartition(t, p)
+                                                                for t, p in request.topic_partitions}
+        return ListPartitionReassignmentsResponse(errors.NONE.code, [
+            OngoingReassignment(tp.topic, tp.partition, self.context.partition_replica_assignment(tp),
+                                r.adding, r.removing)
+            for tp, r in sorted(self.context.partitions_being_reassigned.items()) if wanted is None or tp in wanted])
+
+    def _pending(self) -> dict[TopicPartition, list[int]]:
+        return {tp: r.target_replicas for tp, r in self.context.partitions_being_reassigned.items()}
+
+    def _write_pending(self, targets: Mapping[TopicPartition, list[int]]) -> None:
+        data = encode_partition_reassignment(targets)
+        exists = self.zk.exists(REASSIGN_PARTITIONS_PATH)
+        ops: list[Op] = []
+        if not targets:
+            ops = [DeleteOp(REASSIGN_PARTITIONS_PATH)] if exists else []
+        else:
+            ops = [SetDataOp(REASSIGN_PARTITIONS_PATH, data) if exists else CreateOp(REASSIGN_PARTITIONS_PATH, data)]
+        if ops:
+            self.zk.controller_multi(self.context.epoch_zk_version, ops)
