@@ -143,8 +143,11 @@ class ReassignmentManager:
         if self.context.partition_replica_assignment(tp) == full:
             return  # phase A is done; the ISR watch brings us back when the new replicas catch up
         self._write_assignment(tp, full, (reassignment.adding, reassignment.removing))
-        self._partitions.handle_state_changes([tp], PartitionState.ONLINE, no_op_partition_leader_selector,
-                                              replicas={tp: full})
+        if self.context.partition_states.get(tp) is PartitionState.ONLINE:
+            # An offline partition keeps its state: a "new epoch, same leader" for a dead leader would mark it
+            # online, and nothing would elect a leader when one comes back. Its next election tells RS.
+            self._partitions.handle_state_changes([tp], PartitionState.ONLINE, no_op_partition_leader_selector,
+                                                  replicas={tp: full})
         self._replicas.handle_state_changes(
             [r for r in self._replicas_of(tp, reassignment.adding) if r not in self.context.replica_states],
             ReplicaState.NEW)

@@ -420,3 +420,35 @@ async def test_unreachable_owner_changes_nothing_until_it_heals(service, autojum
     service.set_reachable("broker-2", True)
     with pytest.raises(SessionExpiredError):
         s.get("/data")
+
+
+async def test_a_cut_off_session_hears_nothing_until_the_link_heals_then_everything_in_order(
+        service, autojump_clock) -> None:
+    """As a disconnected ZooKeeper client: no watch event while cut off (acting on one would only fail), then
+    CONNECTED and the held events in the order the changes happened."""
+    cut, writer = service.connect(60_000, owner="broker-1"), service.connect(60_000, owner="broker-2")
+    writer.create("/a")
+    cut.exists("/a", watch=True)
+    cut.get_children("/", watch=True)
+    service.set_reachable("broker-1", False)
+    writer.set("/a", b"changed")
+    writer.create("/b")
+    assert drain(cut) == []
+    service.set_reachable("broker-1", False)  # cutting again changes nothing
+    service.set_reachable("broker-1", True)
+    assert drain(cut) == [WatchedEvent(EventType.CONNECTED, ""), WatchedEvent(EventType.NODE_DATA_CHANGED, "/a"),
+                          WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/")]
+    service.set_reachable("broker-1", True)  # healing a healthy link is no event
+    assert drain(cut) == []
+
+
+async def test_a_session_that_expired_while_cut_off_learns_only_that_when_the_link_heals(
+        service, autojump_clock) -> None:
+    cut, writer = service.connect(6_000, owner="broker-1"), service.connect(60_000, owner="broker-2")
+    writer.create("/a")
+    cut.exists("/a", watch=True)
+    service.set_reachable("broker-1", False)
+    await trio.sleep(7)
+    assert cut.expired and drain(cut) == []
+    service.set_reachable("broker-1", True)
+    assert drain(cut) == [WatchedEvent(EventType.SESSION_EXPIRED, "")]

@@ -8,6 +8,7 @@ from trio.testing import MockClock
 
 from kafkalite.common import errors
 from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import LeaderAndIsrRequest
 
 from .conftest import Harness, batch
 
@@ -178,3 +179,24 @@ async def test_acks_all_fails_when_leadership_moves(harness: Harness, autojump_c
         await trio.sleep(0.1)
         await harness.elect(TP, 3, [3], REPLICAS, to=[1, 3])
     assert results[0].error_code == errors.NOT_LEADER_OR_FOLLOWER.code
+
+
+async def test_a_follower_told_of_a_dead_leader_follows_it_once_the_same_epoch_names_it_alive(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """Seed 000's makeFollowers leaves a partition untouched while its new leader is not alive. Recording the epoch
+    anyway (and starting no fetcher) made the controller's next LeaderAndIsr for it, the same epoch once the
+    leader was back, look stale: the follower never fetched again and acks=all failed for good."""
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == errors.NONE.code
+    lai = harness.write_state(TP, 1, REPLICAS)
+    state = harness.partition_state(TP, lai, REPLICAS)
+    response = await harness.send(3, LeaderAndIsrRequest(-1, harness.controller_epoch, -1, [state], []))
+    assert response.error_code == errors.NONE.code
+    assert harness.partition(3, TP).leader_epoch == 0  # left as it was: the leader it names is not alive
+    await harness.tell(TP, lai, REPLICAS, REPLICAS)  # the same epoch, now with the leader alive
+    follower = harness.partition(3, TP)
+    assert follower.leader_epoch == lai.leader_epoch and follower.leader_replica_id == 1
+    produced = await harness.produce(1, TP, batch("b"))
+    assert (produced.error_code, produced.base_offset) == (errors.NONE.code, 1)
+    await harness.wait_replicated(TP, REPLICAS)
+    assert [b.payload for b in harness.batches(3, TP)] == [b.payload for b in harness.batches(1, TP)]
