@@ -69,7 +69,10 @@ def truncation_offset(partition: Partition, leader: EpochEndOffset) -> tuple[int
     """Where to truncate given the leader's answer, and whether truncation is complete (KIP-279).
 
     When the leader's epoch is one the follower does not have, the follower truncates to the end of its own
-    largest earlier epoch and asks again with that epoch.
+    largest earlier epoch and asks again about the latest epoch it has left. The leader answers with an epoch
+    no larger than the one asked about, so that end is where a later epoch of the follower starts, and the
+    truncation removes that epoch from the cache even when it holds no records (Log.truncate_to): each round
+    that is not final asks about a smaller epoch, so the same question never comes twice and the rounds end.
     """
     log_end_offset = partition.log.log_end_offset
     if leader.end_offset == UNDEFINED_EPOCH_OFFSET:
