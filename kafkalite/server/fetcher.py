@@ -156,7 +156,12 @@ class ReplicaFetcher:
         return {tp: st for tp, st in self.partitions.items() if not st.failed and st.delayed_until <= now}
 
     async def _work_connected(self) -> None:
-        """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch."""
+        """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch.
+
+        Each round yields to the scheduler: an in-process request need not (a fetch the leader can answer at
+        once, an OffsetsForLeaderEpoch), and the pause gate does not unless the broker is paused, so without
+        it a busy or stuck fetcher would keep every other task of the process, and the clock, from running.
+        """
         with self._manager.channel(self.source_broker_id) as channel:
             self._channel = channel
             try:
@@ -167,6 +172,7 @@ class ReplicaFetcher:
                     else:
                         await self._fetch(ready)
                     await self._manager.gate.checkpoint()
+                    await trio.lowlevel.checkpoint()
             finally:
                 self._channel = None
 
