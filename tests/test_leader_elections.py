@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import trio
+
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import UNCLEAN_ELECTION, ElectLeadersRequest
-from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees
+from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees, replica_batches
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
 
@@ -86,3 +88,47 @@ async def test_unclean_election_on_request(autojump_clock: Any) -> None:
         assert await cluster.wait_for_leader("t", 0) == follower
         response = await cluster.transport.send("client", cluster.controller_id, ElectLeadersRequest(7))
         assert response.error_code == errors.INVALID_REQUEST.code and "election type" in response.error_message
+
+
+async def test_a_replica_back_from_leading_an_empty_epoch_catches_up(autojump_clock: Any) -> None:
+    """Two unclean elections on request leave the follower with a last epoch it led without appending, and the
+    leader with an earlier epoch, holding a record, that the follower never saw. The follower's truncation used
+    to ask about its empty epoch forever, without yielding, which froze the whole cluster; now it truncates
+    and replicates, and the record written while it was away survives."""
+    tp = TopicPartition("t", 0)
+    # Bounds the scenario in virtual time only: it cannot end a run that stops yielding or whose clock stops.
+    with trio.fail_after(600):
+        async with Cluster(brokers=3, config=CONFIG, seed=4) as cluster:
+
+            async def restart_alone(up: int, down: int) -> None:
+                """Kill `down`, and once the controller knows, start `up` again."""
+                await cluster.kill_broker(down)
+                await cluster.wait_until(lambda: cluster.controller_id is not None
+                                         and down not in cluster.controller().context.live_brokers, timeout=60)
+                await cluster.restart_broker(up)
+
+            await cluster.create_topic("t", partitions=1, replication_factor=2)
+            assert await cluster.produce("t", 0, [Record(None, b"a")]) == 0
+            d = (await cluster.describe_topic("t"))[0]
+            leader, follower = d.leader, next(r for r in d.replicas if r != d.leader)
+            await cluster.kill_broker(follower)
+            await cluster.wait_until(lambda: cluster.partition_state("t", 0).isr == (leader,), timeout=60)
+            await restart_alone(leader, down=leader)  # a clean election: the leader is the whole ISR
+            assert await cluster.wait_for_leader("t", 0) == leader
+            assert await cluster.produce("t", 0, [Record(None, b"b")]) == 1
+            assert [epoch > 0 for _, epoch, _ in replica_batches(cluster, leader, tp)] == [False, True]
+
+            await restart_alone(follower, down=leader)
+            assert await cluster.elect_leaders(UNCLEAN_ELECTION, [tp]) == {tp: errors.NONE.code}
+            assert await cluster.wait_for_leader("t", 0) == follower  # leads from offset 1 and appends nothing
+
+            await restart_alone(leader, down=follower)
+            assert await cluster.elect_leaders(UNCLEAN_ELECTION, [tp]) == {tp: errors.NONE.code}
+            assert await cluster.wait_for_leader("t", 0) == leader
+
+            await cluster.restart_broker(follower)
+            assert await cluster.produce("t", 0, [Record(None, b"c")]) == 2
+            await assert_replicas_agree(cluster, "t", 0)
+            assert sorted(cluster.partition_state("t", 0).isr) == sorted(d.replicas)
+            assert [(o, r.value) for o, r in await cluster.fetch_all("t", 0)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+            assert cluster.high_watermark("t", 0) == 3

@@ -8,7 +8,7 @@ only add load while the controller works. Concurrent refreshes are coalesced int
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import trio
@@ -17,7 +17,13 @@ from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError, UnknownTopicOrPartitionError
 from kafkalite.common.types import TopicPartition
 from kafkalite.client.transport import ClientTransport
-from kafkalite.network.requests import MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse
+from kafkalite.network.requests import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+)
 
 STALE_METADATA_ERRORS: frozenset[int] = frozenset(e.code for e in (
     errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE, errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -28,9 +34,29 @@ STALE_METADATA_ERRORS: frozenset[int] = frozenset(e.code for e in (
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
+    """One topic as the last metadata answer listed it.
+
+    Partitions are kept by id, never by position: a broker lists the partitions its metadata cache holds, which
+    may leave one out, and a list position would then name another partition's leader. A partition left out
+    has no leader here, so nothing is sent for it until an answer lists it.
+
+    `partition_count` is known only when the answer lists partitions 0 to n-1 without a gap. With a gap, or
+    with no partition at all, the answer is incomplete: neither the number listed nor the largest id plus one
+    is the topic's size, and a keyed record placed by either could land in another partition than it will
+    once the answer is whole. A producer waits for a complete answer instead. (Partitions missing at the end
+    cannot be told from a smaller topic, which is how a topic still growing looks to Kafka's clients too.)
+    """
+
     name: str
-    partitions: tuple[MetadataPartition, ...]  # indexed by partition number
+    partitions: Mapping[int, MetadataPartition]
+    partition_count: int | None
     is_internal: bool = False
+
+    @classmethod
+    def from_response(cls, topic: MetadataTopic) -> TopicMetadata:
+        partitions = {p.partition: p for p in topic.partitions}
+        complete = bool(partitions) and all(p in partitions for p in range(len(partitions)))
+        return cls(topic.name, partitions, len(partitions) if complete else None, topic.is_internal)
 
 
 class ClusterMetadata:
@@ -55,14 +81,15 @@ class ClusterMetadata:
     def leader_for(self, tp: TopicPartition) -> MetadataPartition | None:
         """The partition's metadata if it has a leader the client knows how to reach, else None."""
         topic = self.topics.get(tp.topic)
-        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+        partition = topic.partitions.get(tp.partition) if topic is not None else None
+        if partition is None:
             return None
-        partition = topic.partitions[tp.partition]
         return partition if partition.leader >= 0 and partition.leader in self.brokers else None
 
     def partition_count(self, topic: str) -> int | None:
+        """The topic's number of partitions; None while unknown, or while the last answer missed some."""
         found = self.topics.get(topic)
-        return len(found.partitions) if found is not None else None
+        return found.partition_count if found is not None else None
 
     async def refresh(self, topics: Iterable[str] = ()) -> None:
         """Fetch fresh metadata for the tracked topics (plus `topics`), waiting out the backoff first.
@@ -97,20 +124,22 @@ class ClusterMetadata:
             self.transport.update_brokers(response.brokers)
         for topic in response.topics:
             if topic.error_code == errors.NONE.code:
-                partitions = tuple(sorted(topic.partitions, key=lambda p: p.partition))
-                self.topics[topic.name] = TopicMetadata(topic.name, partitions, topic.is_internal)
+                self.topics[topic.name] = TopicMetadata.from_response(topic)
                 self.topic_errors.pop(topic.name, None)
             else:
                 self.topics.pop(topic.name, None)
                 self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
 
-    async def wait_for_topic(self, topic: str, timeout_s: float) -> TopicMetadata:
-        """The topic's metadata, refreshing until it is known; its error (or UNKNOWN_TOPIC) after `timeout_s`."""
+    async def wait_for_partition_count(self, topic: str, timeout_s: float) -> int:
+        """The topic's number of partitions, refreshing until an answer lists them all.
+
+        Raises the topic's error, or UNKNOWN_TOPIC_OR_PARTITION after `timeout_s`.
+        """
         with trio.move_on_after(timeout_s):
             while True:
-                found = self.topics.get(topic)
-                if found is not None:
-                    return found
+                count = self.partition_count(topic)
+                if count is not None:
+                    return count
                 try:
                     await self.refresh([topic])
                 except KafkaError as exc:
@@ -119,4 +148,7 @@ class ClusterMetadata:
                 error = self.topic_errors.get(topic)
                 if error is not None and not error.retriable:
                     raise error
+        if topic in self.topics:
+            raise UnknownTopicOrPartitionError(
+                f"Some partitions of topic {topic} still missing from metadata after {timeout_s * 1000:.0f} ms")
         raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata after {timeout_s * 1000:.0f} ms")

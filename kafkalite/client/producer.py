@@ -356,10 +356,11 @@ class Producer:
                    headers: Sequence[Header] | None = None, timestamp: int | None = None) -> RecordHandle:
         """Queue a record; the handle resolves once the broker acknowledged it (per `acks`) or it failed.
 
-        Waits only for the topic's metadata (up to max.block.ms); raises at once for arguments that can
-        never succeed (wrong types, a partition the topic does not have). A record without a timestamp gets
-        the time its batch was opened, at most linger.ms before the send for a batch that leaves on time:
-        reading the clock once per batch instead of once per record is a fifth of this call's cost.
+        Waits only for metadata that lists all of the topic's partitions (up to max.block.ms); raises at once
+        for arguments that can never succeed (wrong types, a partition the topic does not have). A record
+        without a timestamp gets the time its batch was opened, at most linger.ms before the send for a batch
+        that leaves on time: reading the clock once per batch instead of once per record is a fifth of this
+        call's cost.
         """
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
@@ -378,8 +379,10 @@ class Producer:
         if headers:
             record_headers = tuple((str(k), None if v is None else _as_bytes("header value", v)) for k, v in headers)
             size += _headers_size(record_headers) - 1
-        topic_metadata = self._topics.get(topic) or await self.metadata.wait_for_topic(topic, self._max_block_s)
-        num_partitions = len(topic_metadata.partitions)
+        topic_metadata = self._topics.get(topic)
+        num_partitions = topic_metadata.partition_count if topic_metadata is not None else None
+        if num_partitions is None:
+            num_partitions = await self.metadata.wait_for_partition_count(topic, self._max_block_s)
         if partition is None:
             partition = partition_for_key(key, num_partitions) if key is not None else \
                 self._partitioner.partition(topic, num_partitions)

@@ -172,8 +172,14 @@ class Log:
         Truncation is at batch boundaries, as in Kafka: if `offset` falls inside a batch, that whole batch
         goes too, and the new log end offset is that batch's base offset. The log keeps at least one
         (possibly empty) segment, whose end becomes the active end.
+
+        At or past the log end there are no records to remove, but the epoch cache may still end in an epoch
+        that starts at the log end: this replica led that epoch and appended nothing before losing leadership.
+        That entry goes too, as in Kafka's Log.truncateTo. A follower that kept it would ask its leader about
+        that epoch again after every truncation and never finish (see `truncation_offset` in the fetcher).
         """
         if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

@@ -69,7 +69,10 @@ def truncation_offset(partition: Partition, leader: EpochEndOffset) -> tuple[int
     """Where to truncate given the leader's answer, and whether truncation is complete (KIP-279).
 
     When the leader's epoch is one the follower does not have, the follower truncates to the end of its own
-    largest earlier epoch and asks again with that epoch.
+    largest earlier epoch and asks again about the latest epoch it has left. The leader answers with an epoch
+    no larger than the one asked about, so that end is where a later epoch of the follower starts, and the
+    truncation removes that epoch from the cache even when it holds no records (Log.truncate_to): each round
+    that is not final asks about a smaller epoch, so the same question never comes twice and the rounds end.
     """
     log_end_offset = partition.log.log_end_offset
     if leader.end_offset == UNDEFINED_EPOCH_OFFSET:
@@ -153,7 +156,12 @@ class ReplicaFetcher:
         return {tp: st for tp, st in self.partitions.items() if not st.failed and st.delayed_until <= now}
 
     async def _work_connected(self) -> None:
-        """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch."""
+        """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch.
+
+        Each round yields to the scheduler: an in-process request need not (a fetch the leader can answer at
+        once, an OffsetsForLeaderEpoch), and the pause gate does not unless the broker is paused, so without
+        it a busy or stuck fetcher would keep every other task of the process, and the clock, from running.
+        """
         with self._manager.channel(self.source_broker_id) as channel:
             self._channel = channel
             try:
@@ -164,6 +172,7 @@ class ReplicaFetcher:
                     else:
                         await self._fetch(ready)
                     await self._manager.gate.checkpoint()
+                    await trio.lowlevel.checkpoint()
             finally:
                 self._channel = None
 

@@ -236,12 +236,28 @@ def test_truncation_to_zero_then_appending_starts_again_at_zero():
     assert log.leader_epoch_cache.epoch_entries() == [(2, 0)]
 
 
-def test_truncation_at_or_past_the_end_is_a_no_op():
+def test_truncation_at_or_past_the_end_removes_no_records():
     log = filled_log()
     for offset in (30, 31, 100):
         log.truncate_to(offset)
         assert log.log_end_offset == 30
     assert len(log.segments) == 3
+    assert log.leader_epoch_cache.epoch_entries() == [(0, 0)]
+
+
+@pytest.mark.parametrize("offset", [10, 11])
+def test_truncation_at_or_past_the_end_drops_a_trailing_epoch_without_records(offset):
+    """A replica that became leader of epoch 3 at offset 10 and lost leadership before appending keeps an entry
+    (3, 10) that no record backs; Kafka's truncateTo drops it even when no record goes."""
+    log = make_log()
+    log.append_as_leader(batch(10), 0)
+    log.leader_epoch_cache.assign(3, log.log_end_offset)  # what Partition.make_leader does
+    assert log.leader_epoch_cache.epoch_entries() == [(0, 0), (3, 10)]
+    log.truncate_to(offset)
+    assert log.log_end_offset == 10
+    assert log.latest_epoch == 0
+    assert log.leader_epoch_cache.epoch_entries() == [(0, 0)]
+    assert offsets_of(log.read(0, 1 << 20)) == [(0, 9)]
 
 
 def test_truncation_trims_the_epoch_cache_from_the_end():

@@ -1,0 +1,88 @@
+"""The client's metadata cache: partitions by id, whatever the answer leaves out, and a count only when whole."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from kafkalite.client.metadata import ClusterMetadata
+from kafkalite.client.transport import ClientTransport, NodeKey
+from kafkalite.common import errors
+from kafkalite.common.errors import UnknownTopicOrPartitionError
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+    Request,
+)
+
+BROKERS = [MetadataBroker(node_id, "localhost", 9090 + node_id) for node_id in (1, 2, 3)]
+
+
+class ScriptedTransport(ClientTransport):
+    """Answers each MetadataRequest with the next of `answers`, the last one for good."""
+
+    def __init__(self, answers: Sequence[MetadataResponse]) -> None:
+        super().__init__("test", request_timeout_ms=30000)
+        self._answers = list(answers)
+        self.requests = 0
+
+    def _bootstrap_nodes(self) -> list[NodeKey]:
+        return [1]
+
+    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+        assert isinstance(request, MetadataRequest)
+        self.requests += 1
+        return self._answers.pop(0) if len(self._answers) > 1 else self._answers[0]
+
+
+def partition(number: int, leader: int) -> MetadataPartition:
+    return MetadataPartition(errors.NONE.code, number, leader, 5, [1, 2, 3], [1, 2, 3])
+
+
+def answer(*partitions: MetadataPartition) -> MetadataResponse:
+    return MetadataResponse(BROKERS, "cluster", 1, [MetadataTopic(errors.NONE.code, "t", list(partitions))])
+
+
+async def test_an_answer_with_a_gap_maps_each_partition_to_its_own_leader() -> None:
+    """Partition 1 is missing: partition 1 must not get partition 2's leader (the second listed), and partition
+    2 must still find its own."""
+    metadata = ClusterMetadata(ScriptedTransport([answer(partition(2, leader=3), partition(0, leader=2))]), 100)
+    await metadata.fetch(["t"])
+    found = {p: metadata.leader_for(TopicPartition("t", p)) for p in range(4)}
+    assert found[0] is not None and (found[0].partition, found[0].leader) == (0, 2)
+    assert found[1] is None
+    assert found[2] is not None and (found[2].partition, found[2].leader) == (2, 3)
+    assert found[3] is None
+    assert metadata.partition_count("t") is None  # neither 2 (listed) nor 3 (largest id + 1): unknown
+
+
+async def test_a_whole_answer_gives_the_partition_count() -> None:
+    metadata = ClusterMetadata(ScriptedTransport([answer(partition(1, 2), partition(0, 1), partition(2, 3))]), 100)
+    await metadata.fetch(["t"])
+    assert metadata.partition_count("t") == 3
+    found = [metadata.leader_for(TopicPartition("t", p)) for p in range(3)]
+    assert [(f.partition, f.leader) if f is not None else None for f in found] == [(0, 1), (1, 2), (2, 3)]
+
+
+async def test_the_partition_count_waits_for_an_answer_without_a_gap(autojump_clock: MockClock) -> None:
+    transport = ScriptedTransport([answer(partition(0, 1), partition(2, 3)),
+                                   answer(partition(0, 1), partition(1, 2), partition(2, 3))])
+    metadata = ClusterMetadata(transport, 100)
+    assert await metadata.wait_for_partition_count("t", 60) == 3
+    assert transport.requests == 2
+    assert trio.current_time() == pytest.approx(0.1)  # one retry.backoff.ms between the two answers
+
+
+async def test_an_answer_that_keeps_a_gap_times_out_naming_the_missing_partitions(autojump_clock: MockClock) -> None:
+    metadata = ClusterMetadata(ScriptedTransport([answer(partition(0, 1), partition(2, 3))]), 100)
+    with pytest.raises(UnknownTopicOrPartitionError, match="Some partitions of topic t still missing"):
+        await metadata.wait_for_partition_count("t", 5)
+    assert trio.current_time() == pytest.approx(5)
