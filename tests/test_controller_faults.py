@@ -235,9 +235,10 @@ async def test_a_new_controller_resumes_a_reassignment_and_lists_what_it_adds_an
         assert response.responses[0].error_code == errors.NONE.code
         await cluster.wait_until(lambda: newcomer in cluster.controller().context.partition_replica_assignment(
             TopicPartition("t", 0)))
+        epoch = cluster.controller().epoch
         await cluster.expire_session(controller_id)
-        await cluster.wait_until(lambda: cluster.controller_id not in (None, controller_id) or
-                                 cluster.controller().epoch > 1, timeout=30)
+        await cluster.wait_until(lambda: cluster.controller_id is not None and cluster.controller().epoch > epoch,
+                                 timeout=30)
         listed = await cluster.list_partition_reassignments()
         assert [(o.adding_replicas, o.removing_replicas) for o in listed] == [([newcomer], [original[1]])]
         assert set(listed[0].replicas) == set(original) | {newcomer}

@@ -142,6 +142,15 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
               "Whether a Metadata request for an unknown topic creates it with the defaults."),
     ConfigKey("socket.request.max.bytes", "int", 100 * 1024 * 1024, "Largest request frame a listener accepts.",
               at_least=1),
+    ConfigKey("connections.max.idle.ms", "long", 600000,
+              "A listener closes a connection that has sent nothing for this long (half a frame included); "
+              "-1: never.", at_least=-1),
+    ConfigKey("max.topics.per.request", "int", 100_000,
+              "Most topics (or config resources) one request may name: kafkalite's bound, since the brokers share "
+              "one thread and a request naming millions would stall them all.", at_least=1),
+    ConfigKey("max.partitions.per.request", "int", 100_000,
+              "Most partitions one request may list, or CreateTopics / CreatePartitions create: kafkalite's "
+              "bound, for the same reason.", at_least=1),
     ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower asks for per partition.", at_least=0),
     ConfigKey("replica.fetch.wait.max.ms", "int", 500, "How long a follower's fetch may wait for data.",
               at_least=0),

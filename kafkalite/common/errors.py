@@ -129,6 +129,8 @@ INVALID_COMMIT_OFFSET_SIZE = _define(28, "INVALID_COMMIT_OFFSET_SIZE", False,
                                      "The committing offset data size is not valid.")
 INVALID_TIMESTAMP = _define(32, "INVALID_TIMESTAMP", False,
                             "The timestamp of the message is out of acceptable range.")
+CLUSTER_AUTHORIZATION_FAILED = _define(31, "CLUSTER_AUTHORIZATION_FAILED", False,
+                                       "Cluster authorization failed.")
 UNSUPPORTED_VERSION = _define(35, "UNSUPPORTED_VERSION", False, "The version of API is not supported.")
 TOPIC_ALREADY_EXISTS = _define(36, "TOPIC_ALREADY_EXISTS", False, "Topic with this name already exists.")
 INVALID_PARTITIONS = _define(37, "INVALID_PARTITIONS", False, "Number of partitions is below 1.")
@@ -199,6 +201,7 @@ IllegalGenerationError = ILLEGAL_GENERATION.exception
 UnknownMemberIdError = UNKNOWN_MEMBER_ID.exception
 RebalanceInProgressError = REBALANCE_IN_PROGRESS.exception
 InvalidTimestampError = INVALID_TIMESTAMP.exception
+ClusterAuthorizationFailedError = CLUSTER_AUTHORIZATION_FAILED.exception
 UnsupportedVersionError = UNSUPPORTED_VERSION.exception
 TopicAlreadyExistsError = TOPIC_ALREADY_EXISTS.exception
 InvalidPartitionsError = INVALID_PARTITIONS.exception

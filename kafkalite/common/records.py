@@ -25,6 +25,10 @@ NO_TIMESTAMP = -1
 
 Header = tuple[str, bytes | None]
 
+_DELTA_TYPES: frozenset[type] = frozenset({int})
+_BYTES_OR_NULL: frozenset[type] = frozenset({bytes, type(None)})
+_HEADERS_TYPES: frozenset[type] = frozenset({tuple})
+
 Row = tuple[int, bytes | None, bytes | None, tuple[Header, ...]]
 """One record in a batch's payload: (timestamp delta, key, value, headers)."""
 
@@ -160,9 +164,14 @@ class RecordBatch:
                            self.attributes, self.crc, self.payload)
 
     def validate(self, *, deep: bool = False) -> None:
-        """Check the crc (cheap, no decoding); `deep` also decodes and checks the records against the header.
+        """Check the crc (cheap, no decoding); `deep` also checks every record against the header, as Kafka's
+        LogValidator checks what producers send before the leader appends it.
 
-        Raises CorruptMessageError, so the request edge can answer CORRUPT_MESSAGE.
+        CORRUPT_MESSAGE (CorruptMessageError) for a wrong crc or a payload that is not a list of records;
+        INVALID_RECORD (InvalidRecordError) naming the first record that breaks a rule: the count the header
+        claims, the `(timestamp delta, key, value, headers)` shape, bytes or null keys and values, `(str,
+        bytes or null)` headers, and timestamps that agree with the header's first and max timestamp. The
+        checks are C-level passes over the decoded rows (`map`, `zip`, `set`), not a Python loop per record.
         """
         expected = _checksum(self.payload, self.attributes, self.record_count, self.first_timestamp,
                              self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence)
@@ -170,16 +179,49 @@ class RecordBatch:
             raise CorruptMessageError(
                 f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
                 f"computed {expected})")
-        if not deep:
-            return
-        records = self.records()
-        if len(records) != self.record_count:
-            raise CorruptMessageError(f"record batch at offset {self.base_offset} claims {self.record_count} "
-                                      f"records but holds {len(records)}")
-        for record in records:
-            if not (isinstance(record.key, bytes | None) and isinstance(record.value, bytes | None)
-                    and isinstance(record.headers, tuple)):
-                raise CorruptMessageError(f"record batch at offset {self.base_offset} holds a malformed record")
+        if deep:
+            self._validate_records(self.rows())
+
+    def _validate_records(self, rows: object) -> None:
+        if type(rows) is not tuple:
+            raise self.corrupt(TypeError(f"the payload is a {type(rows).__name__}, not a list of records"))
+        if len(rows) != self.record_count:
+            raise self._invalid(f"claims {self.record_count} records but holds {len(rows)}")
+        try:
+            shapes = set(map(len, rows))  # a row that is no sequence fails here; a str, bytes or map row of
+        except TypeError:                 # four items fails on its columns' types below
+            shapes = set()
+        if shapes != {4}:
+            index = next(i for i, row in enumerate(rows) if type(row) is not tuple or len(row) != 4)
+            raise self._invalid(f"record {index} is not a (timestamp delta, key, value, headers) row: "
+                                f"{rows[index]!r:.80}")
+        deltas, keys, values, headers = zip(*rows)
+        distinct_deltas = set(deltas)  # usually {0}: the producer's records share the batch's timestamp
+        for name, column, kinds, allowed in (
+                ("timestamp delta", deltas, set(map(type, distinct_deltas)), _DELTA_TYPES),
+                ("key", keys, set(map(type, keys)), _BYTES_OR_NULL),
+                ("value", values, set(map(type, values)), _BYTES_OR_NULL),
+                ("headers", headers, set(map(type, headers)), _HEADERS_TYPES)):
+            if not kinds <= allowed:
+                index = next(i for i, item in enumerate(column) if type(item) not in allowed)
+                raise self._invalid(f"record {index} has a {name} of type {type(column[index]).__name__}; "
+                                    f"expected {' or '.join(sorted(t.__name__ for t in allowed))}")
+        if any(headers):
+            for index, record_headers in enumerate(headers):
+                for header in record_headers:
+                    if type(header) is not tuple or len(header) != 2 or type(header[0]) is not str \
+                            or type(header[1]) not in _BYTES_OR_NULL:
+                        raise self._invalid(f"record {index} has a header that is not (str, bytes or null): "
+                                            f"{header!r:.80}")
+        if self.first_timestamp + min(distinct_deltas) < NO_TIMESTAMP:
+            raise self._invalid(f"has a negative record timestamp (first timestamp {self.first_timestamp}, "
+                                f"smallest delta {min(distinct_deltas)})")
+        if self.first_timestamp + max(distinct_deltas) != self.max_timestamp:
+            raise self._invalid(f"says its max timestamp is {self.max_timestamp} but its records' is "
+                                f"{self.first_timestamp + max(distinct_deltas)}")
+
+    def _invalid(self, problem: str) -> InvalidRecordError:
+        return InvalidRecordError(f"record batch at offset {self.base_offset} {problem}")
 
     def to_wire(self) -> list[int | bytes]:
         return [self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,

@@ -27,7 +27,9 @@ def validate_topic_name(name: object) -> str:
     The 249-character limit leaves room for the partition suffix in a log directory name on a 255-byte
     file system, which matters once a topic moves to a real cluster.
     """
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
+        raise InvalidTopicError(f"Topic name must be a string, not {type(name).__name__} ({name!r:.40})")
+    if not name:
         raise InvalidTopicError("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
         raise InvalidTopicError(f"Topic name cannot be {name!r}")

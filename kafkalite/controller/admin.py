@@ -128,19 +128,32 @@ def validate_assignment(assignment: Mapping[int, Sequence[int]], known_brokers: 
                 f"Partition {partition} is assigned to unknown brokers {sorted(unknown)}.")
 
 
+def check_partition_budget(topic: str, count: int, budget: int) -> None:
+    """INVALID_PARTITIONS before any plan is made for more partitions than one request may create."""
+    if count > budget:
+        raise InvalidPartitionsError(
+            f"{count} new partitions asked for topic '{topic}'; one request may create at most {budget} more "
+            f"(max.partitions.per.request)")
+
+
 def plan_topic(topic: CreatableTopic, config: BrokerConfig, existing_topics: set[str],
-               live_brokers: Mapping[int, str | None], rng: random.Random
+               live_brokers: Mapping[int, str | None], rng: random.Random, budget: int | None = None
                ) -> tuple[dict[int, list[int]], dict[str, object]]:
-    """(assignment, config overrides) for a new topic, or the Kafka error that says why it cannot be made."""
+    """(assignment, config overrides) for a new topic, or the Kafka error that says why it cannot be made.
+
+    `budget` is how many partitions the request may still create (default: max.partitions.per.request)."""
     validate_topic_name(topic.name)
     if topic.name in existing_topics:
         raise TopicAlreadyExistsError(f"Topic '{topic.name}' already exists.")
+    budget = config["max.partitions.per.request"] if budget is None else budget
     overrides = TopicConfig.for_broker(topic.configs, config).overrides
     if topic.assignments:
+        check_partition_budget(topic.name, len(topic.assignments), budget)
         assignment = {int(p): list(replicas) for p, replicas in topic.assignments.items()}
         validate_assignment(assignment, set(live_brokers))
         return assignment, overrides
     partitions = config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
+    check_partition_budget(topic.name, partitions, budget)
     replication = config["default.replication.factor"] if topic.replication_factor == -1 \
         else topic.replication_factor
     return assign_replicas_to_brokers(partitions, replication, sorted(live_brokers), live_brokers,
@@ -225,9 +238,11 @@ class AdminManager:
         existing = set(self.zk.get_all_topics()) | self.context.all_topics
         live = self._live_racks()
         results, waiters = [], []
+        budget = self.config["max.partitions.per.request"]
         for topic in request.topics:
             try:
-                assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng)
+                assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng, budget)
+                budget -= len(assignment)
                 if not request.validate_only:
                     self.zk.controller_multi(self.context.epoch_zk_version,
                                              self.zk.create_topic_ops(topic.name, assignment, overrides))
@@ -274,6 +289,7 @@ class AdminManager:
             raise errors.InvalidPartitionsError(
                 f"Topic '{topic.name}' has {len(current)} partitions; the new count {topic.count} must be larger.")
         new_count = topic.count - len(current)
+        check_partition_budget(topic.name, new_count, self.config["max.partitions.per.request"])
         replication = len(current[0])
         if topic.assignments is not None:
             if len(topic.assignments) != new_count:

@@ -432,6 +432,11 @@ class KafkaZkClient:
                 continue  # another broker claimed a block meanwhile: read again
             return range(start, start + PRODUCER_ID_BLOCK_SIZE)
 
+    def latest_producer_id(self) -> int:
+        """The largest producer id any broker may have handed out (-1: none yet)."""
+        found = self.get_data(PRODUCER_ID_BLOCK_PATH)
+        return -1 if found is None else found[0]["end"]
+
     # -- topics and partitions --------------------------------------------------------------------------------------
 
     def get_all_topics(self, *, watch: bool = False) -> list[str]:

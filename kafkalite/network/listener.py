@@ -4,7 +4,9 @@ Requests on one connection are handled one at a time and answered in order, as K
 its request is in flight: clients rely on responses arriving in request order, and a slow request (a
 long-polling fetch) holds back only its own connection.
 
-Bad input never takes the listener down and never reaches a handler: the peer gets Kafka's error code where
+The cluster's own requests (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown) travel the in-process
+transport only; here they are refused with CLUSTER_AUTHORIZATION_FAILED and change nothing. Bad input never
+takes the listener down and never reaches a handler: the peer gets Kafka's error code where
 the request's response type can carry one, the connection is closed when the byte stream or the peer can no
 longer be trusted, and each incident is one log line. Everyone else keeps being served.
 """
@@ -12,45 +14,52 @@ longer be trusted, and each incident is one log line. Everyone else keeps being 
 from __future__ import annotations
 
 import logging
+import math
 
 import trio
 
-from kafkalite.common.errors import UNKNOWN_SERVER_ERROR, KafkaError
+from kafkalite.common.errors import CLUSTER_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR, KafkaError
 from kafkalite.network.codec import (
     FrameDecoder, FrameTooLargeError, MalformedRequestError, RequestHeader, UnsupportedRequestVersionError,
     decode_request, encode_response,
 )
-from kafkalite.network.requests import REQUEST_TYPES, ApiKey, Request, RequestContext, Response
+from kafkalite.network.requests import CLUSTER_ACTIONS, REQUEST_TYPES, ApiKey, Request, RequestContext, Response
 from kafkalite.network.responses import api_versions_response, error_response
 from kafkalite.network.transport import Handler
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+DEFAULT_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
 _RECEIVE_BYTES = 256 * 1024
 
 
 async def serve_listener(handler: Handler, host: str, port: int, *,
                          max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, listener_name: str = "NATIVE",
+                         max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
                          task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve `handler` on host:port until cancelled; `task_status.started` reports the bound port.
 
     Port 0 binds an ephemeral port, so tests and embedded clusters never collide; `host` should be a literal
-    address, since a name resolving to several addresses would bind each on a different ephemeral port.
+    address, since a name resolving to several addresses would bind each on a different ephemeral port. A
+    connection that sends nothing for `max_idle_ms` (Kafka's connections.max.idle.ms; -1: never) is closed,
+    half a frame included, so a peer that went silent holds no task and no buffer forever.
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound_port: int = listeners[0].socket.getsockname()[1]
     log.info("%s listener on %s:%d", listener_name, host, bound_port)
     task_status.started(bound_port)
-    connection = _ConnectionServer(handler, max_request_bytes, listener_name)
+    connection = _ConnectionServer(handler, max_request_bytes, listener_name,
+                                   math.inf if max_idle_ms < 0 else max_idle_ms / 1000)
     await trio.serve_listeners(connection.serve, listeners)
 
 
 class _ConnectionServer:
-    def __init__(self, handler: Handler, max_request_bytes: int, listener_name: str) -> None:
+    def __init__(self, handler: Handler, max_request_bytes: int, listener_name: str, max_idle_s: float) -> None:
         self._handler = handler
         self._max_request_bytes = max_request_bytes
         self._listener_name = listener_name
+        self._max_idle_s = max_idle_s
 
     async def serve(self, stream: trio.SocketStream) -> None:
         try:
@@ -77,7 +86,14 @@ class _ConnectionServer:
                 log.warning("%s listener: closing connection from %s: %s", self._listener_name, peer, exc)
                 return
             if frame is None:
-                data = await stream.receive_some(_RECEIVE_BYTES)
+                data = b""
+                with trio.move_on_after(self._max_idle_s) as idle:
+                    data = await stream.receive_some(_RECEIVE_BYTES)
+                if idle.cancelled_caught:
+                    log.info("%s listener: closing connection from %s, idle for %g s (connections.max.idle.ms)%s",
+                             self._listener_name, peer, self._max_idle_s,
+                             " with half a frame received" if decoder.buffered_bytes else "")
+                    return
                 if not data:
                     return
                 decoder.feed(data)
@@ -113,6 +129,12 @@ class _ConnectionServer:
     async def _handle(self, request: Request, context: RequestContext) -> Response | None:
         if request.api_key is ApiKey.API_VERSIONS:
             return api_versions_response()
+        if request.api_key in CLUSTER_ACTIONS:
+            log.warning("%s listener: refusing %s from %s: it is the cluster's own traffic", self._listener_name,
+                        type(request).__name__, context.source)
+            return error_response(request, CLUSTER_AUTHORIZATION_FAILED.code,
+                                  f"{type(request).__name__} is sent only by the cluster itself, never through a "
+                                  f"client listener")
         try:
             return await self._handler(request, context)
         except KafkaError as exc:

@@ -40,6 +40,11 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
 
 
+CLUSTER_ACTIONS: frozenset[ApiKey] = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+                                               ApiKey.CONTROLLED_SHUTDOWN})
+"""The cluster's own traffic (Kafka's ClusterAction operations): it travels the in-process transport, and a
+client listener refuses it with CLUSTER_AUTHORIZATION_FAILED, as a Kafka broker refuses it to a client."""
+
 # Sentinels Kafka gives meaning to.
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # in UpdateMetadata: the topic is being deleted, drop it from the metadata cache

@@ -97,6 +97,7 @@ class Broker:
                 f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks {NATIVE_LISTENER}")
         port = await nursery.start(partial(serve_listener, self._handle_from_listener, endpoint.host, endpoint.port,
                                            max_request_bytes=self.config["socket.request.max.bytes"],
+                                           max_idle_ms=self.config["connections.max.idle.ms"],
                                            listener_name=endpoint.listener))
         return EndPoint(endpoint.listener, endpoint.host, port, endpoint.security_protocol)
 

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import trio
 
 from kafkalite.common import errors
-from kafkalite.common.config import TopicConfig, config_text
+from kafkalite.common.config import BrokerConfig, TopicConfig, config_text
 from kafkalite.common.errors import ErrorCode, KafkaError
-from kafkalite.common.types import TopicPartition
+from kafkalite.common.types import TopicPartition, validate_topic_name
 from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     BROKER_RESOURCE,
@@ -51,6 +51,8 @@ from kafkalite.network.requests import (
     ListOffsetsRequest,
     MetadataRequest,
     MetadataResponse,
+    MetadataTopic,
+    CreatableTopic,
     OffsetsForLeaderEpochRequest,
     ProduceRequest,
     ProduceResponse,
@@ -69,6 +71,9 @@ from kafkalite.server.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 CLUSTER_ID = "kafkalite"
+METADATA_CHUNK = 1000  # topics answered between two checkpoints
+MAX_PRODUCER_ID = (1 << 63) - 1
+MAX_PRODUCER_EPOCH = (1 << 15) - 1  # an int16 on Kafka's wire
 
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
@@ -90,6 +95,42 @@ def build_error_response(request: Request, error: ErrorCode, message: str | None
     if response is None:  # a Metadata request for all topics has no entry to carry the error
         return MetadataResponse([], CLUSTER_ID, -1, [])
     return response
+
+
+# What one request may list: (what the entries are, the config key that bounds them, how many it lists). The
+# brokers share one thread, so a request naming millions of topics would stall every one of them.
+_ENTRIES: dict[type[Request], tuple[str, str, Callable[[Any], int]]] = {
+    MetadataRequest: ("topics", "max.topics.per.request", lambda r: len(r.topics or ())),
+    CreateTopicsRequest: ("topics", "max.topics.per.request", lambda r: len(r.topics)),
+    DeleteTopicsRequest: ("topics", "max.topics.per.request", lambda r: len(r.topic_names)),
+    CreatePartitionsRequest: ("topics", "max.topics.per.request", lambda r: len(r.topics)),
+    DescribeConfigsRequest: ("resources", "max.topics.per.request", lambda r: len(r.resources)),
+    AlterConfigsRequest: ("resources", "max.topics.per.request", lambda r: len(r.resources)),
+    ProduceRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    FetchRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    ListOffsetsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    OffsetsForLeaderEpochRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    ElectLeadersRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.topic_partitions or ())),
+    AlterPartitionReassignmentsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    ListPartitionReassignmentsRequest: ("partitions", "max.partitions.per.request",
+                                        lambda r: len(r.topic_partitions or ())),
+}
+
+
+def check_request_bounds(request: Request, config: BrokerConfig) -> tuple[ErrorCode, str] | None:
+    """INVALID_REQUEST, naming the bound, for a request that asks for more than one request may, or that names
+    a negative timeout; None if it may be served. Checked before any work is done."""
+    timeout_ms = getattr(request, "timeout_ms", 0)
+    if timeout_ms < 0:
+        return errors.INVALID_REQUEST, f"timeout_ms is {timeout_ms}; it must be 0 or more"
+    bound = _ENTRIES.get(type(request))
+    if bound is not None:
+        what, key, count = bound
+        listed, limit = count(request), config[key]
+        if listed > limit:
+            return errors.INVALID_REQUEST, (f"{type(request).__name__} lists {listed} {what}; one request may list "
+                                            f"at most {limit} ({key})")
+    return None
 
 
 class KafkaApis:
@@ -136,8 +177,12 @@ class KafkaApis:
             fenced = self._fence(request)
             if fenced is not None:
                 return build_error_response(request, *fenced)
-        elif not self._ready.is_set():
-            await self._ready.wait()
+        else:
+            if not self._ready.is_set():
+                await self._ready.wait()
+            refused = check_request_bounds(request, self.replica_manager.config)
+            if refused is not None:
+                return build_error_response(request, *refused)
         try:
             return await handler(request, context)
         except KafkaError as exc:
@@ -246,8 +291,7 @@ class KafkaApis:
     def _describe_configs(self, resource: ConfigResource) -> list[ConfigEntry]:
         config: Mapping[str, Any]
         if resource.resource_type == TOPIC_RESOURCE:
-            if self._zk.get_replica_assignment(resource.name) is None:
-                raise errors.UnknownTopicOrPartitionError(f"Topic '{resource.name}' does not exist.")
+            self._require_topic(resource.name)
             config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), self.replica_manager.config)
             read_only = False
         elif resource.resource_type == BROKER_RESOURCE:
@@ -262,6 +306,13 @@ class KafkaApis:
         return [ConfigEntry(name, None if config[name] is None else config_text(config[name]), name not in overrides, read_only)
                 for name in names if name in config]
 
+    def _require_topic(self, name: str) -> None:
+        """INVALID_TOPIC_EXCEPTION for a name no topic can have ("", ".."), UNKNOWN_TOPIC_OR_PARTITION for a topic
+        that does not exist; checked before the name becomes a coordination-service path."""
+        validate_topic_name(name)
+        if self._zk.get_replica_assignment(name) is None:
+            raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+
     async def handle_alter_configs(self, request: AlterConfigsRequest, context: RequestContext) -> Response:
         """Validate, write the topic's overrides and announce the change; brokers apply it from the notification."""
         results = []
@@ -269,8 +320,7 @@ class KafkaApis:
             try:
                 if resource.resource_type != TOPIC_RESOURCE:
                     raise errors.InvalidRequestError("only topic configs can be altered; broker configs are static")
-                if self._zk.get_replica_assignment(resource.name) is None:
-                    raise errors.UnknownTopicOrPartitionError(f"Topic '{resource.name}' does not exist.")
+                self._require_topic(resource.name)
                 overrides = TopicConfig.for_broker(resource.configs, self.replica_manager.config).overrides
                 if not request.validate_only:
                     self._zk.change_topic_config(resource.name, overrides)
@@ -296,11 +346,39 @@ class KafkaApis:
         return self.replica_manager.last_offset_for_leader_epoch(request)
 
     async def handle_metadata(self, request: MetadataRequest, context: RequestContext) -> Response:
+        """Answered from the metadata cache, a thousand topics at a time with a checkpoint between, so a request
+        for many topics does not hold up the other brokers; unknown topics are created if allowed."""
         cache = self.metadata_cache
+        names = sorted(cache.get_all_topics()) if request.topics is None else request.topics
+        topics: list[MetadataTopic] = []
+        for start in range(0, len(names), METADATA_CHUNK):
+            if start:
+                await trio.lowlevel.checkpoint()
+            topics += cache.get_topic_metadata(names[start:start + METADATA_CHUNK], context.listener)
+        if request.topics is not None and request.allow_auto_topic_creation \
+                and self.replica_manager.config["auto.create.topics.enable"]:
+            await self._auto_create_topics(topics, context)
         controller_id = cache.controller_id
         return MetadataResponse(cache.get_alive_metadata_brokers(context.listener), CLUSTER_ID,
-                                controller_id if controller_id is not None else -1,
-                                cache.get_topic_metadata(request.topics, context.listener))
+                                controller_id if controller_id is not None else -1, topics)
+
+    async def _auto_create_topics(self, topics: list[MetadataTopic], context: RequestContext) -> None:
+        """Kafka's auto.create.topics.enable: create the unknown topics with the broker's defaults and answer
+        LEADER_NOT_AVAILABLE for them until they are online (the client asks again); a creation that cannot
+        succeed (say a default replication factor above the live brokers) is answered with its error."""
+        unknown = {topic.name: topic for topic in topics if topic.error_code == errors.UNKNOWN_TOPIC_OR_PARTITION.code}
+        if not unknown:
+            return
+        request = CreateTopicsRequest([CreatableTopic(name) for name in unknown], timeout_ms=0)
+        response: CreateTopicsResponse = await self.forward_to_controller(request, context)  # type: ignore
+        for result in response.topics:
+            topic = unknown[result.name]
+            error = errors.for_code(result.error_code)
+            if error in (errors.NONE, errors.TOPIC_ALREADY_EXISTS, errors.REQUEST_TIMED_OUT) or error.retriable:
+                topic.error_code = errors.LEADER_NOT_AVAILABLE.code
+                topic.error_message = f"topic {result.name!r} is being created (auto.create.topics.enable)"
+            else:
+                topic.error_code, topic.error_message = error.code, result.error_message
 
     async def handle_init_producer_id(self, request: InitProducerIdRequest, context: RequestContext) -> Response:
         """A new producer id, or, for a producer that names its id and epoch, the same id with the next epoch.
@@ -311,8 +389,19 @@ class KafkaApis:
         if request.transactional_id is not None:
             return InitProducerIdResponse(errors.INVALID_REQUEST.code,
                                           error_message="transactions are not supported; use a null transactional id")
-        if request.producer_id >= 0 and request.producer_epoch >= 0:
-            return InitProducerIdResponse(errors.NONE.code, request.producer_id, request.producer_epoch + 1)
+        producer_id, epoch = request.producer_id, request.producer_epoch
+        if not (-1 <= producer_id <= MAX_PRODUCER_ID and -1 <= epoch <= MAX_PRODUCER_EPOCH) \
+                or (producer_id < 0) != (epoch < 0):
+            return InitProducerIdResponse(errors.INVALID_REQUEST.code, error_message=(
+                f"producer id {producer_id} and epoch {epoch}: give both (an id from 0 to {MAX_PRODUCER_ID}, an "
+                f"epoch from 0 to {MAX_PRODUCER_EPOCH}) to bump the epoch, or -1 for both to get a new id"))
+        if producer_id >= 0:
+            if producer_id > self._zk.latest_producer_id():
+                return InitProducerIdResponse(errors.UNKNOWN_PRODUCER_ID.code, error_message=(
+                    f"producer id {producer_id} was never handed out by this cluster"))
+            if epoch < MAX_PRODUCER_EPOCH:
+                return InitProducerIdResponse(errors.NONE.code, producer_id, epoch + 1)
+            # the epoch is exhausted: a new id, as Kafka's producer id manager gives one
         if not self._producer_ids:
             self._producer_ids = self._zk.allocate_producer_id_block(self.broker_id)
         producer_id, self._producer_ids = self._producer_ids[0], self._producer_ids[1:]

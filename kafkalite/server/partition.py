@@ -186,7 +186,7 @@ class Partition:
             if batch.size_in_bytes > max_bytes:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
-            batch.validate()
+            batch.validate(deep=True)
         offsets = []
         for batch in batches:
             duplicate = self.producer_state.check(batch)

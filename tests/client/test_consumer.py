@@ -173,14 +173,17 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
 
 async def test_a_batch_whose_records_cannot_be_decoded_is_reported_until_sought_past(
         autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
-    """A raw client can append a batch with a valid crc over records of the wrong shape; the consumer hands out
-    what precedes it, then raises CORRUPT_MESSAGE on every poll instead of refetching it silently, as Java's does."""
+    """A batch with a valid crc over records of the wrong shape (the leader refuses it from a client, so here it is
+    damage in the leader's log); the consumer hands out what precedes it, then raises CORRUPT_MESSAGE on every
+    poll instead of refetching it silently, as Java's does."""
     await cluster.create_topic("damaged", partitions=1, replication_factor=3)
     await cluster.produce("damaged", 0, [Record(None, b"before")])
     payload = msgpack.packb([[0, None]])  # a record row of two fields instead of four
     crc = _checksum(payload, 0, 1, 0, 0, -1, -1, -1)  # a valid crc: the broker stores it
     damaged = RecordBatch(0, -1, -1, -1, -1, 1, 0, 0, 0, crc, payload)
-    await cluster.produce("damaged", 0, damaged)
+    leader = cluster.broker(cluster.leader_for("damaged", 0)).replica_manager.get_partition(
+        TopicPartition("damaged", 0))
+    leader.log.append_as_leader(damaged, leader.leader_epoch)
     await cluster.produce("damaged", 0, [Record(None, b"after")])
     async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("damaged", 0)])

@@ -76,8 +76,54 @@ def test_deep_validation_catches_a_count_the_crc_was_computed_over():
     forged = dataclasses.replace(liar, payload=payload)
     forged = dataclasses.replace(forged, crc=_crc_of(forged))
     forged.validate()
-    with pytest.raises(CorruptMessageError):
+    with pytest.raises(InvalidRecordError, match="claims 2 records but holds 1"):
         forged.validate(deep=True)
+
+
+def _forge(rows: object, *, count: int | None = None, first_timestamp: int = -1, max_timestamp: int = -1,
+           packed: bytes | None = None) -> RecordBatch:
+    """A batch whose payload is `rows` as a dishonest or buggy producer packs it, with a matching crc."""
+    payload = msgpack.packb(rows) if packed is None else packed
+    length = len(rows) if isinstance(rows, list) else 1
+    batch = RecordBatch(0, -1, -1, -1, -1, length if count is None else count, first_timestamp, max_timestamp, 0,
+                        0, payload)
+    return dataclasses.replace(batch, crc=_crc_of(batch))
+
+
+@pytest.mark.parametrize("rows, error, message", [
+    ({"a": 1}, CorruptMessageError, "not a list of records"),
+    ([[0, b"k", b"v", []], 7], InvalidRecordError, "record 1 is not a"),
+    ([[0, b"k", b"v"]], InvalidRecordError, "record 0 is not a"),
+    ([[0, b"k", 3, []]], InvalidRecordError, "record 0 has a value of type int"),
+    ([[0, "text", b"v", []]], InvalidRecordError, "record 0 has a key of type str"),
+    ([[0, b"k", b"v", []], [0.5, b"k", b"v", []]], InvalidRecordError, "record 1 has a timestamp delta of type"),
+    ([[True, b"k", b"v", []]], InvalidRecordError, "timestamp delta of type bool"),
+    ([[0, b"k", b"v", 5]], InvalidRecordError, "record 0 has a headers of type int"),
+    ([[0, b"k", b"v", [["h", 1]]]], InvalidRecordError, "record 0 has a header that is not"),
+    ([[0, b"k", b"v", [[b"h", b"x"]]]], InvalidRecordError, "header that is not"),
+    ([[0, b"k", b"v", [["h", b"x", b"y"]]]], InvalidRecordError, "header that is not"),
+    ([[3, b"k", b"v", []]], InvalidRecordError, "max timestamp is -1 but its records' is 2"),
+    ([[-3, b"k", b"v", []]], InvalidRecordError, "negative record timestamp"),
+])
+def test_deep_validation_names_the_first_record_that_breaks_a_rule(rows, error, message):
+    with pytest.raises(error, match=message):
+        _forge(rows).validate(deep=True)
+
+
+def test_deep_validation_checks_timestamps_against_the_header():
+    good = RecordBatch.from_records([Record(None, b"a", 1000), Record(None, b"b", 900), Record(None, b"c", 1500)])
+    good.validate(deep=True)
+    assert [r.timestamp for r in good.records()] == [1000, 900, 1500]
+    with pytest.raises(InvalidRecordError, match="max timestamp is 1400 but its records' is 1500"):
+        _forge([list(row) for row in good.rows()], first_timestamp=1000, max_timestamp=1400).validate(deep=True)
+    with pytest.raises(InvalidRecordError, match="negative record timestamp"):
+        _forge([[0, None, b"a", []], [-20, None, b"b", []]], first_timestamp=10, max_timestamp=10).validate(deep=True)
+
+
+def test_deep_validation_accepts_every_shape_the_producer_sends():
+    batch = RecordBatch.from_records([Record(None, None), Record(b"", b""), Record(b"k", b"v" * 1000, 5,
+                                                                                   (("h", b"1"), ("n", None)))])
+    batch.validate(deep=True)
 
 
 def test_undecodable_payload_is_corrupt():

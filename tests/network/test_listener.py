@@ -14,6 +14,7 @@ import msgpack
 import pytest
 import trio
 
+from kafkalite.common import errors
 from kafkalite.common.errors import (
     INVALID_REQUEST, NOT_LEADER_OR_FOLLOWER, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION, NetworkExceptionError,
     NotLeaderOrFollowerError,
@@ -317,3 +318,40 @@ async def test_sends_on_a_closed_connection_fail_fast(port: int) -> None:
     await connection.aclose()
     with pytest.raises(NetworkExceptionError, match="was closed"):
         await connection.send(r.MetadataRequest())
+
+
+@pytest.mark.parametrize("request_", [
+    r.StopReplicaRequest(7, 1000, -1, [r.StopReplicaPartition("orders", 0, True)]),
+    r.StopReplicaRequest(7, (1 << 63) - 1, 5, []),
+    r.UpdateMetadataRequest(7, 1000, -1, [], []),
+    r.LeaderAndIsrRequest(7, 1000, -1, [], []),
+    r.ControlledShutdownRequest(1, 5),
+], ids=lambda request: type(request).__name__)
+async def test_the_clusters_own_requests_are_refused_on_a_client_listener(
+        port: int, broker: FakeBroker, request_: r.Request) -> None:
+    """They travel the in-process transport; through a listener a forged one could fence the real controller
+    (an epoch of 2^63-1), empty the metadata or sideline a live broker. The handler never sees them."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with await Connection.open("127.0.0.1", port, client_id="forger") as connection:
+            response = await connection.send(request_)
+    assert response.error_code == errors.CLUSTER_AUTHORIZATION_FAILED.code
+    assert broker.contexts == []
+    await assert_serves_normally(port)
+
+
+async def test_a_connection_that_goes_silent_mid_frame_is_closed_after_the_idle_time(
+        nursery: trio.Nursery, broker: FakeBroker) -> None:
+    port = await nursery.start(partial(serve_listener, broker, "127.0.0.1", 0, max_idle_ms=200))
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            await stream.send_all(raw_request(int(r.ApiKey.METADATA), [None, False])[:7])  # half a frame
+            started = trio.current_time()
+            try:
+                assert await stream.receive_some() == b""  # closed by the listener, not by us
+            except trio.BrokenResourceError:
+                pass
+            assert trio.current_time() - started >= 0.2
+        async with await Connection.open("127.0.0.1", port) as connection:  # a busy one is served
+            for _ in range(3):
+                assert await connection.send(r.MetadataRequest()) == METADATA
+    await assert_serves_normally(port)

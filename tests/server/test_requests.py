@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import msgpack
 import pytest
 import trio
 from trio.testing import MockClock
 
 from kafkalite.common import errors
+from kafkalite.common.records import RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
     EARLIEST_TIMESTAMP,
@@ -88,6 +90,34 @@ async def test_corrupt_batch_is_rejected_and_nothing_of_the_request_is_appended(
     result = await topic.produce(1, TP, good, bad)
     assert result.error_code == errors.CORRUPT_MESSAGE.code
     assert topic.partition(1, TP).log.log_end_offset == 2
+    await assert_still_serving(topic, [b"one", b"two"])
+
+
+def _forged(payload_rows: object, record_count: int | None = None) -> RecordBatch:
+    """A batch whose crc matches its (bad) payload, as a buggy or hostile client sends it."""
+    forged = dataclasses.replace(batch("x"), payload=msgpack.packb(payload_rows),
+                                 record_count=record_count if record_count is not None else len(payload_rows))
+    return dataclasses.replace(forged, crc=_checksum(forged.payload, forged.attributes, forged.record_count,
+                                                     forged.first_timestamp, forged.max_timestamp, forged.producer_id,
+                                                     forged.producer_epoch, forged.base_sequence))
+
+
+@pytest.mark.parametrize("bad, code, message", [
+    (lambda: dataclasses.replace(_forged([[0, None, b"v", []]]), payload=b"\xc1garbage"), "CORRUPT_MESSAGE", "crc"),
+    (lambda: _forged({"not": "records"}), "CORRUPT_MESSAGE", "not a list of records"),
+    (lambda: _forged([[0, None, b"a", []], [0, None, b"b", []], [0, None, b"c", []]], record_count=1),
+     "INVALID_RECORD", "claims 1 records but holds 3"),
+    (lambda: _forged([[0, None, 42, []]]), "INVALID_RECORD", "value of type int"),
+    (lambda: _forged([[0, 7, b"v", []]]), "INVALID_RECORD", "key of type int"),
+])
+async def test_a_batch_whose_records_break_the_rules_is_refused_with_a_reason_and_nothing_appended(
+        topic: Harness, autojump_clock: MockClock, bad: Any, code: str, message: str) -> None:
+    """The crc alone let a batch of garbage, or one whose header lies about its records, be acknowledged and
+    replicated; consumers then failed on it. The leader checks every record first (Kafka's LogValidator)."""
+    result = await topic.produce(1, TP, batch("good"), bad())
+    assert (errors.for_code(result.error_code).name, message in (result.error_message or "")) == (code, True), \
+        result.error_message
+    assert [topic.partition(b, TP).log.log_end_offset for b in REPLICAS] == [2, 2, 2]
     await assert_still_serving(topic, [b"one", b"two"])
 
 
