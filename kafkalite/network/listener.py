@@ -98,10 +98,10 @@ class _ConnectionServer:
                     return
                 decoder.feed(data)
                 continue
-            if not await self._serve_frame(stream, peer, frame):
+            if not await self._serve_frame(stream, peer, frame, decoder):
                 return
 
-    async def _serve_frame(self, stream: trio.SocketStream, peer: str, frame: bytes) -> bool:
+    async def _serve_frame(self, stream: trio.SocketStream, peer: str, frame: bytes, decoder: FrameDecoder) -> bool:
         """Answer one frame; False when the connection must be closed."""
         try:
             header, request = decode_request(frame)
@@ -109,7 +109,9 @@ class _ConnectionServer:
             return await self._reject(stream, peer, exc)
         context = RequestContext(source=f"client:{peer}", listener=self._listener_name,
                                  client_id=header.client_id, correlation_id=header.correlation_id)
-        response = await self._handle(request, context)
+        left, response = await self._handle_while_connected(stream, decoder, request, context)
+        if left:
+            return False
         if response is None:
             log.warning("%s listener: closing connection from %s: %s failed and its response type cannot "
                         "carry the error", self._listener_name, peer, type(request).__name__)
@@ -125,6 +127,35 @@ class _ConnectionServer:
             data = encode_response(header.correlation_id, fallback)
         await stream.send_all(data)
         return True
+
+    async def _handle_while_connected(self, stream: trio.SocketStream, decoder: FrameDecoder, request: Request,
+                                      context: RequestContext) -> tuple[bool, Response | None]:
+        """(whether the peer left, the response): a peer that closes its connection abandons its request, as a
+        caller of the in-process transport does by cancelling it. What the handler did before its first wait (an
+        append) stays done; what it waits for (replication, a long-polling fetch) is no longer awaited, so a
+        client that leaves holds no task. Bytes the peer pipelines meanwhile are kept for the next frames, up to
+        one request's worth (then TCP holds the rest back)."""
+        left = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal left
+                while decoder.buffered_bytes <= self._max_request_bytes:
+                    try:
+                        data = await stream.receive_some(_RECEIVE_BYTES)
+                    except trio.BrokenResourceError:
+                        data = b""
+                    if not data:
+                        left = True
+                        nursery.cancel_scope.cancel()
+                        return
+                    decoder.feed(data)
+                await trio.sleep_forever()
+
+            nursery.start_soon(watch)
+            response = await self._handle(request, context)
+            nursery.cancel_scope.cancel()
+        return left, (None if left else response)
 
     async def _handle(self, request: Request, context: RequestContext) -> Response | None:
         if request.api_key is ApiKey.API_VERSIONS:
