@@ -10,6 +10,11 @@
 when missing), and `kafkalite_cluster_async` is a Trio `Cluster` for pytest-trio tests. The cluster modules are
 imported by the fixtures, not here: every pytest run of every project that installs kafkalite loads this
 plugin, and most of those runs never ask for a cluster.
+
+`kafkalite_watchdog` fails a pytest-trio test whose virtual time stops moving instead of letting it hang
+(see `kafkalite.testing.watchdog`); `@pytest.mark.kafkalite_watchdog(stall_after=5)` tunes it. Ask for it by
+name: pytest-trio never runs an autouse async fixture. To cover every test on a clock, pass
+`functools.partial(run_with_watchdog, **watchdog_options(item))` as the `run` of a `trio` marker instead.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "kafkalite(brokers=3, topics=None, config=None, seed=None): shape the kafkalite cluster "
                    "fixtures; topics maps a name to its partition count (replication factor min(3, brokers))")
+    config.addinivalue_line(
+        "markers", "kafkalite_watchdog(stall_after=20.0): wall seconds of frozen virtual time after which the "
+                   "virtual-time watchdog fails the test")
 
 
 class _Shape(NamedTuple):
@@ -51,6 +59,16 @@ def _shape(request: pytest.FixtureRequest) -> _Shape:
         pytest.fail(f"@pytest.mark.kafkalite takes only keywords {', '.join(_Shape._fields)}", pytrace=False)
     return _Shape(kwargs.get("brokers", DEFAULT_BROKERS), kwargs.get("topics") or {}, kwargs.get("config") or {},
                   kwargs.get("seed"))
+
+
+def watchdog_options(node: pytest.Item) -> dict[str, Any]:
+    """The `virtual_time_watchdog` keywords a test asks for with `@pytest.mark.kafkalite_watchdog`."""
+    marker = node.get_closest_marker("kafkalite_watchdog")
+    if marker is None:
+        return {}
+    if marker.args or set(marker.kwargs) - {"stall_after"}:
+        pytest.fail("@pytest.mark.kafkalite_watchdog takes only the keyword stall_after", pytrace=False)
+    return dict(marker.kwargs)
 
 
 def _create_missing(cluster: EmbeddedCluster, shape: _Shape) -> None:
@@ -98,3 +116,13 @@ async def kafkalite_cluster_async(request: pytest.FixtureRequest) -> AsyncIterat
         for name, partitions in shape.topics.items():
             await cluster.create_topic(name, partitions, shape.replication_factor)
         yield cluster
+
+
+@pytest.fixture
+async def kafkalite_watchdog(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """The test fails with `VirtualTimeStalled` when its virtual time freezes (a livelock, a deadlock, a
+    synchronous loop), instead of hanging the run."""
+    from kafkalite.testing.watchdog import virtual_time_watchdog
+
+    async with virtual_time_watchdog(**watchdog_options(request.node)):
+        yield
