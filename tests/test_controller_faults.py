@@ -44,10 +44,11 @@ def values(n: int, prefix: str = "v") -> list[Record]:
 
 
 async def produce_promptly(cluster: Cluster, topic: str, partition: int, records: list[Record]) -> int:
-    """An acks=all produce that must not wait out a lag timeout (a dead or moved replica left in the ISR)."""
+    """An acks=all produce that must not wait out a lag timeout (a dead or moved replica left in the ISR); a
+    follower may still be in its replica.fetch.backoff.ms (1 s) after a leadership change."""
     started = trio.current_time()
     offset = await cluster.produce(topic, partition, records, acks=-1, timeout_ms=LAG_MS)
-    assert trio.current_time() - started < 1, f"acks=all to {topic}-{partition} took {trio.current_time() - started}s"
+    assert trio.current_time() - started < 3, f"acks=all to {topic}-{partition} took {trio.current_time() - started}s"
     return offset
 
 

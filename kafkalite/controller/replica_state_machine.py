@@ -71,15 +71,21 @@ class ReplicaStateMachine:
         self._on_stop_replica_with_delete = on_stop_replica_with_delete
 
     def startup(self) -> None:
-        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones."""
-        online = []
+        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones, and
+        take the others offline, out of every ISR, as Kafka's ReplicaStateMachine.startup does: a broker that
+        died while there was no controller (the controller's own, say) would otherwise stay in the ISRs it was in
+        until each leader's lag check dropped it, and acks=all writes would wait for it meanwhile."""
+        online, offline = [], []
         for replica in self.context.replicas_for_partitions(self.context.all_partitions()):
             if self.context.is_replica_online(replica.replica, include_shutting_down=True):
                 self.context.replica_states[replica] = ReplicaState.ONLINE
                 online.append(replica)
             else:
                 self.context.replica_states[replica] = ReplicaState.DELETION_INELIGIBLE
+                if not self.context.is_topic_queued_up_for_deletion(replica.topic):
+                    offline.append(replica)
         self.handle_state_changes(online, ReplicaState.ONLINE)
+        self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
     def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState) -> None:
         replicas = list(replicas)
