@@ -222,6 +222,27 @@ async def test_a_completed_reassignment_leaves_no_moved_away_replica_in_the_isr(
             await assert_replicas_agree(cluster, "t", p)
 
 
+@pytest.mark.parametrize("seed", range(6))
+async def test_moving_two_replicas_away_at_once_leaves_neither_in_the_isr(autojump_clock, seed: int) -> None:
+    """With the old plus new replicas put back before the removed ones went offline, taking the second removed
+    replica offline told the first one (still "assigned") the new leader epoch: it followed, fetched, and the
+    leader let it back into the ISR just before it was stopped for good."""
+    async with Cluster(brokers=5, config=CONFIG, seed=seed) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+        await produce_promptly(cluster, "t", 0, values(5))
+        current = cluster.controller().context.partition_replica_assignment(TopicPartition("t", 0))
+        spares = [b for b in cluster.broker_ids if b not in current]
+        target = [current[0], *spares]
+        await cluster.reassign_partitions({TopicPartition("t", 0): target})
+        await cluster.wait_until(lambda: set(cluster.partition_state("t", 0).isr) <= set(target), timeout=1,
+                                 what="the moved-away replicas out of the ISR")
+        assert_isr_live_and_assigned(cluster, "t", 1)
+        await cluster.wait_for_leader("t", 0)
+        assert await produce_promptly(cluster, "t", 0, values(1, "after")) == 5
+        assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [*(f"v{i}".encode() for i in range(5)),
+                                                                          b"after0"]
+
+
 async def test_a_new_controller_resumes_a_reassignment_and_lists_what_it_adds_and_removes(autojump_clock) -> None:
     async with Cluster(brokers=4, config=CONFIG, seed=7) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=2)
