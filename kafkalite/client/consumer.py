@@ -29,6 +29,7 @@ from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
+from kafkalite.common.nursery import leave_nursery
 from kafkalite.common.records import Header
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
@@ -99,7 +100,7 @@ class Consumer:
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         try:
-            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+            return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
             await self._transport.aclose()
 

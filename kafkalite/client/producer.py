@@ -33,6 +33,7 @@ from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import KafkaError, MessageTooLargeError, OutOfOrderSequenceNumberError, \
     RequestTimedOutError
+from kafkalite.common.nursery import leave_nursery
 from kafkalite.common.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, RecordBatch, Row
 from kafkalite.common.timer import Timer
 from kafkalite.common.types import TopicPartition
@@ -346,7 +347,7 @@ class Producer:
             assert self._nursery is not None
             self._nursery.cancel_scope.cancel()
             try:
-                return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+                return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
             finally:
                 await self._transport.aclose()
 
