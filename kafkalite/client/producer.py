@@ -81,6 +81,27 @@ def _as_bytes(name: str, data: object) -> bytes:
     raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
 
 
+def _checked_headers(headers: Sequence[Header]) -> tuple[Header, ...]:
+    """Headers as the batch stores them: (str, bytes or None) pairs, anything else refused by what it is."""
+    if isinstance(headers, (str, bytes, Mapping)):
+        raise TypeError(f"headers must be a sequence of (str, bytes or None) pairs, not {type(headers).__name__}")
+    checked = []
+    for header in headers:
+        if not isinstance(header, (tuple, list)) or len(header) != 2 or not isinstance(header[0], str):
+            raise TypeError(f"each header must be a (str, bytes or None) pair, not {header!r}")
+        key, value = header
+        checked.append((key, None if value is None else _as_bytes("header value", value)))
+    return tuple(checked)
+
+
+def _check_timestamp(timestamp: object) -> None:
+    """For a timestamp that is not plainly a non-negative int: the slow half of `send()`'s check."""
+    if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+        raise TypeError(f"timestamp must be an int (epoch milliseconds) or None, not {type(timestamp).__name__}")
+    if timestamp < 0:
+        raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be non-negative or null.")
+
+
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
@@ -279,7 +300,7 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._topics = self.metadata.topics  # updated in place by every refresh
         self._partitioner = StickyPartitioner()
         self._queues: dict[TopicPartition, _PartitionQueue] = {}
@@ -331,6 +352,7 @@ class Producer:
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self._timer.run)
         self._nursery.start_soon(self._run_sender)
+        self._nursery.start_soon(self.metadata.refresh_when_old)
         self._open = True
         return self
 
@@ -357,11 +379,12 @@ class Producer:
                    headers: Sequence[Header] | None = None, timestamp: int | None = None) -> RecordHandle:
         """Queue a record; the handle resolves once the broker acknowledged it (per `acks`) or it failed.
 
-        Waits only for metadata that lists all of the topic's partitions (up to max.block.ms); raises at once
-        for arguments that can never succeed (wrong types, a partition the topic does not have). A record
-        without a timestamp gets the time its batch was opened, at most linger.ms before the send for a batch
-        that leaves on time: reading the clock once per batch instead of once per record is a fifth of this
-        call's cost.
+        Waits only for metadata: for an answer that lists all of the topic's partitions, and for `partition` if
+        the last answer did not have it (it may have been added since), as Kafka's producer does, up to
+        max.block.ms; then raises UNKNOWN_TOPIC_OR_PARTITION. Arguments that can never succeed raise at once:
+        TypeError for a wrong type, ValueError for a negative partition or timestamp. A record without a
+        timestamp gets the time its batch was opened, at most linger.ms before the send for a batch that leaves
+        on time: reading the clock once per batch instead of once per record is a fifth of this call's cost.
         """
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
@@ -378,17 +401,20 @@ class Producer:
             size += _bytes_size(key) - 1
         record_headers: tuple[Header, ...] = ()
         if headers:
-            record_headers = tuple((str(k), None if v is None else _as_bytes("header value", v)) for k, v in headers)
+            record_headers = _checked_headers(headers)
             size += _headers_size(record_headers) - 1
-        topic_metadata = self._topics.get(topic)
+        try:
+            topic_metadata = self._topics.get(topic)
+        except TypeError:  # unhashable: not a topic name, which _wait_for_partition says
+            topic_metadata = None
         num_partitions = topic_metadata.partition_count if topic_metadata is not None else None
-        if num_partitions is None:
-            num_partitions = await self.metadata.wait_for_partition_count(topic, self._max_block_s)
         if partition is None:
+            if num_partitions is None:
+                num_partitions = await self._wait_for_partition(topic, None)
             partition = partition_for_key(key, num_partitions) if key is not None else \
                 self._partitioner.partition(topic, num_partitions)
-        elif not 0 <= partition < num_partitions:
-            raise ValueError(f"partition {partition} is not in topic {topic} ({num_partitions} partitions)")
+        elif num_partitions is None or type(partition) is not int or not 0 <= partition < num_partitions:
+            await self._wait_for_partition(topic, partition)
         if size > self._max_record_size:
             return RecordHandle.failed(TopicPartition(topic, partition), MessageTooLargeError(
                 f"The message is {size + _EMPTY_BATCH_SIZE} bytes when serialized which is larger than "
@@ -397,6 +423,8 @@ class Producer:
         batch = queue.open if queue is not None else None
         stamped = timestamp is not None or (batch is not None and batch.timestamps is not None)
         if stamped:
+            if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
+                _check_timestamp(timestamp)
             size += _STAMPED_DELTA  # a delta from a timestamp of the record's own, or from another record's
         if batch is None or batch.size + size > self._batch_size:
             batch = self._open_batch(queue, topic, partition)
@@ -414,6 +442,22 @@ class Producer:
         if started:  # let the sender run while records keep coming, as Kafka's sender thread would
             await trio.lowlevel.checkpoint()
         return handle
+
+    async def _wait_for_partition(self, topic: str, partition: int | None) -> int:
+        """The topic's partition count once metadata lists all partitions, `partition` among them (max.block.ms).
+
+        `send()` comes here only off its fast path: for a topic or partition the metadata does not show yet, or
+        for arguments of the wrong type, which are checked here rather than on every record.
+        """
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if partition is not None:
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
+            if partition < 0:
+                raise ValueError(f"Invalid partition: {partition}. Partition number should always be non-negative "
+                                 "or null.")
+        return await self.metadata.wait_for_partition_count(topic, self._max_block_s, partition)
 
     def _open_batch(self, queue: _PartitionQueue | None, topic: str, partition: int) -> _ProducerBatch:
         if queue is None:

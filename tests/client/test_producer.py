@@ -241,10 +241,69 @@ async def test_a_batch_size_above_max_request_size_still_sends_whole_batches(
     assert [r.value[:3] for b in batches for r in b.records()] == [b"%03d" % i for i in range(1000)]
 
 
-async def test_send_rejects_what_can_never_succeed(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    ({"topic": 123}, TypeError, "topic must be a str, not int"),
+    ({"topic": ["strict"]}, TypeError, "topic must be a str, not list"),
+    ({"value": "text"}, TypeError, "value must be bytes or None, not str"),
+    ({"key": 7}, TypeError, "key must be bytes or None, not int"),
+    ({"partition": "1"}, TypeError, "partition must be an int or None, not str"),
+    ({"partition": 1.0}, TypeError, "partition must be an int or None, not float"),
+    ({"partition": True}, TypeError, "partition must be an int or None, not bool"),
+    ({"partition": -1}, ValueError, "Invalid partition: -1"),
+    ({"headers": [("trace", "text")]}, TypeError, "header value must be bytes or None, not str"),
+    ({"headers": [(b"trace", b"x")]}, TypeError, r"each header must be a \(str, bytes or None\) pair, not \(b'trace'"),
+    ({"headers": {"trace": b"x"}}, TypeError, "headers must be a sequence of .* pairs, not dict"),
+    ({"timestamp": "5"}, TypeError, "timestamp must be an int .* not str"),
+    ({"timestamp": -5}, ValueError, "Invalid timestamp: -5"),
+])
+async def test_send_rejects_arguments_of_the_wrong_type_at_once(
+        autojump_clock: Any, cluster: Cluster, arguments: dict[str, Any], error: type, message: str) -> None:
+    """Each wrong argument is named with what was expected, before anything waits or is queued."""
     await cluster.create_topic("strict", partitions=2, replication_factor=1)
+    async with Producer(cluster) as producer:
+        await (await producer.send("strict", b"metadata known", partition=0))
+        started = trio.current_time()
+        with pytest.raises(error, match=message):
+            await producer.send(**{"topic": "strict", "value": b"v", **arguments})
+        assert trio.current_time() == started
+        assert (await (await producer.send("strict", b"next", partition=0))).offset == 1  # nothing else was queued
+
+
+async def test_a_partition_added_after_the_producer_started_is_waited_for(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """As in Kafka, a partition beyond the count the producer knows makes it refresh metadata and wait for the
+    partition (max.block.ms) instead of failing: it may have been added since."""
+    await cluster.create_topic("growing", partitions=2, replication_factor=2)
     async with Producer(bootstrap) as producer:
-        with pytest.raises(ValueError, match="partition 2"):
+        await (await producer.send("growing", b"before", partition=1))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cluster.create_partitions, "growing", 4)
+            sent = await (await producer.send("growing", b"new partition", partition=3))
+    assert (sent.partition, sent.offset) == (3, 0)
+    assert [r.value for r in await consume(bootstrap, [TopicPartition("growing", 3)], 1)] == [b"new partition"]
+
+
+async def test_a_partition_that_does_not_appear_fails_after_max_block(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("strict", partitions=2, replication_factor=1)
+    async with Producer(bootstrap, max_block_ms=5000) as producer:
+        started = trio.current_time()
+        with pytest.raises(UnknownTopicOrPartitionError, match="Partition 2 of topic strict \\(which has 2\\) not "
+                                                                "present in metadata after 5000 ms"):
             await producer.send("strict", b"x", partition=2)
-        with pytest.raises(TypeError, match="value"):
-            await producer.send("strict", "text")  # type: ignore[arg-type]
+        assert 5 <= trio.current_time() - started < 6
+
+
+async def test_keyed_records_hash_over_added_partitions_once_metadata_is_max_age_old(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """metadata.max.age.ms refreshes metadata with nothing going wrong: how a long-lived producer learns that its
+    topic grew, and places keys as Kafka's producer would on the topic as it now is."""
+    await cluster.create_topic("rekeyed", partitions=2, replication_factor=2)
+    keys = [b"user-%d" % i for i in range(40)]
+    async with Producer(bootstrap, metadata_max_age_ms=10_000) as producer:
+        await (await producer.send("rekeyed", b"v", key=keys[0]))
+        await cluster.create_partitions("rekeyed", 6)
+        await trio.sleep(10)
+        handles = [await producer.send("rekeyed", b"v", key=key) for key in keys]
+        sent = [await handle for handle in handles]
+    assert [m.partition for m in sent] == [partition_for_key(key, 6) for key in keys]
