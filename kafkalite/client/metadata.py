@@ -19,7 +19,7 @@ from typing import NoReturn
 import trio
 
 from kafkalite.common import errors
-from kafkalite.common.errors import KafkaError, UnknownTopicOrPartitionError
+from kafkalite.common.errors import KafkaError, NetworkExceptionError, UnknownTopicOrPartitionError
 from kafkalite.common.types import TopicPartition
 from kafkalite.client.transport import ClientTransport
 from kafkalite.network.requests import (
@@ -71,6 +71,8 @@ class ClusterMetadata:
         self.transport = transport
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.max_age_s = max_age_ms / 1000
+        self.last_failure: KafkaError | None = None
+        """Why the last MetadataRequest got no answer (no broker reachable); None once one was answered."""
         self._updated_at = -float("inf")
         self.cluster_id: str | None = None
         self.controller_id: int | None = None
@@ -138,7 +140,12 @@ class ClusterMetadata:
 
     async def fetch(self, topics: list[str] | None) -> MetadataResponse:
         """One MetadataRequest now, without backoff (`None`: every topic), applied to the cache and returned."""
-        response: MetadataResponse = await self.transport.send_to_any(MetadataRequest(topics))
+        try:
+            response: MetadataResponse = await self.transport.send_to_any(MetadataRequest(topics))
+        except KafkaError as exc:
+            self.last_failure = exc
+            raise
+        self.last_failure = None
         self._apply(response)
         return response
 
@@ -162,7 +169,7 @@ class ClusterMetadata:
 
         A partition beyond the count known may have been added since the last answer, so it is waited for as
         Kafka's producer waits for it: up to `timeout_s`. Raises the topic's error if it cannot be retried, else,
-        after `timeout_s`, UNKNOWN_TOPIC_OR_PARTITION.
+        after `timeout_s`, UNKNOWN_TOPIC_OR_PARTITION, or NETWORK_EXCEPTION if no broker answered.
         """
         with trio.move_on_after(timeout_s):
             while True:
@@ -183,8 +190,14 @@ class ClusterMetadata:
         raise self.missing(f"some partitions of topic {topic}" if topic in self.topics else f"topic {topic}",
                            timeout_s)
 
-    @staticmethod
-    def missing(subject: str, waited_s: float) -> KafkaError:
-        """The error for `subject` ("topic t") that metadata still lacks after `waited_s`."""
+    def missing(self, subject: str, waited_s: float) -> KafkaError:
+        """The error for `subject` ("topic t") that metadata still lacks after `waited_s`: UNKNOWN_TOPIC_OR_PARTITION,
+        or NETWORK_EXCEPTION when the last MetadataRequest reached no broker, since nobody could then tell whether
+        it exists."""
+        if self.last_failure is not None:
+            error = NetworkExceptionError(f"{self.last_failure.message}; {subject} not known after "
+                                          f"{waited_s * 1000:.0f} ms")
+            error.__cause__ = self.last_failure
+            return error
         return UnknownTopicOrPartitionError(f"{subject[0].upper()}{subject[1:]} not present in metadata after "
                                             f"{waited_s * 1000:.0f} ms")

@@ -381,10 +381,11 @@ class Producer:
 
         Waits only for metadata: for an answer that lists all of the topic's partitions, and for `partition` if
         the last answer did not have it (it may have been added since), as Kafka's producer does, up to
-        max.block.ms; then raises UNKNOWN_TOPIC_OR_PARTITION. Arguments that can never succeed raise at once:
-        TypeError for a wrong type, ValueError for a negative partition or timestamp. A record without a
-        timestamp gets the time its batch was opened, at most linger.ms before the send for a batch that leaves
-        on time: reading the clock once per batch instead of once per record is a fifth of this call's cost.
+        max.block.ms; then raises UNKNOWN_TOPIC_OR_PARTITION, or NETWORK_EXCEPTION naming the servers tried if no
+        broker answered. Arguments that can never succeed raise at once: TypeError for a wrong type, ValueError
+        for a negative partition or timestamp. A record without a timestamp gets the time its batch was opened, at
+        most linger.ms before the send for a batch that leaves on time: reading the clock once per batch instead
+        of once per record is a fifth of this call's cost.
         """
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")

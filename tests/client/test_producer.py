@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import socket
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ import trio
 from kafkalite.client import Producer, RecordMetadata
 from kafkalite.client.partitioner import partition_for_key
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import MessageTooLargeError, RequestTimedOutError, UnknownTopicOrPartitionError
+from kafkalite.common.errors import MessageTooLargeError, NetworkExceptionError, RequestTimedOutError, \
+    UnknownTopicOrPartitionError
 from kafkalite.common.records import RecordBatch
 from kafkalite.common.types import TopicPartition
 
@@ -185,6 +187,26 @@ async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, clust
         with pytest.raises(UnknownTopicOrPartitionError, match="nowhere"):
             await producer.send("nowhere", b"x")
         assert 5 <= trio.current_time() - started < 6
+
+
+async def test_a_bootstrap_server_nobody_listens_on_is_named(autojump_clock: Any) -> None:
+    """Not "topic not present": nobody could tell, and the fix is in the client's bootstrap servers."""
+    with socket.socket() as bound_but_not_listening:
+        bound_but_not_listening.bind(("127.0.0.1", 0))
+        port = bound_but_not_listening.getsockname()[1]
+        async with Producer(f"127.0.0.1:{port}", max_block_ms=5000) as producer:
+            with pytest.raises(NetworkExceptionError, match=f"no broker could be reached at 127.0.0.1:{port} .*"
+                                                            "topic anywhere not known after 5000 ms"):
+                await producer.send("anywhere", b"x")
+
+
+async def test_a_cluster_with_every_broker_down_is_named(autojump_clock: Any, cluster: Cluster) -> None:
+    await cluster.create_topic("t", partitions=1, replication_factor=3)
+    for broker_id in cluster.live_broker_ids:
+        await cluster.kill_broker(broker_id)
+    async with Producer(cluster, max_block_ms=5000) as producer:
+        with pytest.raises(NetworkExceptionError, match="no broker could be reached at broker 1, broker 2, broker 3"):
+            await producer.send("t", b"x")
 
 
 async def test_a_linger_longer_than_the_default_delivery_timeout_delivers(
