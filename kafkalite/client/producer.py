@@ -118,7 +118,8 @@ class _ProducerBatch:
     """
 
     __slots__ = ("tp", "rows", "timestamps", "size", "deadline", "created", "created_ms", "base_sequence", "encoded",
-                 "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "parent", "parts")
+                 "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "last_error", "parent",
+                 "parts")
 
     def __init__(self, tp: TopicPartition, created: float, delivery_timeout_s: float) -> None:
         self.tp = tp
@@ -136,6 +137,7 @@ class _ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: KafkaError | None = None
+        self.last_error: KafkaError | None = None  # what the last attempt failed with, while it is retried
         self.parent: _ProducerBatch | None = None
         self.parts: list[_ProducerBatch] | None = None  # one batch per record after a split
 
@@ -170,6 +172,7 @@ class _ProducerBatch:
         for index, row in enumerate(self.rows):
             part = _ProducerBatch(self.tp, self.created, 0.0)
             part.deadline, part.created_ms, part.attempts = self.deadline, self.created_ms, self.attempts
+            part.last_error = self.last_error
             part.rows.append(row)
             if self.timestamps is not None:
                 part.timestamps = [self.timestamps[index]]
@@ -647,19 +650,28 @@ class Producer:
             log.info("%s: retrying batch of %d records for %s after %s", self._transport.name,
                      len(batch.rows), batch.tp, error)
             batch.retry_at = now + self._retry_backoff_s
+            batch.last_error = error
             queue.retries.append(batch)
             if error.code in STALE_METADATA_ERRORS:
                 self._refresh_metadata_soon()
             return
-        self._fail_batch(queue, batch, error)
+        uncertain = error.retriable
+        if retriable and now >= batch.deadline:
+            batch.last_error = error
+            error = self._expired(batch)
+        self._fail_batch(queue, batch, error, uncertain=uncertain)
 
-    def _fail_batch(self, queue: _PartitionQueue, batch: _ProducerBatch, error: KafkaError) -> None:
-        """Give up on a batch. Its sequence numbers must not leave a gap the broker would wait on forever."""
+    def _fail_batch(self, queue: _PartitionQueue, batch: _ProducerBatch, error: KafkaError, *,
+                    uncertain: bool) -> None:
+        """Give up on a batch. Its sequence numbers must not leave a gap the broker would wait on forever.
+
+        `uncertain` when the broker may have appended the batch after all (a timeout, a lost connection).
+        """
         self._incomplete.discard(batch)
         batch.fail(error)
         if not self.idempotent or batch.base_sequence < 0:
             return
-        if error.retriable:  # timed out: the broker may or may not have it, so sequences cannot be trusted
+        if uncertain:  # the broker may or may not have it, so sequences cannot be trusted
             self._needs_producer_id = True
             return
         count = len(batch.rows)  # refused outright: later batches close the gap
@@ -673,9 +685,25 @@ class Producer:
         for queue in self._queues.values():
             while queue.batches and queue.batches[0].deadline <= now:
                 batch = queue.pop()
-                self._fail_batch(queue, batch, RequestTimedOutError(
-                    f"Expiring {len(batch.rows)} record(s) for {batch.tp}: "
-                    f"{self._delivery_timeout_s * 1000:.0f} ms has passed since batch creation"))
+                self._fail_batch(queue, batch, self._expired(batch), uncertain=True)
+
+    def _expired(self, batch: _ProducerBatch) -> KafkaError:
+        """What a batch out of delivery.timeout.ms fails with: the error it was being retried after, if any.
+
+        Its type is that error's, so that `except NotEnoughReplicasError` catches a producer that gave up on
+        too small an ISR, and its message says both that time ran out and why the attempts failed. A batch
+        never sent gets REQUEST_TIMED_OUT, saying so when the partition had no leader to send it to.
+        """
+        reason = (f"Expiring {len(batch.rows)} record(s) for {batch.tp}: {self._delivery_timeout_s * 1000:.0f} ms "
+                  "has passed since batch creation")
+        last = batch.last_error
+        if last is None:
+            if self.metadata.leader_for(batch.tp) is None:
+                reason += f", and no leader of {batch.tp} was known to send them to"
+            return RequestTimedOutError(reason)
+        error = type(last)(f"{reason}, after {batch.attempts} attempt(s), the last failing with {last}")
+        error.__cause__ = last
+        return error
 
     def _refresh_metadata_soon(self) -> None:
         if not self._refreshing_metadata and self._nursery is not None:

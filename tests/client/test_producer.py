@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import socket
 from typing import Any
 
@@ -12,10 +13,11 @@ import trio
 from kafkalite.client import Producer, RecordMetadata
 from kafkalite.client.partitioner import partition_for_key
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import MessageTooLargeError, NetworkExceptionError, RequestTimedOutError, \
-    UnknownTopicOrPartitionError
+from kafkalite.common.errors import MessageTooLargeError, NetworkExceptionError, NotEnoughReplicasError, \
+    RequestTimedOutError, UnknownTopicOrPartitionError
 from kafkalite.common.records import RecordBatch
 from kafkalite.common.types import TopicPartition
+from kafkalite.testing.checks import metadata_agrees
 
 from .conftest import consume
 
@@ -179,6 +181,39 @@ async def test_a_paused_leader_times_requests_out_and_the_producer_recovers(
     values = [r.value for r in records]
     assert values[0] == b"before" and values[-1] == b"after" and set(values[1:-1]) <= {b"timed out"}
     assert len(values) <= 3
+
+
+async def test_a_record_given_up_on_says_which_broker_error_it_was_retried_after(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """NOT_ENOUGH_REPLICAS is retriable, so the producer retries until delivery.timeout.ms; the error it then
+    fails with is a NotEnoughReplicasError whose message says both, not a bare REQUEST_TIMED_OUT."""
+    await cluster.create_topic("guarded", partitions=1, replication_factor=2, config={"min.insync.replicas": 2})
+    leader = cluster.leader_for("guarded", 0)
+    follower = next(b for b in cluster.partition_state("guarded", 0).isr if b != leader)
+    await cluster.kill_broker(follower)
+    await cluster.wait_until(lambda: cluster.partition_state("guarded", 0).isr == (leader,), timeout=60)
+    async with Producer(bootstrap, request_timeout_ms=1000, delivery_timeout_ms=5000) as producer:
+        started = trio.current_time()
+        with pytest.raises(NotEnoughReplicasError) as raised:
+            await (await producer.send("guarded", b"x"))
+        assert 5 <= trio.current_time() - started < 6
+    assert re.fullmatch(
+        r"NOT_ENOUGH_REPLICAS: Expiring 1 record\(s\) for guarded-0: 5000 ms has passed since batch creation, "
+        rf"after \d+ attempt\(s\), the last failing with NOT_ENOUGH_REPLICAS: the ISR of guarded-0 is \[{leader}\], "
+        r"below min.insync.replicas 2", str(raised.value))
+    assert isinstance(raised.value.__cause__, NotEnoughReplicasError)
+
+
+async def test_a_record_for_a_partition_without_leader_expires_saying_so(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("orphan", partitions=1, replication_factor=1)
+    await cluster.kill_broker(cluster.leader_for("orphan", 0))
+    await cluster.wait_until(lambda: cluster.partition_state("orphan", 0).leader == -1
+                             and metadata_agrees(cluster, "orphan", 1), timeout=60)
+    async with Producer(bootstrap, request_timeout_ms=1000, delivery_timeout_ms=5000) as producer:
+        with pytest.raises(RequestTimedOutError, match=r"Expiring 1 record\(s\) for orphan-0: 5000 ms has passed "
+                                                       "since batch creation, and no leader of orphan-0 was known"):
+            await (await producer.send("orphan", b"x"))
 
 
 async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
