@@ -300,7 +300,10 @@ class Consumer:
                     continue  # unassigned or sought while the fetch was in flight
                 if result.error_code == errors.NONE.code:
                     state.high_watermark = result.high_watermark
-                    self._buffer(tp, state, result.batches)
+                    try:
+                        self._buffer(tp, state, result.batches)
+                    except CorruptMessageError as exc:  # this partition's alone: the others' records are fine
+                        self._error = exc
                 else:
                     self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
                         result.error_message))
@@ -313,6 +316,12 @@ class Consumer:
             self._data_arrived.set()
 
     def _buffer(self, tp: TopicPartition, state: _PartitionState, batches: list[Any]) -> None:
+        """Turn the fetched batches into ConsumerRecords from the position on.
+
+        A batch that cannot be decoded raises CORRUPT_MESSAGE naming the partition, the batch's offsets, the
+        decoding error and the offset to seek to past it; its records before the bad one are buffered already.
+        Refetching would return the same bytes, so the application decides, as with Kafka's consumer.
+        """
         position = state.position
         assert position is not None
         topic, partition = tp
@@ -327,8 +336,12 @@ class Consumer:
                         append(_new_consumer_record((topic, partition, offset, base_timestamp + delta, key, value,
                                                      headers)))
                     offset += 1
-            except (ValueError, TypeError) as exc:
-                raise batch.corrupt(exc) from None
+            except (ValueError, TypeError, CorruptMessageError) as exc:
+                cause = exc.__cause__ if isinstance(exc, CorruptMessageError) and exc.__cause__ is not None else exc
+                detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+                raise CorruptMessageError(
+                    f"{tp}: the record batch at offsets {batch.base_offset} to {batch.last_offset} cannot be decoded "
+                    f"({detail}); seek to {batch.next_offset} to skip it") from cause
 
     def _on_partition_error(self, tp: TopicPartition, state: _PartitionState, error: KafkaError) -> None:
         if isinstance(error, OffsetOutOfRangeError):

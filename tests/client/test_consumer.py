@@ -171,22 +171,57 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
     assert [r.value for r in first + later] == [b"%d" % i for i in range(20)]
 
 
+@pytest.mark.parametrize(("payload", "cause"), [
+    (msgpack.packb([[0, None], [0, None]]), "ValueError: not enough values to unpack (expected 4, got 2)"),
+    (b"\xc1", "FormatError"),  # a byte msgpack never uses
+    (b"\x92\x01", "ValueError: Unpack failed: incomplete input"),
+])
 async def test_a_batch_whose_records_cannot_be_decoded_is_reported_until_sought_past(
-        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any, payload: bytes, cause: str) -> None:
     """A raw client can append a batch with a valid crc over records of the wrong shape; the consumer hands out
     what precedes it, then raises CORRUPT_MESSAGE on every poll instead of refetching it silently, as Java's does."""
     await cluster.create_topic("damaged", partitions=1, replication_factor=3)
     await cluster.produce("damaged", 0, [Record(None, b"before")])
-    payload = msgpack.packb([[0, None]])  # a record row of two fields instead of four
-    crc = _checksum(payload, 0, 1, 0, 0, -1, -1, -1)  # a valid crc: the broker stores it
-    damaged = RecordBatch(0, -1, -1, -1, -1, 1, 0, 0, 0, crc, payload)
-    await cluster.produce("damaged", 0, damaged)
+    await cluster.produce("damaged", 0, undecodable_batch(payload))
     await cluster.produce("damaged", 0, [Record(None, b"after")])
     async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("damaged", 0)])
         assert [r.value for r in await consumer.poll(5)] == [b"before"]
         for _ in range(2):
-            with pytest.raises(CorruptMessageError, match="offset 1 cannot be decoded.*seek past"):
+            with pytest.raises(CorruptMessageError) as raised:
                 await consumer.poll(5)
-        consumer.seek(TopicPartition("damaged", 0), 2)
-        assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(2, b"after")]
+            assert str(raised.value) == (
+                f"CORRUPT_MESSAGE: damaged-0: the record batch at offsets 1 to 2 cannot be decoded ({cause}); seek to "
+                "3 to skip it")
+        consumer.seek(TopicPartition("damaged", 0), 3)
+        assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(3, b"after")]
+
+
+def undecodable_batch(payload: bytes = msgpack.packb([[0, None], [0, None]])) -> RecordBatch:
+    """Two records the consumer cannot decode (by default, rows of two fields instead of four) under a valid crc:
+    the broker stores them."""
+    crc = _checksum(payload, 0, 2, 0, 0, -1, -1, -1)
+    return RecordBatch(0, -1, -1, -1, -1, 2, 0, 0, 0, crc, payload)
+
+
+async def test_a_batch_that_cannot_be_decoded_holds_up_only_its_own_partition(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Two partitions on one leader come back in one fetch: the damaged one must not take the other's records
+    with it, nor lend it its error."""
+    await cluster.create_topic("shared", partitions=4, replication_factor=1)
+    leaders = {p: cluster.leader_for("shared", p) for p in range(4)}
+    damaged, healthy = next((a, b) for a in range(4) for b in range(4) if a != b and leaders[a] == leaders[b])
+    await cluster.produce("shared", damaged, undecodable_batch())
+    await cluster.produce("shared", healthy, [Record(None, b"fine")])
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition("shared", damaged), TopicPartition("shared", healthy)])
+        received = []
+        with trio.fail_after(30):
+            while not received:
+                try:
+                    received = await consumer.poll(5)
+                except CorruptMessageError as exc:
+                    assert str(exc).startswith(f"CORRUPT_MESSAGE: shared-{damaged}: ")
+        assert [(r.partition, r.value) for r in received] == [(healthy, b"fine")]
+        with pytest.raises(CorruptMessageError, match=f"shared-{damaged}: the record batch at offsets 0 to 1"):
+            await consumer.poll(5)
