@@ -9,6 +9,13 @@ returned, and records fetched but not yet returned are kept for the next poll in
 A partition's position is the offset of the next record `poll()` will return. A fetch that comes back after
 a seek is discarded (each seek starts a new "generation" of the partition), and records before the position
 inside a returned batch are skipped, since brokers return whole batches.
+
+An assigned partition that metadata does not list is looked up again (every retry.backoff.ms) for up to
+default.api.timeout.ms, the bound Kafka's consumer puts on its blocking calls (`position()` among them): it may
+be a partition just added. After that, `poll()` and `position()` raise UNKNOWN_TOPIC_OR_PARTITION naming it
+(NETWORK_EXCEPTION if no broker answered), and `poll()` does so again after each further default.api.timeout.ms
+while the partition stays unknown, serving the other partitions in between. Kafka's own consumer keeps
+polling empty and only logs; a typo in an assignment should not look like a quiet topic.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ class _PartitionState:
     fetching: bool = False
     backoff_until: float = 0.0
     high_watermark: int = -1
+    missing_since: float | None = None  # when the partition was first found absent from metadata
 
 
 class Consumer:
@@ -78,8 +86,9 @@ class Consumer:
                  **kwargs: Any) -> None:
         self.config = cfg = consumer_config({**(config or {}), **kwargs})
         self._transport = open_transport(bootstrap, "consumer", cfg["client.id"], cfg["request.timeout.ms"])
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
+        self._api_timeout_s = cfg["default.api.timeout.ms"] / 1000
         self._max_poll_records: int = cfg["max.poll.records"]
         self._auto_offset_reset: str = cfg["auto.offset.reset"]
         self._isolation = READ_COMMITTED if cfg["isolation.level"] == "read_committed" else READ_UNCOMMITTED
@@ -93,6 +102,7 @@ class Consumer:
     async def __aenter__(self) -> Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
+        self._nursery.start_soon(self.metadata.refresh_when_old)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -141,23 +151,39 @@ class Consumer:
         self._iterated.clear()
 
     async def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record poll() returns, looking it up first if a reset is pending."""
+        """The offset of the next record poll() returns, looking it up first if a reset is pending.
+
+        Bounded by default.api.timeout.ms: then UNKNOWN_TOPIC_OR_PARTITION if metadata never listed the
+        partition, REQUEST_TIMED_OUT otherwise.
+        """
         state = self._state(tp)
-        timeout_ms = self.config["default.api.timeout.ms"]
-        with trio.move_on_after(timeout_ms / 1000):
+        with trio.move_on_after(self._api_timeout_s):
             while state.position is None:
                 await self._reset_positions()
             return state.position
-        raise RequestTimedOutError(f"position of {tp} could not be determined within {timeout_ms} ms")
+        if not self.metadata.lists(tp):
+            raise self.metadata.missing(f"partition {tp}", self._api_timeout_s)
+        raise RequestTimedOutError(
+            f"position of {tp} could not be determined within {self._api_timeout_s * 1000:.0f} ms")
 
     def highwater(self, tp: TopicPartition) -> int | None:
         """The high watermark the last fetch of `tp` reported, or None before one returned."""
         hw = self._state(tp).high_watermark
         return hw if hw >= 0 else None
 
+    def _resettable(self) -> bool:
+        """Whether a partition waits for a position that a ListOffsets to its known leader can give."""
+        return any(state.position is None and self.metadata.leader_for(tp) is not None
+                   for tp, state in self._states.items())
+
     async def _reset_positions(self) -> None:
-        """Resolve every partition without a position with ListOffsets to its leader (one request per leader)."""
+        """Resolve every partition without a position with ListOffsets to its leader (one request per leader).
+
+        Partitions whose leader is unknown wait for the metadata refresh this then makes; the others do not wait
+        for them.
+        """
         by_leader: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+        leaderless = False
         for tp, state in self._states.items():
             if state.position is not None:
                 continue
@@ -166,12 +192,14 @@ class Consumer:
                 raise NoOffsetForPartitionError(f"no position for {tp} and auto.offset.reset is none")
             leader = self.metadata.leader_for(tp)
             if leader is None:
-                await self._refresh_metadata()
-                return
+                leaderless = True
+                continue
             by_leader.setdefault(leader.leader, []).append((tp, _RESET_TIMESTAMPS[strategy], state.generation))
         async with trio.open_nursery() as nursery:
             for leader_id, partitions in by_leader.items():
                 nursery.start_soon(self._list_offsets, leader_id, partitions)
+        if leaderless:
+            await self._refresh_metadata()
 
     async def _list_offsets(self, leader_id: int, partitions: list[tuple[TopicPartition, int, int]]) -> None:
         request = ListOffsetsRequest(CONSUMER_REPLICA_ID, [
@@ -218,7 +246,7 @@ class Consumer:
                 if records:
                     return records
                 self._raise_pending_error()
-                if any(state.position is None for state in self._states.values()):
+                if self._resettable():
                     await self._reset_positions()
                     continue
                 self._data_arrived = trio.Event()
@@ -259,7 +287,7 @@ class Consumer:
         by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale = False
         for tp, state in self._states.items():
-            if state.fetching or state.buffer or state.position is None:
+            if state.fetching or state.buffer:
                 continue
             if state.backoff_until > now:
                 wake_at = min(wake_at, state.backoff_until)
@@ -267,8 +295,11 @@ class Consumer:
             leader = self.metadata.leader_for(tp)
             if leader is None:
                 stale = True
+                wake_at = min(wake_at, self._missing_deadline(tp, state, now))
                 continue
-            by_leader.setdefault(leader.leader, []).append((tp, state))
+            state.missing_since = None
+            if state.position is not None:  # else poll() resets it first
+                by_leader.setdefault(leader.leader, []).append((tp, state))
         assert self._nursery is not None
         if stale:
             self._nursery.start_soon(self._refresh_and_wake)
@@ -277,6 +308,27 @@ class Consumer:
                 state.fetching = True
             self._nursery.start_soon(self._fetch, leader_id, partitions)
         return wake_at
+
+    def _missing_deadline(self, tp: TopicPartition, state: _PartitionState, now: float) -> float:
+        """When a partition without leader must be listed by metadata; past it, UNKNOWN_TOPIC_OR_PARTITION.
+
+        A partition listed without a leader is in an election, and is waited for as long as that takes; one not
+        listed at all gets default.api.timeout.ms to appear. A topic error that retrying cannot fix (an illegal
+        topic name) is raised at once.
+        """
+        if self.metadata.lists(tp):
+            state.missing_since = None
+            return math.inf
+        error = self.metadata.topic_errors.get(tp.topic)
+        if error is not None and not error.retriable:
+            raise error
+        if state.missing_since is None:
+            state.missing_since = now
+        deadline = state.missing_since + self._api_timeout_s
+        if now >= deadline:
+            state.missing_since = None  # the next wait starts over
+            raise self.metadata.missing(f"partition {tp}", self._api_timeout_s)
+        return deadline
 
     async def _refresh_and_wake(self) -> None:
         await self._refresh_metadata()

@@ -102,6 +102,11 @@ class ClusterMetadata:
         found = self.topics.get(topic)
         return found.partition_count if found is not None else None
 
+    def lists(self, tp: TopicPartition) -> bool:
+        """Whether the last answer listed the partition, with or without a leader."""
+        topic = self.topics.get(tp.topic)
+        return topic is not None and tp.partition in topic.partitions
+
     async def refresh_when_old(self) -> NoReturn:
         """Refresh whenever the last answer grows metadata.max.age.ms old; run in a client's nursery.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import socket
 from typing import Any
 
 import msgpack
@@ -10,7 +12,8 @@ import trio
 
 from kafkalite.client import Consumer, NoOffsetForPartitionError, Producer
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
+from kafkalite.common.errors import CorruptMessageError, InvalidTopicError, NetworkExceptionError, \
+    OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 
@@ -225,3 +228,58 @@ async def test_a_batch_that_cannot_be_decoded_holds_up_only_its_own_partition(
         assert [(r.partition, r.value) for r in received] == [(healthy, b"fine")]
         with pytest.raises(CorruptMessageError, match=f"shared-{damaged}: the record batch at offsets 0 to 1"):
             await consumer.poll(5)
+
+
+async def test_an_assigned_partition_that_does_not_exist_fails_after_default_api_timeout(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Not an empty poll forever: UNKNOWN_TOPIC_OR_PARTITION names it once metadata has not listed it for
+    default.api.timeout.ms, while the partitions that exist are served meanwhile."""
+    await fill(cluster, 10)
+    async with Consumer(bootstrap, auto_offset_reset="earliest", default_api_timeout_ms=5000) as consumer:
+        consumer.assign([TP, TopicPartition("events", 5), TopicPartition("nowhere", 0)])
+        started = trio.current_time()
+        records: list[Any] = []
+        with trio.fail_after(60), pytest.raises(UnknownTopicOrPartitionError) as raised:
+            while True:
+                records.extend(await consumer.poll(1))
+        assert 5 <= trio.current_time() - started < 6
+        assert str(raised.value) in (f"UNKNOWN_TOPIC_OR_PARTITION: Partition {tp} not present in metadata after "
+                                     "5000 ms" for tp in ("events-5", "nowhere-0"))
+        assert [r.value for r in records] == [b"%d" % i for i in range(10)]
+        with pytest.raises(UnknownTopicOrPartitionError, match="Partition events-5 not present in metadata"):
+            await consumer.position(TopicPartition("events", 5))
+
+
+async def test_an_assigned_topic_with_an_illegal_name_fails_at_once(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """No wait: the brokers' INVALID_TOPIC_EXCEPTION cannot be retried away."""
+    async with Consumer(bootstrap) as consumer:
+        consumer.assign([TopicPartition("bad/name", 0)])
+        started = trio.current_time()
+        with trio.fail_after(60), pytest.raises(InvalidTopicError, match="bad/name"):
+            await consumer.poll(math.inf)
+        assert trio.current_time() - started < 1
+
+
+async def test_an_assigned_partition_added_later_is_consumed(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 0)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("events", 1)])
+        assert await consumer.poll(2) == []
+        await cluster.create_partitions("events", 2)
+        await cluster.produce("events", 1, [Record(None, b"new partition")])
+        with trio.fail_after(10):
+            records = await consumer.poll(math.inf)
+    assert [(r.partition, r.value) for r in records] == [(1, b"new partition")]
+
+
+async def test_an_unreachable_bootstrap_server_is_named_by_poll(autojump_clock: Any) -> None:
+    with socket.socket() as bound_but_not_listening:
+        bound_but_not_listening.bind(("127.0.0.1", 0))
+        port = bound_but_not_listening.getsockname()[1]
+        async with Consumer(f"127.0.0.1:{port}", default_api_timeout_ms=5000) as consumer:
+            consumer.assign([TP])
+            with trio.fail_after(60), pytest.raises(NetworkExceptionError, match=(
+                    f"no broker could be reached at 127.0.0.1:{port} .*partition events-0 not known after 5000 ms")):
+                await consumer.poll(math.inf)
