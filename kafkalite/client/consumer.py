@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import trio
 
+from kafkalite.client.arguments import non_negative_int, topic_partition, topic_partitions
 from kafkalite.client.config import consumer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
@@ -118,31 +119,34 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept keep their positions and buffers."""
-        wanted = [TopicPartition(*tp) for tp in partitions]
+        wanted = topic_partitions(partitions, "assign()")
         self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
         self.metadata.add_topics(tp.topic for tp in wanted)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def _state(self, tp: TopicPartition) -> _PartitionState:
-        try:
-            return self._states[tp]
-        except KeyError:
-            raise ValueError(f"{tp} is not assigned to this consumer") from None
+    def _state(self, tp: TopicPartition, where: str) -> _PartitionState:
+        state = self._states.get(topic_partition(tp, where))
+        if state is None:
+            raise ValueError(f"{where}: {tp} is not assigned to this consumer")
+        return state
+
+    def _states_of(self, partitions: Iterable[TopicPartition] | None, where: str) -> list[_PartitionState]:
+        if partitions is None:
+            return list(self._states.values())
+        return [self._state(tp, where) for tp in topic_partitions(partitions, where)]
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        if offset < 0:
-            raise ValueError(f"seek offset must not be negative, got {offset}")
-        self._move(self._state(tp), offset, None)
+        self._move(self._state(tp, "seek()"), non_negative_int(offset, "seek offset"), None)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        for tp in self._states if partitions is None else partitions:
-            self._move(self._state(tp), None, "earliest")
+        for state in self._states_of(partitions, "seek_to_beginning()"):
+            self._move(state, None, "earliest")
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        for tp in self._states if partitions is None else partitions:
-            self._move(self._state(tp), None, "latest")
+        for state in self._states_of(partitions, "seek_to_end()"):
+            self._move(state, None, "latest")
 
     def _move(self, state: _PartitionState, position: int | None, reset: str | None) -> None:
         state.position, state.reset = position, reset
@@ -156,7 +160,7 @@ class Consumer:
         Bounded by default.api.timeout.ms: then UNKNOWN_TOPIC_OR_PARTITION if metadata never listed the
         partition, REQUEST_TIMED_OUT otherwise.
         """
-        state = self._state(tp)
+        state = self._state(tp, "position()")
         with trio.move_on_after(self._api_timeout_s):
             while state.position is None:
                 await self._reset_positions()
@@ -168,7 +172,7 @@ class Consumer:
 
     def highwater(self, tp: TopicPartition) -> int | None:
         """The high watermark the last fetch of `tp` reported, or None before one returned."""
-        hw = self._state(tp).high_watermark
+        hw = self._state(tp, "highwater()").high_watermark
         return hw if hw >= 0 else None
 
     def _resettable(self) -> bool:
@@ -237,9 +241,13 @@ class Consumer:
     # -- polling ------------------------------------------------------------------------------------------------
 
     async def poll(self, timeout: float = 0) -> list[ConsumerRecord]:
-        """Up to max.poll.records records, waiting up to `timeout` seconds for some to arrive."""
+        """Up to max.poll.records records, waiting up to `timeout` seconds (math.inf: forever) for some to arrive."""
         if self._nursery is None:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"poll timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not timeout >= 0:  # NaN fails this too
+            raise ValueError(f"poll timeout must not be negative, got {timeout}")
         with trio.move_on_after(timeout):
             while True:
                 records = self._drain_buffers()  # what arrived before an error is the application's first

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, cast
 
 import trio
 
+from kafkalite.client.arguments import is_int
 from kafkalite.client.config import producer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.partitioner import StickyPartitioner, partition_for_key
@@ -96,7 +97,7 @@ def _checked_headers(headers: Sequence[Header]) -> tuple[Header, ...]:
 
 def _check_timestamp(timestamp: object) -> None:
     """For a timestamp that is not plainly a non-negative int: the slow half of `send()`'s check."""
-    if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+    if not is_int(timestamp):
         raise TypeError(f"timestamp must be an int (epoch milliseconds) or None, not {type(timestamp).__name__}")
     if timestamp < 0:
         raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be non-negative or null.")
@@ -456,7 +457,7 @@ class Producer:
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
         if partition is not None:
-            if not isinstance(partition, int) or isinstance(partition, bool):
+            if not is_int(partition):
                 raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
             if partition < 0:
                 raise ValueError(f"Invalid partition: {partition}. Partition number should always be non-negative "

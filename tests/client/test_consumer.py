@@ -283,3 +283,31 @@ async def test_an_unreachable_bootstrap_server_is_named_by_poll(autojump_clock: 
             with trio.fail_after(60), pytest.raises(NetworkExceptionError, match=(
                     f"no broker could be reached at 127.0.0.1:{port} .*partition events-0 not known after 5000 ms")):
                 await consumer.poll(math.inf)
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda c: c.assign(["events"]), TypeError, r"assign\(\) takes a TopicPartition\(topic, partition\), not 'events'"),
+    (lambda c: c.assign("events"), TypeError, r"assign\(\) takes a collection of TopicPartition, not str"),
+    (lambda c: c.assign(TP), TypeError, r"assign\(\) takes a collection of TopicPartition, not TopicPartition"),
+    (lambda c: c.assign([("events", "0")]), TypeError, r"not \('events', '0'\)"),
+    (lambda c: c.assign([("events", -1)]), ValueError, r"the partition of 'events' in assign\(\) must not be negative"),
+    (lambda c: c.seek(TP, "5"), TypeError, "seek offset must be an int, not str"),
+    (lambda c: c.seek(TP, -1), ValueError, "seek offset must not be negative, got -1"),
+    (lambda c: c.seek("events", 5), TypeError, r"seek\(\) takes a TopicPartition\(topic, partition\), not 'events'"),
+    (lambda c: c.seek(TopicPartition("other", 0), 5), ValueError, "seek\\(\\): other-0 is not assigned"),
+    (lambda c: c.seek_to_beginning(TP), TypeError, "seek_to_beginning\\(\\) takes a collection of TopicPartition"),
+    (lambda c: c.seek_to_end([TopicPartition("other", 0)]), ValueError, "other-0 is not assigned"),
+])
+def test_wrong_arguments_say_what_was_expected(call: Any, error: type, message: str) -> None:
+    consumer = Consumer("127.0.0.1:9")  # never connected: arguments are checked before anything is sent
+    consumer.assign([TP])
+    with pytest.raises(error, match=message):
+        call(consumer)
+    assert consumer.assignment() == {TP}
+
+
+@pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (None, TypeError), (-1, ValueError)])
+async def test_poll_takes_a_non_negative_number_of_seconds(autojump_clock: Any, timeout: Any, error: type) -> None:
+    async with Consumer("127.0.0.1:9") as consumer:
+        with pytest.raises(error, match="poll timeout must"):
+            await consumer.poll(timeout)
