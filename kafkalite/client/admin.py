@@ -300,6 +300,8 @@ class Admin:
         self.metadata.add_topics(tp.topic for tp in timestamps)
 
         async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
+            if self.metadata.expired():  # leaders known metadata.max.age.ms ago may have moved
+                await self.metadata.refresh()
             remaining = [tp for tp in timestamps if tp not in found]
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in remaining:

@@ -107,6 +107,10 @@ class ClusterMetadata:
         topic = self.topics.get(tp.topic)
         return topic is not None and tp.partition in topic.partitions
 
+    def expired(self) -> bool:
+        """Whether the last answer is metadata.max.age.ms old, or there was none."""
+        return trio.current_time() >= self._updated_at + self.max_age_s
+
     async def refresh_when_old(self) -> NoReturn:
         """Refresh whenever the last answer grows metadata.max.age.ms old; run in a client's nursery.
 

@@ -152,3 +152,25 @@ async def test_wrong_arguments_say_what_was_expected(autojump_clock: Any, call: 
     async with Admin("127.0.0.1:9") as admin:  # never connected
         with pytest.raises(error, match=message):
             await call(admin)
+
+
+async def test_list_offsets_asks_leaders_no_older_than_metadata_max_age(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """After metadata.max.age.ms the admin client looks leaders up again instead of trying one that has moved."""
+    await cluster.create_topic("moving", partitions=1, replication_factor=3)
+    tp = TopicPartition("moving", 0)
+    async with Admin(bootstrap, metadata_max_age_ms=10_000) as admin:
+        await admin.list_offsets({tp: "latest"})
+        old_leader = cluster.leader_for("moving", 0)
+        await cluster.shutdown_broker(old_leader)
+        await trio.sleep(10)
+        asked: list[Any] = []
+        send = admin._transport.send
+
+        async def recording_send(node: Any, request: Any) -> Any:
+            asked.append((node, type(request).__name__))
+            return await send(node, request)
+
+        admin._transport.send = recording_send  # type: ignore[method-assign]
+        assert (await admin.list_offsets({tp: "latest"}))[tp].offset == 0
+    assert [node for node, kind in asked if kind == "ListOffsetsRequest"] == [cluster.leader_for("moving", 0)]
