@@ -199,9 +199,19 @@ class Consumer:
                 leaderless = True
                 continue
             by_leader.setdefault(leader.leader, []).append((tp, _RESET_TIMESTAMPS[strategy], state.generation))
+        failures: list[KafkaError] = []
+
+        async def list_offsets(leader_id: int, partitions: list[tuple[TopicPartition, int, int]]) -> None:
+            try:
+                await self._list_offsets(leader_id, partitions)
+            except KafkaError as exc:  # raised in the nursery, it would reach the application in an ExceptionGroup
+                failures.append(exc)
+
         async with trio.open_nursery() as nursery:
             for leader_id, partitions in by_leader.items():
-                nursery.start_soon(self._list_offsets, leader_id, partitions)
+                nursery.start_soon(list_offsets, leader_id, partitions)
+        if failures:
+            raise failures[0]
         if leaderless:
             await self._refresh_metadata()
 

@@ -13,7 +13,7 @@ import trio
 from kafkalite.client import Consumer, NoOffsetForPartitionError, Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import CorruptMessageError, InvalidTopicError, NetworkExceptionError, \
-    OffsetOutOfRangeError, UnknownTopicOrPartitionError
+    OffsetOutOfRangeError, UnknownServerError, UnknownTopicOrPartitionError
 from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 
@@ -139,6 +139,22 @@ async def test_an_out_of_range_position_is_reset(autojump_clock: Any, cluster: C
         consumer.assign([TP])
         consumer.seek(TP, 50)
         assert [r.offset for r in await consumer.poll(5)] == [0, 1, 2]
+
+
+async def test_a_broker_error_while_resetting_positions_comes_out_of_poll_as_itself(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ListOffsets run in a nursery inside poll(); an error the application must see still comes out bare."""
+    await fill(cluster, 1)
+    replica_manager = cluster.broker(cluster.leader_for("events", 0)).replica_manager
+
+    def failing_partition(*args: Any) -> Any:
+        raise RuntimeError("the log directory is gone")
+
+    monkeypatch.setattr(replica_manager, "_leader_partition", failing_partition)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TP])
+        with pytest.raises(UnknownServerError, match="the log directory is gone"):
+            await consumer.poll(5)
 
 
 async def test_iteration_yields_records_in_order(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
