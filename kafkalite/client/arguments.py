@@ -9,12 +9,12 @@ becomes a partition of a one-letter topic. These run once per call, never per re
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from kafkalite.common.types import TopicPartition
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An int that is not a bool: `True` is an int to Python, and never a partition or an offset."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -39,7 +39,7 @@ def collection(values: Any, where: str, items: str) -> Iterable[Any]:
     """`values` if it is a collection of `items`; a single item where a collection belongs is a TypeError."""
     if isinstance(values, (str, bytes, TopicPartition)) or not isinstance(values, Iterable):
         raise TypeError(f"{where} takes a collection of {items}, not {type(values).__name__} {values!r}")
-    return values  # type: ignore[no-any-return]
+    return values
 
 
 def topic_partitions(values: Any, where: str) -> list[TopicPartition]:

@@ -89,7 +89,7 @@ class Consumer:
         self._transport = open_transport(bootstrap, "consumer", cfg["client.id"], cfg["request.timeout.ms"])
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
-        self._api_timeout_s = cfg["default.api.timeout.ms"] / 1000
+        self._api_timeout_s: float = cfg["default.api.timeout.ms"] / 1000
         self._max_poll_records: int = cfg["max.poll.records"]
         self._auto_offset_reset: str = cfg["auto.offset.reset"]
         self._isolation = READ_COMMITTED if cfg["isolation.level"] == "read_committed" else READ_UNCOMMITTED

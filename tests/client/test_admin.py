@@ -136,8 +136,10 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
     (lambda a: a.describe_topics([b"orders"]), TypeError, r"describe_topics\(\) takes topic names \(str\), not bytes"),
     (lambda a: a.create_topics(NewTopic("t", 1, 1)), TypeError, r"create_topics\(\) takes a collection of NewTopic"),
     (lambda a: a.create_topics(["t"]), TypeError, r"create_topics\(\) takes NewTopic items, not 't'"),
-    (lambda a: a.create_topics([NewTopic(7, 1, 1)]), TypeError, "a NewTopic name must be a str, not int"),
-    (lambda a: a.create_topics([NewTopic("t", "3", 1)]), TypeError, "num_partitions must be an int"),
+    (lambda a: a.create_topics([NewTopic(7, 1, 1)]), TypeError,  # type: ignore[arg-type]
+     "a NewTopic name must be a str, not int"),
+    (lambda a: a.create_topics([NewTopic("t", "3", 1)]), TypeError,  # type: ignore[arg-type]
+     "num_partitions must be an int"),
     (lambda a: a.create_partitions({"t": "3"}), TypeError, r"int partition counts, not '3' for 't'"),
     (lambda a: a.create_partitions([("t", 3)]), TypeError, r"create_partitions\(\) takes a mapping"),
     (lambda a: a.elect_leaders("fastest"), ValueError, "election_type must be 'preferred' or 'unclean'"),

@@ -234,7 +234,7 @@ async def test_a_batch_that_cannot_be_decoded_holds_up_only_its_own_partition(
     await cluster.produce("shared", healthy, [Record(None, b"fine")])
     async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("shared", damaged), TopicPartition("shared", healthy)])
-        received = []
+        received: list[Any] = []
         with trio.fail_after(30):
             while not received:
                 try:

@@ -53,7 +53,7 @@ async def test_a_failing_background_task_of_the_consumer_surfaces(autojump_clock
         raise RuntimeError("the fetch broke")
 
     consumer = Consumer(cluster, auto_offset_reset="earliest")
-    consumer._fetch = broken_fetch  # type: ignore[method-assign]
+    consumer._fetch = broken_fetch  # type: ignore[method-assign, assignment]
     with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="the fetch broke")):
         async with consumer:
             consumer.assign([TopicPartition("t", 0)])
