@@ -14,6 +14,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import trio
 
+from kafkalite.client.arguments import (
+    broker_ids, collection, is_int, mapping, non_negative_int, topic_names, topic_partition, topic_partitions,
+)
 from kafkalite.client.config import admin_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
@@ -35,6 +38,7 @@ from kafkalite.network.requests import (
 _T = TypeVar("_T")
 
 OFFSET_SPECS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+ELECTION_TYPES = {"preferred": PREFERRED_ELECTION, "unclean": UNCLEAN_ELECTION}
 
 
 @dataclass(slots=True)
@@ -94,7 +98,7 @@ class Admin:
                  **kwargs: Any) -> None:
         self.config = cfg = admin_config({**(config or {}), **kwargs})
         self._transport = open_transport(bootstrap, "admin", cfg["client.id"], cfg["request.timeout.ms"])
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._timeout_ms: int = cfg["default.api.timeout.ms"]
 
     async def __aenter__(self) -> Admin:
@@ -143,7 +147,12 @@ class Admin:
     # -- topics -------------------------------------------------------------------------------------------------
 
     async def create_topics(self, new_topics: Sequence[NewTopic], *, validate_only: bool = False) -> None:
-        """Create the topics; the first topic's failure is raised (e.g. TopicAlreadyExistsError)."""
+        """Create the topics; the first topic's failure is raised (e.g. TopicAlreadyExistsError).
+
+        Arguments of the wrong type raise TypeError here; values of the right type that the brokers refuse (a
+        bad name, zero partitions) get Kafka's error codes from them.
+        """
+        new_topics = [_checked_new_topic(t) for t in collection(new_topics, "create_topics()", "NewTopic")]
         request = CreateTopicsRequest(
             [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None,
                             {k: config_text(v) for k, v in t.configs.items()}) for t in new_topics],
@@ -156,7 +165,8 @@ class Admin:
         await self._with_retries(attempt, "create_topics")
 
     async def delete_topics(self, names: Sequence[str]) -> None:
-        request = DeleteTopicsRequest(list(names), timeout_ms=self.config["request.timeout.ms"])
+        request = DeleteTopicsRequest(topic_names(names, "delete_topics()"),
+                                      timeout_ms=self.config["request.timeout.ms"])
 
         async def attempt() -> None:
             response: DeleteTopicsResponse = await self._send_to_controller(request)
@@ -166,7 +176,12 @@ class Admin:
 
     async def create_partitions(self, new_totals: Mapping[str, int]) -> None:
         """Grow each topic to its new partition count (INVALID_PARTITIONS if that does not grow it)."""
-        request = CreatePartitionsRequest([CreatePartitionsTopic(t, n) for t, n in new_totals.items()],
+        totals = mapping(new_totals, "create_partitions()", "topic names to partition counts")
+        topic_names(totals, "create_partitions()")
+        for topic, total in totals.items():
+            if not is_int(total):
+                raise TypeError(f"create_partitions() takes int partition counts, not {total!r} for {topic!r}")
+        request = CreatePartitionsRequest([CreatePartitionsTopic(t, n) for t, n in totals.items()],
                                           timeout_ms=self.config["request.timeout.ms"])
 
         async def attempt() -> None:
@@ -178,8 +193,10 @@ class Admin:
     async def elect_leaders(self, election_type: str = "preferred",
                             partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """Kafka's ElectLeaders ("preferred" or "unclean"): each partition's error code, 0 where it was elected."""
-        request = ElectLeadersRequest({"preferred": PREFERRED_ELECTION, "unclean": UNCLEAN_ELECTION}[election_type],
-                                      None if partitions is None else [(tp.topic, tp.partition) for tp in partitions])
+        if election_type not in ELECTION_TYPES:
+            raise ValueError(f"election_type must be 'preferred' or 'unclean', not {election_type!r}")
+        request = ElectLeadersRequest(ELECTION_TYPES[election_type], None if partitions is None else [
+            (tp.topic, tp.partition) for tp in topic_partitions(partitions, "elect_leaders()")])
 
         async def attempt() -> dict[TopicPartition, int]:
             response: ElectLeadersResponse = await self._send_to_controller(request)
@@ -190,8 +207,10 @@ class Admin:
 
     async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
         """Start moving partitions to new replica lists; `list_partition_reassignments` shows the progress."""
-        request = AlterPartitionReassignmentsRequest(
-            [ReassignablePartition(tp.topic, tp.partition, list(replicas)) for tp, replicas in targets.items()])
+        where = "alter_partition_reassignments()"
+        request = AlterPartitionReassignmentsRequest([
+            ReassignablePartition(*topic_partition(tp, where), broker_ids(replicas, where))
+            for tp, replicas in mapping(targets, where, "TopicPartition to broker ids").items()])
 
         async def attempt() -> None:
             response: AlterPartitionReassignmentsResponse = await self._send_to_controller(request)
@@ -212,8 +231,8 @@ class Admin:
     async def describe_configs(self, topics: Sequence[str] = (), brokers: Sequence[int] = ()
                                ) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
         """Configs of topics and brokers, keyed ("topic", name) / ("broker", id); entries say what is default."""
-        resources = [ConfigResource(TOPIC_RESOURCE, t) for t in topics] + \
-            [ConfigResource(BROKER_RESOURCE, str(b)) for b in brokers]
+        resources = [ConfigResource(TOPIC_RESOURCE, t) for t in topic_names(topics, "describe_configs()")] + \
+            [ConfigResource(BROKER_RESOURCE, str(b)) for b in broker_ids(brokers, "describe_configs()")]
         described: dict[tuple[str, str], dict[str, ConfigEntry]] = {}
 
         async def attempt() -> dict[tuple[str, str], dict[str, ConfigEntry]]:
@@ -232,9 +251,12 @@ class Admin:
     async def alter_topic_configs(self, configs: Mapping[str, Mapping[str, Any]], *,
                                   validate_only: bool = False) -> None:
         """Replace each topic's config overrides (Kafka's AlterConfigs); brokers apply them as they are noticed."""
+        where = "alter_topic_configs()"
+        topics = mapping(configs, where, "topic names to config overrides")
+        topic_names(topics, where)
         request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
-            k: config_text(v) for k, v in overrides.items()}) for topic, overrides in configs.items()],
-            validate_only)
+            k: config_text(v) for k, v in mapping(overrides, where, f"config names to values for {topic!r}").items()})
+            for topic, overrides in topics.items()], validate_only)
 
         async def attempt() -> None:
             response: AlterConfigsResponse = await self._transport.send_to_any(request)
@@ -248,7 +270,8 @@ class Admin:
 
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
         """Leader, epoch, replicas and ISR of every partition, as the brokers' metadata has them."""
-        response = await self._with_retries(lambda: self.metadata.fetch(list(names)), "describe_topics")
+        topics = topic_names(names, "describe_topics()")
+        response = await self._with_retries(lambda: self.metadata.fetch(topics), "describe_topics")
         described = {}
         for topic in response.topics:
             errors.raise_for(topic.error_code, topic.error_message)
@@ -271,12 +294,14 @@ class Admin:
 
         "latest" is the high watermark: what a consumer can read, not what the leader has appended.
         """
-        timestamps = {TopicPartition(*tp): OFFSET_SPECS[spec] if isinstance(spec, str) else int(spec)
-                      for tp, spec in specs.items()}
+        timestamps = {topic_partition(tp, "list_offsets()"): _offset_spec(spec)
+                      for tp, spec in mapping(specs, "list_offsets()", "TopicPartition to offset specs").items()}
         found: dict[TopicPartition, ListOffsetsResultInfo] = {}
         self.metadata.add_topics(tp.topic for tp in timestamps)
 
         async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
+            if self.metadata.expired():  # leaders known metadata.max.age.ms ago may have moved
+                await self.metadata.refresh()
             remaining = [tp for tp in timestamps if tp not in found]
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in remaining:
@@ -300,3 +325,25 @@ class Admin:
             return found
 
         return await self._with_retries(attempt, "list_offsets")
+
+
+def _checked_new_topic(topic: Any) -> NewTopic:
+    if not isinstance(topic, NewTopic):
+        raise TypeError(f"create_topics() takes NewTopic items, not {topic!r}")
+    if not isinstance(topic.name, str):
+        raise TypeError(f"a NewTopic name must be a str, not {type(topic.name).__name__}")
+    for field_name in ("num_partitions", "replication_factor"):
+        if not is_int(getattr(topic, field_name)):
+            raise TypeError(f"NewTopic {topic.name!r}: {field_name} must be an int (-1: the broker's default), not "
+                            f"{type(getattr(topic, field_name)).__name__}")
+    mapping(topic.configs, f"NewTopic {topic.name!r}", "config names to values")
+    return topic
+
+
+def _offset_spec(spec: Any) -> int:
+    """"earliest", "latest" or a timestamp in epoch milliseconds, as ListOffsets takes it."""
+    if isinstance(spec, str):
+        if spec not in OFFSET_SPECS:
+            raise ValueError(f"an offset spec is 'earliest', 'latest' or a timestamp (int), not {spec!r}")
+        return OFFSET_SPECS[spec]
+    return non_negative_int(spec, "an offset spec timestamp")

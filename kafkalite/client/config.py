@@ -41,6 +41,8 @@ _COMMON = (
          at_least=0),
     _key("retry.backoff.ms", "long", 100, "Pause before retrying a failed request and between metadata refreshes.",
          at_least=0),
+    _key("metadata.max.age.ms", "long", 300000, "Metadata older than this is refreshed even without an error, to "
+         "learn of new partitions and brokers.", at_least=0),
 )
 
 PRODUCER_CONFIG_KEYS = _keys(

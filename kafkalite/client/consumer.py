@@ -9,6 +9,13 @@ returned, and records fetched but not yet returned are kept for the next poll in
 A partition's position is the offset of the next record `poll()` will return. A fetch that comes back after
 a seek is discarded (each seek starts a new "generation" of the partition), and records before the position
 inside a returned batch are skipped, since brokers return whole batches.
+
+An assigned partition that metadata does not list is looked up again (every retry.backoff.ms) for up to
+default.api.timeout.ms, the bound Kafka's consumer puts on its blocking calls (`position()` among them): it may
+be a partition just added. After that, `poll()` and `position()` raise UNKNOWN_TOPIC_OR_PARTITION naming it
+(NETWORK_EXCEPTION if no broker answered), and `poll()` does so again after each further default.api.timeout.ms
+while the partition stays unknown, serving the other partitions in between. Kafka's own consumer keeps
+polling empty and only logs; a typo in an assignment should not look like a quiet topic.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ from typing import Any, NamedTuple
 
 import trio
 
+from kafkalite.client.arguments import non_negative_int, topic_partition, topic_partitions
 from kafkalite.client.config import consumer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
+from kafkalite.common.nursery import leave_nursery
 from kafkalite.common.records import Header
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
@@ -68,6 +77,7 @@ class _PartitionState:
     fetching: bool = False
     backoff_until: float = 0.0
     high_watermark: int = -1
+    missing_since: float | None = None  # when the partition was first found absent from metadata
 
 
 class Consumer:
@@ -77,8 +87,9 @@ class Consumer:
                  **kwargs: Any) -> None:
         self.config = cfg = consumer_config({**(config or {}), **kwargs})
         self._transport = open_transport(bootstrap, "consumer", cfg["client.id"], cfg["request.timeout.ms"])
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
+        self._api_timeout_s: float = cfg["default.api.timeout.ms"] / 1000
         self._max_poll_records: int = cfg["max.poll.records"]
         self._auto_offset_reset: str = cfg["auto.offset.reset"]
         self._isolation = READ_COMMITTED if cfg["isolation.level"] == "read_committed" else READ_UNCOMMITTED
@@ -92,6 +103,7 @@ class Consumer:
     async def __aenter__(self) -> Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
+        self._nursery.start_soon(self.metadata.refresh_when_old)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -99,7 +111,7 @@ class Consumer:
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         try:
-            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+            return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
             await self._transport.aclose()
 
@@ -107,31 +119,34 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept keep their positions and buffers."""
-        wanted = [TopicPartition(*tp) for tp in partitions]
+        wanted = topic_partitions(partitions, "assign()")
         self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
         self.metadata.add_topics(tp.topic for tp in wanted)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def _state(self, tp: TopicPartition) -> _PartitionState:
-        try:
-            return self._states[tp]
-        except KeyError:
-            raise ValueError(f"{tp} is not assigned to this consumer") from None
+    def _state(self, tp: TopicPartition, where: str) -> _PartitionState:
+        state = self._states.get(topic_partition(tp, where))
+        if state is None:
+            raise ValueError(f"{where}: {tp} is not assigned to this consumer")
+        return state
+
+    def _states_of(self, partitions: Iterable[TopicPartition] | None, where: str) -> list[_PartitionState]:
+        if partitions is None:
+            return list(self._states.values())
+        return [self._state(tp, where) for tp in topic_partitions(partitions, where)]
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        if offset < 0:
-            raise ValueError(f"seek offset must not be negative, got {offset}")
-        self._move(self._state(tp), offset, None)
+        self._move(self._state(tp, "seek()"), non_negative_int(offset, "seek offset"), None)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        for tp in self._states if partitions is None else partitions:
-            self._move(self._state(tp), None, "earliest")
+        for state in self._states_of(partitions, "seek_to_beginning()"):
+            self._move(state, None, "earliest")
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        for tp in self._states if partitions is None else partitions:
-            self._move(self._state(tp), None, "latest")
+        for state in self._states_of(partitions, "seek_to_end()"):
+            self._move(state, None, "latest")
 
     def _move(self, state: _PartitionState, position: int | None, reset: str | None) -> None:
         state.position, state.reset = position, reset
@@ -140,23 +155,39 @@ class Consumer:
         self._iterated.clear()
 
     async def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record poll() returns, looking it up first if a reset is pending."""
-        state = self._state(tp)
-        timeout_ms = self.config["default.api.timeout.ms"]
-        with trio.move_on_after(timeout_ms / 1000):
+        """The offset of the next record poll() returns, looking it up first if a reset is pending.
+
+        Bounded by default.api.timeout.ms: then UNKNOWN_TOPIC_OR_PARTITION if metadata never listed the
+        partition, REQUEST_TIMED_OUT otherwise.
+        """
+        state = self._state(tp, "position()")
+        with trio.move_on_after(self._api_timeout_s):
             while state.position is None:
                 await self._reset_positions()
             return state.position
-        raise RequestTimedOutError(f"position of {tp} could not be determined within {timeout_ms} ms")
+        if not self.metadata.lists(tp):
+            raise self.metadata.missing(f"partition {tp}", self._api_timeout_s)
+        raise RequestTimedOutError(
+            f"position of {tp} could not be determined within {self._api_timeout_s * 1000:.0f} ms")
 
     def highwater(self, tp: TopicPartition) -> int | None:
         """The high watermark the last fetch of `tp` reported, or None before one returned."""
-        hw = self._state(tp).high_watermark
+        hw = self._state(tp, "highwater()").high_watermark
         return hw if hw >= 0 else None
 
+    def _resettable(self) -> bool:
+        """Whether a partition waits for a position that a ListOffsets to its known leader can give."""
+        return any(state.position is None and self.metadata.leader_for(tp) is not None
+                   for tp, state in self._states.items())
+
     async def _reset_positions(self) -> None:
-        """Resolve every partition without a position with ListOffsets to its leader (one request per leader)."""
+        """Resolve every partition without a position with ListOffsets to its leader (one request per leader).
+
+        Partitions whose leader is unknown wait for the metadata refresh this then makes; the others do not wait
+        for them.
+        """
         by_leader: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+        leaderless = False
         for tp, state in self._states.items():
             if state.position is not None:
                 continue
@@ -165,12 +196,24 @@ class Consumer:
                 raise NoOffsetForPartitionError(f"no position for {tp} and auto.offset.reset is none")
             leader = self.metadata.leader_for(tp)
             if leader is None:
-                await self._refresh_metadata()
-                return
+                leaderless = True
+                continue
             by_leader.setdefault(leader.leader, []).append((tp, _RESET_TIMESTAMPS[strategy], state.generation))
+        failures: list[KafkaError] = []
+
+        async def list_offsets(leader_id: int, partitions: list[tuple[TopicPartition, int, int]]) -> None:
+            try:
+                await self._list_offsets(leader_id, partitions)
+            except KafkaError as exc:  # raised in the nursery, it would reach the application in an ExceptionGroup
+                failures.append(exc)
+
         async with trio.open_nursery() as nursery:
             for leader_id, partitions in by_leader.items():
-                nursery.start_soon(self._list_offsets, leader_id, partitions)
+                nursery.start_soon(list_offsets, leader_id, partitions)
+        if failures:
+            raise failures[0]
+        if leaderless:
+            await self._refresh_metadata()
 
     async def _list_offsets(self, leader_id: int, partitions: list[tuple[TopicPartition, int, int]]) -> None:
         request = ListOffsetsRequest(CONSUMER_REPLICA_ID, [
@@ -208,16 +251,20 @@ class Consumer:
     # -- polling ------------------------------------------------------------------------------------------------
 
     async def poll(self, timeout: float = 0) -> list[ConsumerRecord]:
-        """Up to max.poll.records records, waiting up to `timeout` seconds for some to arrive."""
+        """Up to max.poll.records records, waiting up to `timeout` seconds (math.inf: forever) for some to arrive."""
         if self._nursery is None:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"poll timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not timeout >= 0:  # NaN fails this too
+            raise ValueError(f"poll timeout must not be negative, got {timeout}")
         with trio.move_on_after(timeout):
             while True:
                 records = self._drain_buffers()  # what arrived before an error is the application's first
                 if records:
                     return records
                 self._raise_pending_error()
-                if any(state.position is None for state in self._states.values()):
+                if self._resettable():
                     await self._reset_positions()
                     continue
                 self._data_arrived = trio.Event()
@@ -258,7 +305,7 @@ class Consumer:
         by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale = False
         for tp, state in self._states.items():
-            if state.fetching or state.buffer or state.position is None:
+            if state.fetching or state.buffer:
                 continue
             if state.backoff_until > now:
                 wake_at = min(wake_at, state.backoff_until)
@@ -266,8 +313,11 @@ class Consumer:
             leader = self.metadata.leader_for(tp)
             if leader is None:
                 stale = True
+                wake_at = min(wake_at, self._missing_deadline(tp, state, now))
                 continue
-            by_leader.setdefault(leader.leader, []).append((tp, state))
+            state.missing_since = None
+            if state.position is not None:  # else poll() resets it first
+                by_leader.setdefault(leader.leader, []).append((tp, state))
         assert self._nursery is not None
         if stale:
             self._nursery.start_soon(self._refresh_and_wake)
@@ -276,6 +326,27 @@ class Consumer:
                 state.fetching = True
             self._nursery.start_soon(self._fetch, leader_id, partitions)
         return wake_at
+
+    def _missing_deadline(self, tp: TopicPartition, state: _PartitionState, now: float) -> float:
+        """When a partition without leader must be listed by metadata; past it, UNKNOWN_TOPIC_OR_PARTITION.
+
+        A partition listed without a leader is in an election, and is waited for as long as that takes; one not
+        listed at all gets default.api.timeout.ms to appear. A topic error that retrying cannot fix (an illegal
+        topic name) is raised at once.
+        """
+        if self.metadata.lists(tp):
+            state.missing_since = None
+            return math.inf
+        error = self.metadata.topic_errors.get(tp.topic)
+        if error is not None and not error.retriable:
+            raise error
+        if state.missing_since is None:
+            state.missing_since = now
+        deadline = state.missing_since + self._api_timeout_s
+        if now >= deadline:
+            state.missing_since = None  # the next wait starts over
+            raise self.metadata.missing(f"partition {tp}", self._api_timeout_s)
+        return deadline
 
     async def _refresh_and_wake(self) -> None:
         await self._refresh_metadata()
@@ -299,7 +370,10 @@ class Consumer:
                     continue  # unassigned or sought while the fetch was in flight
                 if result.error_code == errors.NONE.code:
                     state.high_watermark = result.high_watermark
-                    self._buffer(tp, state, result.batches)
+                    try:
+                        self._buffer(tp, state, result.batches)
+                    except CorruptMessageError as exc:  # this partition's alone: the others' records are fine
+                        self._error = exc
                 else:
                     self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
                         result.error_message))
@@ -312,6 +386,12 @@ class Consumer:
             self._data_arrived.set()
 
     def _buffer(self, tp: TopicPartition, state: _PartitionState, batches: list[Any]) -> None:
+        """Turn the fetched batches into ConsumerRecords from the position on.
+
+        A batch that cannot be decoded raises CORRUPT_MESSAGE naming the partition, the batch's offsets, the
+        decoding error and the offset to seek to past it; its records before the bad one are buffered already.
+        Refetching would return the same bytes, so the application decides, as with Kafka's consumer.
+        """
         position = state.position
         assert position is not None
         topic, partition = tp
@@ -326,8 +406,12 @@ class Consumer:
                         append(_new_consumer_record((topic, partition, offset, base_timestamp + delta, key, value,
                                                      headers)))
                     offset += 1
-            except (ValueError, TypeError) as exc:
-                raise batch.corrupt(exc) from None
+            except (ValueError, TypeError, CorruptMessageError) as exc:
+                cause = exc.__cause__ if isinstance(exc, CorruptMessageError) and exc.__cause__ is not None else exc
+                detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+                raise CorruptMessageError(
+                    f"{tp}: the record batch at offsets {batch.base_offset} to {batch.last_offset} cannot be decoded "
+                    f"({detail}); seek to {batch.next_offset} to skip it") from cause
 
     def _on_partition_error(self, tp: TopicPartition, state: _PartitionState, error: KafkaError) -> None:
         if isinstance(error, OffsetOutOfRangeError):

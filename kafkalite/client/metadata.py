@@ -1,20 +1,25 @@
 """The client's view of the cluster: brokers, the controller, and each partition's leader and leader epoch.
 
 It is refreshed from a MetadataRequest whenever a broker says the client's view is stale (not the leader,
-no leader, unknown topic, fenced epoch) or a broker cannot be reached, and never more often than once per
-retry.backoff.ms: during an election every request fails the same way, and refreshing in a tight loop would
-only add load while the controller works. Concurrent refreshes are coalesced into one request.
+no leader, unknown topic, fenced epoch), a broker cannot be reached, or a partition the application names is
+not in it, and never more often than once per retry.backoff.ms: during an election every request fails the
+same way, and refreshing in a tight loop would only add load while the controller works. Concurrent refreshes
+are coalesced into one request. Nothing goes wrong when a topic grows, so, as in Kafka's clients, the view is
+also refreshed once it is metadata.max.age.ms old: that is how a long-lived producer learns of partitions
+added since it started and hashes keys over all of them.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 
 from kafkalite.common import errors
-from kafkalite.common.errors import KafkaError, UnknownTopicOrPartitionError
+from kafkalite.common.errors import KafkaError, NetworkExceptionError, UnknownTopicOrPartitionError
 from kafkalite.common.types import TopicPartition
 from kafkalite.client.transport import ClientTransport
 from kafkalite.network.requests import (
@@ -24,6 +29,8 @@ from kafkalite.network.requests import (
     MetadataResponse,
     MetadataTopic,
 )
+
+log = logging.getLogger(__name__)
 
 STALE_METADATA_ERRORS: frozenset[int] = frozenset(e.code for e in (
     errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE, errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -60,9 +67,13 @@ class TopicMetadata:
 
 
 class ClusterMetadata:
-    def __init__(self, transport: ClientTransport, retry_backoff_ms: int) -> None:
+    def __init__(self, transport: ClientTransport, retry_backoff_ms: int, max_age_ms: int = 300000) -> None:
         self.transport = transport
         self.retry_backoff_s = retry_backoff_ms / 1000
+        self.max_age_s = max_age_ms / 1000
+        self.last_failure: KafkaError | None = None
+        """Why the last MetadataRequest got no answer (no broker reachable); None once one was answered."""
+        self._updated_at = -float("inf")
         self.cluster_id: str | None = None
         self.controller_id: int | None = None
         self.brokers: dict[int, MetadataBroker] = {}
@@ -91,6 +102,32 @@ class ClusterMetadata:
         found = self.topics.get(topic)
         return found.partition_count if found is not None else None
 
+    def lists(self, tp: TopicPartition) -> bool:
+        """Whether the last answer listed the partition, with or without a leader."""
+        topic = self.topics.get(tp.topic)
+        return topic is not None and tp.partition in topic.partitions
+
+    def expired(self) -> bool:
+        """Whether the last answer is metadata.max.age.ms old, or there was none."""
+        return trio.current_time() >= self._updated_at + self.max_age_s
+
+    async def refresh_when_old(self) -> NoReturn:
+        """Refresh whenever the last answer grows metadata.max.age.ms old; run in a client's nursery.
+
+        Ages are counted from the start for a client that has not asked for metadata yet, so that opening a
+        client costs no request. A refresh that fails is tried again after retry.backoff.ms, as `refresh` waits.
+        """
+        started = trio.current_time()
+        while True:
+            due = max(self._updated_at, started) + self.max_age_s
+            if trio.current_time() < due:
+                await trio.sleep_until(due)
+                continue
+            try:
+                await self.refresh()
+            except KafkaError as exc:  # still due: the next refresh waits out retry.backoff.ms first
+                log.info("%s: periodic metadata refresh failed: %s", self.transport.name, exc)
+
     async def refresh(self, topics: Iterable[str] = ()) -> None:
         """Fetch fresh metadata for the tracked topics (plus `topics`), waiting out the backoff first.
 
@@ -112,11 +149,17 @@ class ClusterMetadata:
 
     async def fetch(self, topics: list[str] | None) -> MetadataResponse:
         """One MetadataRequest now, without backoff (`None`: every topic), applied to the cache and returned."""
-        response: MetadataResponse = await self.transport.send_to_any(MetadataRequest(topics))
+        try:
+            response: MetadataResponse = await self.transport.send_to_any(MetadataRequest(topics))
+        except KafkaError as exc:
+            self.last_failure = exc
+            raise
+        self.last_failure = None
         self._apply(response)
         return response
 
     def _apply(self, response: MetadataResponse) -> None:
+        self._updated_at = trio.current_time()
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id if response.controller_id >= 0 else None
         if response.brokers:  # an empty list is a broker without metadata yet, not an empty cluster
@@ -130,15 +173,17 @@ class ClusterMetadata:
                 self.topics.pop(topic.name, None)
                 self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
 
-    async def wait_for_partition_count(self, topic: str, timeout_s: float) -> int:
-        """The topic's number of partitions, refreshing until an answer lists them all.
+    async def wait_for_partition_count(self, topic: str, timeout_s: float, partition: int | None = None) -> int:
+        """The topic's number of partitions, refreshing until an answer lists them all (and `partition` among them).
 
-        Raises the topic's error, or UNKNOWN_TOPIC_OR_PARTITION after `timeout_s`.
+        A partition beyond the count known may have been added since the last answer, so it is waited for as
+        Kafka's producer waits for it: up to `timeout_s`. Raises the topic's error if it cannot be retried, else,
+        after `timeout_s`, UNKNOWN_TOPIC_OR_PARTITION, or NETWORK_EXCEPTION if no broker answered.
         """
         with trio.move_on_after(timeout_s):
             while True:
                 count = self.partition_count(topic)
-                if count is not None:
+                if count is not None and (partition is None or partition < count):
                     return count
                 try:
                     await self.refresh([topic])
@@ -148,7 +193,20 @@ class ClusterMetadata:
                 error = self.topic_errors.get(topic)
                 if error is not None and not error.retriable:
                     raise error
-        if topic in self.topics:
-            raise UnknownTopicOrPartitionError(
-                f"Some partitions of topic {topic} still missing from metadata after {timeout_s * 1000:.0f} ms")
-        raise UnknownTopicOrPartitionError(f"Topic {topic} not present in metadata after {timeout_s * 1000:.0f} ms")
+        count = self.partition_count(topic)
+        if partition is not None and count is not None:
+            raise self.missing(f"partition {partition} of topic {topic} (which has {count})", timeout_s)
+        raise self.missing(f"some partitions of topic {topic}" if topic in self.topics else f"topic {topic}",
+                           timeout_s)
+
+    def missing(self, subject: str, waited_s: float) -> KafkaError:
+        """The error for `subject` ("topic t") that metadata still lacks after `waited_s`: UNKNOWN_TOPIC_OR_PARTITION,
+        or NETWORK_EXCEPTION when the last MetadataRequest reached no broker, since nobody could then tell whether
+        it exists."""
+        if self.last_failure is not None:
+            error = NetworkExceptionError(f"{self.last_failure.message}; {subject} not known after "
+                                          f"{waited_s * 1000:.0f} ms")
+            error.__cause__ = self.last_failure
+            return error
+        return UnknownTopicOrPartitionError(f"{subject[0].upper()}{subject[1:]} not present in metadata after "
+                                            f"{waited_s * 1000:.0f} ms")

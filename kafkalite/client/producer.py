@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, cast
 
 import trio
 
+from kafkalite.client.arguments import is_int
 from kafkalite.client.config import producer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.partitioner import StickyPartitioner, partition_for_key
@@ -33,6 +34,7 @@ from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import KafkaError, MessageTooLargeError, OutOfOrderSequenceNumberError, \
     RequestTimedOutError
+from kafkalite.common.nursery import leave_nursery
 from kafkalite.common.records import NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, Header, RecordBatch, Row
 from kafkalite.common.timer import Timer
 from kafkalite.common.types import TopicPartition
@@ -80,6 +82,27 @@ def _as_bytes(name: str, data: object) -> bytes:
     raise TypeError(f"{name} must be bytes or None, not {type(data).__name__}")
 
 
+def _checked_headers(headers: Sequence[Header]) -> tuple[Header, ...]:
+    """Headers as the batch stores them: (str, bytes or None) pairs, anything else refused by what it is."""
+    if isinstance(headers, (str, bytes, Mapping)):
+        raise TypeError(f"headers must be a sequence of (str, bytes or None) pairs, not {type(headers).__name__}")
+    checked = []
+    for header in headers:
+        if not isinstance(header, (tuple, list)) or len(header) != 2 or not isinstance(header[0], str):
+            raise TypeError(f"each header must be a (str, bytes or None) pair, not {header!r}")
+        key, value = header
+        checked.append((key, None if value is None else _as_bytes("header value", value)))
+    return tuple(checked)
+
+
+def _check_timestamp(timestamp: object) -> None:
+    """For a timestamp that is not plainly a non-negative int: the slow half of `send()`'s check."""
+    if not is_int(timestamp):
+        raise TypeError(f"timestamp must be an int (epoch milliseconds) or None, not {type(timestamp).__name__}")
+    if timestamp < 0:
+        raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be non-negative or null.")
+
+
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
@@ -96,7 +119,8 @@ class _ProducerBatch:
     """
 
     __slots__ = ("tp", "rows", "timestamps", "size", "deadline", "created", "created_ms", "base_sequence", "encoded",
-                 "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "parent", "parts")
+                 "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "last_error", "parent",
+                 "parts")
 
     def __init__(self, tp: TopicPartition, created: float, delivery_timeout_s: float) -> None:
         self.tp = tp
@@ -114,6 +138,7 @@ class _ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: KafkaError | None = None
+        self.last_error: KafkaError | None = None  # what the last attempt failed with, while it is retried
         self.parent: _ProducerBatch | None = None
         self.parts: list[_ProducerBatch] | None = None  # one batch per record after a split
 
@@ -148,6 +173,7 @@ class _ProducerBatch:
         for index, row in enumerate(self.rows):
             part = _ProducerBatch(self.tp, self.created, 0.0)
             part.deadline, part.created_ms, part.attempts = self.deadline, self.created_ms, self.attempts
+            part.last_error = self.last_error
             part.rows.append(row)
             if self.timestamps is not None:
                 part.timestamps = [self.timestamps[index]]
@@ -278,7 +304,7 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._topics = self.metadata.topics  # updated in place by every refresh
         self._partitioner = StickyPartitioner()
         self._queues: dict[TopicPartition, _PartitionQueue] = {}
@@ -330,6 +356,7 @@ class Producer:
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self._timer.run)
         self._nursery.start_soon(self._run_sender)
+        self._nursery.start_soon(self.metadata.refresh_when_old)
         self._open = True
         return self
 
@@ -346,7 +373,7 @@ class Producer:
             assert self._nursery is not None
             self._nursery.cancel_scope.cancel()
             try:
-                return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+                return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
             finally:
                 await self._transport.aclose()
 
@@ -356,11 +383,13 @@ class Producer:
                    headers: Sequence[Header] | None = None, timestamp: int | None = None) -> RecordHandle:
         """Queue a record; the handle resolves once the broker acknowledged it (per `acks`) or it failed.
 
-        Waits only for metadata that lists all of the topic's partitions (up to max.block.ms); raises at once
-        for arguments that can never succeed (wrong types, a partition the topic does not have). A record
-        without a timestamp gets the time its batch was opened, at most linger.ms before the send for a batch
-        that leaves on time: reading the clock once per batch instead of once per record is a fifth of this
-        call's cost.
+        Waits only for metadata: for an answer that lists all of the topic's partitions, and for `partition` if
+        the last answer did not have it (it may have been added since), as Kafka's producer does, up to
+        max.block.ms; then raises UNKNOWN_TOPIC_OR_PARTITION, or NETWORK_EXCEPTION naming the servers tried if no
+        broker answered. Arguments that can never succeed raise at once: TypeError for a wrong type, ValueError
+        for a negative partition or timestamp. A record without a timestamp gets the time its batch was opened, at
+        most linger.ms before the send for a batch that leaves on time: reading the clock once per batch instead
+        of once per record is a fifth of this call's cost.
         """
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
@@ -377,17 +406,20 @@ class Producer:
             size += _bytes_size(key) - 1
         record_headers: tuple[Header, ...] = ()
         if headers:
-            record_headers = tuple((str(k), None if v is None else _as_bytes("header value", v)) for k, v in headers)
+            record_headers = _checked_headers(headers)
             size += _headers_size(record_headers) - 1
-        topic_metadata = self._topics.get(topic)
+        try:
+            topic_metadata = self._topics.get(topic)
+        except TypeError:  # unhashable: not a topic name, which _wait_for_partition says
+            topic_metadata = None
         num_partitions = topic_metadata.partition_count if topic_metadata is not None else None
-        if num_partitions is None:
-            num_partitions = await self.metadata.wait_for_partition_count(topic, self._max_block_s)
         if partition is None:
+            if num_partitions is None:
+                num_partitions = await self._wait_for_partition(topic, None)
             partition = partition_for_key(key, num_partitions) if key is not None else \
                 self._partitioner.partition(topic, num_partitions)
-        elif not 0 <= partition < num_partitions:
-            raise ValueError(f"partition {partition} is not in topic {topic} ({num_partitions} partitions)")
+        elif num_partitions is None or type(partition) is not int or not 0 <= partition < num_partitions:
+            await self._wait_for_partition(topic, partition)
         if size > self._max_record_size:
             return RecordHandle.failed(TopicPartition(topic, partition), MessageTooLargeError(
                 f"The message is {size + _EMPTY_BATCH_SIZE} bytes when serialized which is larger than "
@@ -396,6 +428,8 @@ class Producer:
         batch = queue.open if queue is not None else None
         stamped = timestamp is not None or (batch is not None and batch.timestamps is not None)
         if stamped:
+            if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
+                _check_timestamp(timestamp)
             size += _STAMPED_DELTA  # a delta from a timestamp of the record's own, or from another record's
         if batch is None or batch.size + size > self._batch_size:
             batch = self._open_batch(queue, topic, partition)
@@ -413,6 +447,22 @@ class Producer:
         if started:  # let the sender run while records keep coming, as Kafka's sender thread would
             await trio.lowlevel.checkpoint()
         return handle
+
+    async def _wait_for_partition(self, topic: str, partition: int | None) -> int:
+        """The topic's partition count once metadata lists all partitions, `partition` among them (max.block.ms).
+
+        `send()` comes here only off its fast path: for a topic or partition the metadata does not show yet, or
+        for arguments of the wrong type, which are checked here rather than on every record.
+        """
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if partition is not None:
+            if not is_int(partition):
+                raise TypeError(f"partition must be an int or None, not {type(partition).__name__}")
+            if partition < 0:
+                raise ValueError(f"Invalid partition: {partition}. Partition number should always be non-negative "
+                                 "or null.")
+        return await self.metadata.wait_for_partition_count(topic, self._max_block_s, partition)
 
     def _open_batch(self, queue: _PartitionQueue | None, topic: str, partition: int) -> _ProducerBatch:
         if queue is None:
@@ -601,19 +651,28 @@ class Producer:
             log.info("%s: retrying batch of %d records for %s after %s", self._transport.name,
                      len(batch.rows), batch.tp, error)
             batch.retry_at = now + self._retry_backoff_s
+            batch.last_error = error
             queue.retries.append(batch)
             if error.code in STALE_METADATA_ERRORS:
                 self._refresh_metadata_soon()
             return
-        self._fail_batch(queue, batch, error)
+        uncertain = error.retriable
+        if retriable and now >= batch.deadline:
+            batch.last_error = error
+            error = self._expired(batch)
+        self._fail_batch(queue, batch, error, uncertain=uncertain)
 
-    def _fail_batch(self, queue: _PartitionQueue, batch: _ProducerBatch, error: KafkaError) -> None:
-        """Give up on a batch. Its sequence numbers must not leave a gap the broker would wait on forever."""
+    def _fail_batch(self, queue: _PartitionQueue, batch: _ProducerBatch, error: KafkaError, *,
+                    uncertain: bool) -> None:
+        """Give up on a batch. Its sequence numbers must not leave a gap the broker would wait on forever.
+
+        `uncertain` when the broker may have appended the batch after all (a timeout, a lost connection).
+        """
         self._incomplete.discard(batch)
         batch.fail(error)
         if not self.idempotent or batch.base_sequence < 0:
             return
-        if error.retriable:  # timed out: the broker may or may not have it, so sequences cannot be trusted
+        if uncertain:  # the broker may or may not have it, so sequences cannot be trusted
             self._needs_producer_id = True
             return
         count = len(batch.rows)  # refused outright: later batches close the gap
@@ -627,9 +686,25 @@ class Producer:
         for queue in self._queues.values():
             while queue.batches and queue.batches[0].deadline <= now:
                 batch = queue.pop()
-                self._fail_batch(queue, batch, RequestTimedOutError(
-                    f"Expiring {len(batch.rows)} record(s) for {batch.tp}: "
-                    f"{self._delivery_timeout_s * 1000:.0f} ms has passed since batch creation"))
+                self._fail_batch(queue, batch, self._expired(batch), uncertain=True)
+
+    def _expired(self, batch: _ProducerBatch) -> KafkaError:
+        """What a batch out of delivery.timeout.ms fails with: the error it was being retried after, if any.
+
+        Its type is that error's, so that `except NotEnoughReplicasError` catches a producer that gave up on
+        too small an ISR, and its message says both that time ran out and why the attempts failed. A batch
+        never sent gets REQUEST_TIMED_OUT, saying so when the partition had no leader to send it to.
+        """
+        reason = (f"Expiring {len(batch.rows)} record(s) for {batch.tp}: {self._delivery_timeout_s * 1000:.0f} ms "
+                  "has passed since batch creation")
+        last = batch.last_error
+        if last is None:
+            if self.metadata.leader_for(batch.tp) is None:
+                reason += f", and no leader of {batch.tp} was known to send them to"
+            return RequestTimedOutError(reason)
+        error = type(last)(f"{reason}, after {batch.attempts} attempt(s), the last failing with {last}")
+        error.__cause__ = last
+        return error
 
     def _refresh_metadata_soon(self) -> None:
         if not self._refreshing_metadata and self._nursery is not None:

@@ -96,14 +96,28 @@ class ClientTransport(ABC):
         return _RequestByRequest(self, node)
 
     async def send_to_any(self, request: Request) -> Any:
-        """Send to the least loaded node that answers; NETWORK_EXCEPTION only if none does."""
+        """Send to the least loaded node that answers; NETWORK_EXCEPTION only if none does.
+
+        That error names every node tried and the last one's failure: "no broker could be reached at
+        localhost:9092" says what is wrong with a client's bootstrap servers, where a bare "connection refused"
+        or a later "topic not present" does not.
+        """
+        nodes = self.least_loaded_nodes()
         failure: NetworkExceptionError | RequestTimedOutError | None = None
-        for node in self.least_loaded_nodes():
+        for node in nodes:
             try:
                 return await self.send(node, request)
             except (NetworkExceptionError, RequestTimedOutError) as exc:
                 failure = exc
-        raise failure or NetworkExceptionError("no broker to send to")
+        if failure is None:
+            raise NetworkExceptionError("no broker to send to")
+        error = NetworkExceptionError(f"no broker could be reached at {', '.join(map(self.node_name, nodes))} "
+                                      f"(last error: {failure})")
+        raise error from failure
+
+    def node_name(self, node: NodeKey) -> str:
+        """How errors name a node: "broker 1", or the "host:port" of a bootstrap server."""
+        return node if isinstance(node, str) else f"broker {node}"
 
     @abstractmethod
     def _bootstrap_nodes(self) -> list[NodeKey]: ...
@@ -243,6 +257,12 @@ class TcpTransport(ClientTransport):
 
     def _bootstrap_nodes(self) -> list[NodeKey]:
         return list(self._bootstrap)
+
+    def node_name(self, node: NodeKey) -> str:
+        address = self._addresses.get(node)
+        if isinstance(node, str) or address is None:
+            return super().node_name(node)
+        return f"broker {node} at {address[0]}:{address[1]}"
 
     async def _connection(self, node: NodeKey) -> Connection:
         async with self._opening[node]:

@@ -141,7 +141,7 @@ class RecordBatch:
         try:
             return msgpack.unpackb(self.payload, use_list=False)  # type: ignore[no-any-return]
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
-            raise self.corrupt(exc) from None
+            raise self.corrupt(exc) from exc
 
     def corrupt(self, cause: Exception) -> CorruptMessageError:
         return CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {cause}")
@@ -152,7 +152,7 @@ class RecordBatch:
         try:
             return [Record(key, value, base + delta, headers) for delta, key, value, headers in self.rows()]
         except (ValueError, TypeError) as exc:
-            raise self.corrupt(exc) from None
+            raise self.corrupt(exc) from exc
 
     def offsets_and_records(self) -> Iterator[tuple[int, Record]]:
         return enumerate(self.records(), self.base_offset)

@@ -129,3 +129,50 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
                 await admin.alter_topic_configs(configs_)
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await admin.describe_configs(["missing"])
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda a: a.delete_topics("orders"), TypeError, r"delete_topics\(\) takes a collection of topic names, not str"),
+    (lambda a: a.describe_topics([b"orders"]), TypeError, r"describe_topics\(\) takes topic names \(str\), not bytes"),
+    (lambda a: a.create_topics(NewTopic("t", 1, 1)), TypeError, r"create_topics\(\) takes a collection of NewTopic"),
+    (lambda a: a.create_topics(["t"]), TypeError, r"create_topics\(\) takes NewTopic items, not 't'"),
+    (lambda a: a.create_topics([NewTopic(7, 1, 1)]), TypeError,  # type: ignore[arg-type]
+     "a NewTopic name must be a str, not int"),
+    (lambda a: a.create_topics([NewTopic("t", "3", 1)]), TypeError,  # type: ignore[arg-type]
+     "num_partitions must be an int"),
+    (lambda a: a.create_partitions({"t": "3"}), TypeError, r"int partition counts, not '3' for 't'"),
+    (lambda a: a.create_partitions([("t", 3)]), TypeError, r"create_partitions\(\) takes a mapping"),
+    (lambda a: a.elect_leaders("fastest"), ValueError, "election_type must be 'preferred' or 'unclean'"),
+    (lambda a: a.alter_partition_reassignments({("t", 0): 2}), TypeError, "a collection of broker ids, not int"),
+    (lambda a: a.describe_configs(brokers=["1"]), TypeError, "a broker id in describe_configs\\(\\) must be an int"),
+    (lambda a: a.alter_topic_configs({"t": [("retention.ms", 1)]}), TypeError, "mapping of config names"),
+    (lambda a: a.list_offsets({TopicPartition("t", 0): "oldest"}), ValueError, "'earliest', 'latest' or a timestamp"),
+    (lambda a: a.list_offsets({"t": "latest"}), TypeError, r"list_offsets\(\) takes a TopicPartition"),
+])
+async def test_wrong_arguments_say_what_was_expected(autojump_clock: Any, call: Any, error: type, message: str) -> None:
+    """Checked before anything is sent: `delete_topics("orders")` must not ask to delete topics o, r, d, e, s."""
+    async with Admin("127.0.0.1:9") as admin:  # never connected
+        with pytest.raises(error, match=message):
+            await call(admin)
+
+
+async def test_list_offsets_asks_leaders_no_older_than_metadata_max_age(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """After metadata.max.age.ms the admin client looks leaders up again instead of trying one that has moved."""
+    await cluster.create_topic("moving", partitions=1, replication_factor=3)
+    tp = TopicPartition("moving", 0)
+    async with Admin(bootstrap, metadata_max_age_ms=10_000) as admin:
+        await admin.list_offsets({tp: "latest"})
+        old_leader = cluster.leader_for("moving", 0)
+        await cluster.shutdown_broker(old_leader)
+        await trio.sleep(10)
+        asked: list[Any] = []
+        send = admin._transport.send
+
+        async def recording_send(node: Any, request: Any) -> Any:
+            asked.append((node, type(request).__name__))
+            return await send(node, request)
+
+        admin._transport.send = recording_send  # type: ignore[method-assign]
+        assert (await admin.list_offsets({tp: "latest"}))[tp].offset == 0
+    assert [node for node, kind in asked if kind == "ListOffsetsRequest"] == [cluster.leader_for("moving", 0)]

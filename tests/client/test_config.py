@@ -54,3 +54,11 @@ def test_bootstrap_must_be_a_cluster_or_servers() -> None:
         Consumer("localhost")
     with pytest.raises(TypeError):
         Admin(42)  # type: ignore[arg-type]
+
+
+def test_metadata_max_age_is_kafkas_for_every_client() -> None:
+    for client in (Producer, Consumer, Admin):
+        assert client(BOOTSTRAP).config["metadata.max.age.ms"] == 300000
+        assert client(BOOTSTRAP, metadata_max_age_ms=1000).config["metadata.max.age.ms"] == 1000
+        with pytest.raises(InvalidConfigError, match=r"metadata\.max\.age\.ms"):
+            client(BOOTSTRAP, {"metadata.max.age.ms": -1})

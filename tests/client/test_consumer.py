@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import socket
 from typing import Any
 
 import msgpack
@@ -10,7 +12,8 @@ import trio
 
 from kafkalite.client import Consumer, NoOffsetForPartitionError, Producer
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
+from kafkalite.common.errors import CorruptMessageError, InvalidTopicError, NetworkExceptionError, \
+    OffsetOutOfRangeError, UnknownServerError, UnknownTopicOrPartitionError
 from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 
@@ -138,6 +141,22 @@ async def test_an_out_of_range_position_is_reset(autojump_clock: Any, cluster: C
         assert [r.offset for r in await consumer.poll(5)] == [0, 1, 2]
 
 
+async def test_a_broker_error_while_resetting_positions_comes_out_of_poll_as_itself(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ListOffsets run in a nursery inside poll(); an error the application must see still comes out bare."""
+    await fill(cluster, 1)
+    replica_manager = cluster.broker(cluster.leader_for("events", 0)).replica_manager
+
+    def failing_partition(*args: Any) -> Any:
+        raise RuntimeError("the log directory is gone")
+
+    monkeypatch.setattr(replica_manager, "_leader_partition", failing_partition)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TP])
+        with pytest.raises(UnknownServerError, match="the log directory is gone"):
+            await consumer.poll(5)
+
+
 async def test_iteration_yields_records_in_order(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     await fill(cluster, 20)
     seen = []
@@ -171,25 +190,149 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
     assert [r.value for r in first + later] == [b"%d" % i for i in range(20)]
 
 
+@pytest.mark.parametrize(("payload", "cause"), [
+    (msgpack.packb([[0, None], [0, None]]), "ValueError: not enough values to unpack (expected 4, got 2)"),
+    (b"\xc1", "FormatError"),  # a byte msgpack never uses
+    (b"\x92\x01", "ValueError: Unpack failed: incomplete input"),
+])
 async def test_a_batch_whose_records_cannot_be_decoded_is_reported_until_sought_past(
-        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
-    """A batch with a valid crc over records of the wrong shape (the leader refuses it from a client, so here it is
-    damage in the leader's log); the consumer hands out what precedes it, then raises CORRUPT_MESSAGE on every
-    poll instead of refetching it silently, as Java's does."""
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any, payload: bytes, cause: str) -> None:
+    """A batch with a valid crc over records that cannot be decoded (the leader refuses it from a client, so here
+    it is damage in the leader's log); the consumer hands out what precedes it, then raises CORRUPT_MESSAGE on
+    every poll instead of refetching it silently, as Java's does."""
     await cluster.create_topic("damaged", partitions=1, replication_factor=3)
     await cluster.produce("damaged", 0, [Record(None, b"before")])
-    payload = msgpack.packb([[0, None]])  # a record row of two fields instead of four
-    crc = _checksum(payload, 0, 1, 0, 0, -1, -1, -1)  # a valid crc: the broker stores it
-    damaged = RecordBatch(0, -1, -1, -1, -1, 1, 0, 0, 0, crc, payload)
-    leader = cluster.broker(cluster.leader_for("damaged", 0)).replica_manager.get_partition(
-        TopicPartition("damaged", 0))
-    leader.log.append_as_leader(damaged, leader.leader_epoch)
+    damage_leader_log(cluster, "damaged", undecodable_batch(payload))
     await cluster.produce("damaged", 0, [Record(None, b"after")])
     async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("damaged", 0)])
         assert [r.value for r in await consumer.poll(5)] == [b"before"]
         for _ in range(2):
-            with pytest.raises(CorruptMessageError, match="offset 1 cannot be decoded.*seek past"):
+            with pytest.raises(CorruptMessageError) as raised:
                 await consumer.poll(5)
-        consumer.seek(TopicPartition("damaged", 0), 2)
-        assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(2, b"after")]
+            assert str(raised.value) == (
+                f"CORRUPT_MESSAGE: damaged-0: the record batch at offsets 1 to 2 cannot be decoded ({cause}); seek to "
+                "3 to skip it")
+        consumer.seek(TopicPartition("damaged", 0), 3)
+        assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(3, b"after")]
+
+
+def undecodable_batch(payload: bytes = msgpack.packb([[0, None], [0, None]])) -> RecordBatch:
+    """Two records the consumer cannot decode (by default, rows of two fields instead of four) under a valid crc."""
+    crc = _checksum(payload, 0, 2, 0, 0, -1, -1, -1)
+    return RecordBatch(0, -1, -1, -1, -1, 2, 0, 0, 0, crc, payload)
+
+
+def damage_leader_log(cluster: Cluster, topic: str, batch: RecordBatch, partition: int = 0) -> None:
+    """Put `batch` in the leader's log as storage damage would: the leader refuses such a batch from a client,
+    and its followers copy whatever the leader's log holds."""
+    leader = cluster.broker(cluster.leader_for(topic, partition)).replica_manager.get_partition(
+        TopicPartition(topic, partition))
+    leader.log.append_as_leader(batch, leader.leader_epoch)
+    leader.maybe_increment_leader_hw()  # a leader without followers moves its HW on its own appends
+
+
+async def test_a_batch_that_cannot_be_decoded_holds_up_only_its_own_partition(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Two partitions on one leader come back in one fetch: the damaged one must not take the other's records
+    with it, nor lend it its error."""
+    await cluster.create_topic("shared", partitions=4, replication_factor=1)
+    leaders = {p: cluster.leader_for("shared", p) for p in range(4)}
+    damaged, healthy = next((a, b) for a in range(4) for b in range(4) if a != b and leaders[a] == leaders[b])
+    damage_leader_log(cluster, "shared", undecodable_batch(), damaged)
+    await cluster.produce("shared", healthy, [Record(None, b"fine")])
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TopicPartition("shared", damaged), TopicPartition("shared", healthy)])
+        received: list[Any] = []
+        with trio.fail_after(30):
+            while not received:
+                try:
+                    received = await consumer.poll(5)
+                except CorruptMessageError as exc:
+                    assert str(exc).startswith(f"CORRUPT_MESSAGE: shared-{damaged}: ")
+        assert [(r.partition, r.value) for r in received] == [(healthy, b"fine")]
+        with pytest.raises(CorruptMessageError, match=f"shared-{damaged}: the record batch at offsets 0 to 1"):
+            await consumer.poll(5)
+
+
+async def test_an_assigned_partition_that_does_not_exist_fails_after_default_api_timeout(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Not an empty poll forever: UNKNOWN_TOPIC_OR_PARTITION names it once metadata has not listed it for
+    default.api.timeout.ms, while the partitions that exist are served meanwhile."""
+    await fill(cluster, 10)
+    async with Consumer(bootstrap, auto_offset_reset="earliest", default_api_timeout_ms=5000) as consumer:
+        consumer.assign([TP, TopicPartition("events", 5), TopicPartition("nowhere", 0)])
+        started = trio.current_time()
+        records: list[Any] = []
+        with trio.fail_after(60), pytest.raises(UnknownTopicOrPartitionError) as raised:
+            while True:
+                records.extend(await consumer.poll(1))
+        assert 5 <= trio.current_time() - started < 6
+        assert str(raised.value) in (f"UNKNOWN_TOPIC_OR_PARTITION: Partition {tp} not present in metadata after "
+                                     "5000 ms" for tp in ("events-5", "nowhere-0"))
+        assert [r.value for r in records] == [b"%d" % i for i in range(10)]
+        with pytest.raises(UnknownTopicOrPartitionError, match="Partition events-5 not present in metadata"):
+            await consumer.position(TopicPartition("events", 5))
+
+
+async def test_an_assigned_topic_with_an_illegal_name_fails_at_once(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """No wait: the brokers' INVALID_TOPIC_EXCEPTION cannot be retried away."""
+    async with Consumer(bootstrap) as consumer:
+        consumer.assign([TopicPartition("bad/name", 0)])
+        started = trio.current_time()
+        with trio.fail_after(60), pytest.raises(InvalidTopicError, match="bad/name"):
+            await consumer.poll(math.inf)
+        assert trio.current_time() - started < 1
+
+
+async def test_an_assigned_partition_added_later_is_consumed(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 0)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("events", 1)])
+        assert await consumer.poll(2) == []
+        await cluster.create_partitions("events", 2)
+        await cluster.produce("events", 1, [Record(None, b"new partition")])
+        with trio.fail_after(10):
+            records = await consumer.poll(math.inf)
+    assert [(r.partition, r.value) for r in records] == [(1, b"new partition")]
+
+
+async def test_an_unreachable_bootstrap_server_is_named_by_poll(autojump_clock: Any) -> None:
+    with socket.socket() as bound_but_not_listening:
+        bound_but_not_listening.bind(("127.0.0.1", 0))
+        port = bound_but_not_listening.getsockname()[1]
+        async with Consumer(f"127.0.0.1:{port}", default_api_timeout_ms=5000) as consumer:
+            consumer.assign([TP])
+            with trio.fail_after(60), pytest.raises(NetworkExceptionError, match=(
+                    f"no broker could be reached at 127.0.0.1:{port} .*partition events-0 not known after 5000 ms")):
+                await consumer.poll(math.inf)
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda c: c.assign(["events"]), TypeError, r"assign\(\) takes a TopicPartition\(topic, partition\), not 'events'"),
+    (lambda c: c.assign("events"), TypeError, r"assign\(\) takes a collection of TopicPartition, not str"),
+    (lambda c: c.assign(TP), TypeError, r"assign\(\) takes a collection of TopicPartition, not TopicPartition"),
+    (lambda c: c.assign([("events", "0")]), TypeError, r"not \('events', '0'\)"),
+    (lambda c: c.assign([("events", -1)]), ValueError, r"the partition of 'events' in assign\(\) must not be negative"),
+    (lambda c: c.seek(TP, "5"), TypeError, "seek offset must be an int, not str"),
+    (lambda c: c.seek(TP, -1), ValueError, "seek offset must not be negative, got -1"),
+    (lambda c: c.seek("events", 5), TypeError, r"seek\(\) takes a TopicPartition\(topic, partition\), not 'events'"),
+    (lambda c: c.seek(TopicPartition("other", 0), 5), ValueError, "seek\\(\\): other-0 is not assigned"),
+    (lambda c: c.seek_to_beginning(TP), TypeError, "seek_to_beginning\\(\\) takes a collection of TopicPartition"),
+    (lambda c: c.seek_to_end([TopicPartition("other", 0)]), ValueError, "other-0 is not assigned"),
+])
+def test_wrong_arguments_say_what_was_expected(call: Any, error: type, message: str) -> None:
+    consumer = Consumer("127.0.0.1:9")  # never connected: arguments are checked before anything is sent
+    consumer.assign([TP])
+    with pytest.raises(error, match=message):
+        call(consumer)
+    assert consumer.assignment() == {TP}
+
+
+@pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (None, TypeError), (-1, ValueError)])
+async def test_poll_takes_a_non_negative_number_of_seconds(autojump_clock: Any, timeout: Any, error: type) -> None:
+    async with Consumer("127.0.0.1:9") as consumer:
+        with pytest.raises(error, match="poll timeout must"):
+            await consumer.poll(timeout)

@@ -83,6 +83,24 @@ async def test_the_partition_count_waits_for_an_answer_without_a_gap(autojump_cl
 
 async def test_an_answer_that_keeps_a_gap_times_out_naming_the_missing_partitions(autojump_clock: MockClock) -> None:
     metadata = ClusterMetadata(ScriptedTransport([answer(partition(0, 1), partition(2, 3))]), 100)
-    with pytest.raises(UnknownTopicOrPartitionError, match="Some partitions of topic t still missing"):
+    with pytest.raises(UnknownTopicOrPartitionError, match="Some partitions of topic t not present in metadata after 5000 ms"):
         await metadata.wait_for_partition_count("t", 5)
     assert trio.current_time() == pytest.approx(5)
+
+
+async def test_metadata_is_refreshed_whenever_it_is_max_age_old(autojump_clock: MockClock) -> None:
+    """Counted from the client's start, so opening one costs no request, then from each answer."""
+    transport = ScriptedTransport([answer(partition(0, 1))])
+    metadata = ClusterMetadata(transport, 100, max_age_ms=1000)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(metadata.refresh_when_old)
+        await trio.sleep(0.5)
+        assert transport.requests == 0
+        await metadata.refresh(["t"])  # an answer for another reason restarts the age
+        await trio.sleep(0.9)
+        assert transport.requests == 1
+        await trio.sleep(0.2)
+        assert transport.requests == 2
+        await trio.sleep(3)
+        assert transport.requests == 5
+        nursery.cancel_scope.cancel()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+import socket
 from typing import Any
 
 import pytest
@@ -11,9 +13,11 @@ import trio
 from kafkalite.client import Producer, RecordMetadata
 from kafkalite.client.partitioner import partition_for_key
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import MessageTooLargeError, RequestTimedOutError, UnknownTopicOrPartitionError
+from kafkalite.common.errors import MessageTooLargeError, NetworkExceptionError, NotEnoughReplicasError, \
+    RequestTimedOutError, UnknownTopicOrPartitionError
 from kafkalite.common.records import RecordBatch
 from kafkalite.common.types import TopicPartition
+from kafkalite.testing.checks import metadata_agrees
 
 from .conftest import consume
 
@@ -179,12 +183,65 @@ async def test_a_paused_leader_times_requests_out_and_the_producer_recovers(
     assert len(values) <= 3
 
 
+async def test_a_record_given_up_on_says_which_broker_error_it_was_retried_after(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """NOT_ENOUGH_REPLICAS is retriable, so the producer retries until delivery.timeout.ms; the error it then
+    fails with is a NotEnoughReplicasError whose message says both, not a bare REQUEST_TIMED_OUT."""
+    await cluster.create_topic("guarded", partitions=1, replication_factor=2, config={"min.insync.replicas": 2})
+    leader = cluster.leader_for("guarded", 0)
+    follower = next(b for b in cluster.partition_state("guarded", 0).isr if b != leader)
+    await cluster.kill_broker(follower)
+    await cluster.wait_until(lambda: cluster.partition_state("guarded", 0).isr == (leader,), timeout=60)
+    async with Producer(bootstrap, request_timeout_ms=1000, delivery_timeout_ms=5000) as producer:
+        started = trio.current_time()
+        with pytest.raises(NotEnoughReplicasError) as raised:
+            await (await producer.send("guarded", b"x"))
+        assert 5 <= trio.current_time() - started < 6
+    assert re.fullmatch(
+        r"NOT_ENOUGH_REPLICAS: Expiring 1 record\(s\) for guarded-0: 5000 ms has passed since batch creation, "
+        rf"after \d+ attempt\(s\), the last failing with NOT_ENOUGH_REPLICAS: the ISR of guarded-0 is \[{leader}\], "
+        r"below min.insync.replicas 2", str(raised.value))
+    assert isinstance(raised.value.__cause__, NotEnoughReplicasError)
+
+
+async def test_a_record_for_a_partition_without_leader_expires_saying_so(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("orphan", partitions=1, replication_factor=1)
+    await cluster.kill_broker(cluster.leader_for("orphan", 0))
+    await cluster.wait_until(lambda: cluster.partition_state("orphan", 0).leader == -1
+                             and metadata_agrees(cluster, "orphan", 1), timeout=60)
+    async with Producer(bootstrap, request_timeout_ms=1000, delivery_timeout_ms=5000) as producer:
+        with pytest.raises(RequestTimedOutError, match=r"Expiring 1 record\(s\) for orphan-0: 5000 ms has passed "
+                                                       "since batch creation, and no leader of orphan-0 was known"):
+            await (await producer.send("orphan", b"x"))
+
+
 async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Producer(bootstrap, max_block_ms=5000) as producer:
         started = trio.current_time()
         with pytest.raises(UnknownTopicOrPartitionError, match="nowhere"):
             await producer.send("nowhere", b"x")
         assert 5 <= trio.current_time() - started < 6
+
+
+async def test_a_bootstrap_server_nobody_listens_on_is_named(autojump_clock: Any) -> None:
+    """Not "topic not present": nobody could tell, and the fix is in the client's bootstrap servers."""
+    with socket.socket() as bound_but_not_listening:
+        bound_but_not_listening.bind(("127.0.0.1", 0))
+        port = bound_but_not_listening.getsockname()[1]
+        async with Producer(f"127.0.0.1:{port}", max_block_ms=5000) as producer:
+            with pytest.raises(NetworkExceptionError, match=f"no broker could be reached at 127.0.0.1:{port} .*"
+                                                            "topic anywhere not known after 5000 ms"):
+                await producer.send("anywhere", b"x")
+
+
+async def test_a_cluster_with_every_broker_down_is_named(autojump_clock: Any, cluster: Cluster) -> None:
+    await cluster.create_topic("t", partitions=1, replication_factor=3)
+    for broker_id in cluster.live_broker_ids:
+        await cluster.kill_broker(broker_id)
+    async with Producer(cluster, max_block_ms=5000) as producer:
+        with pytest.raises(NetworkExceptionError, match="no broker could be reached at broker 1, broker 2, broker 3"):
+            await producer.send("t", b"x")
 
 
 async def test_a_linger_longer_than_the_default_delivery_timeout_delivers(
@@ -241,10 +298,69 @@ async def test_a_batch_size_above_max_request_size_still_sends_whole_batches(
     assert [r.value[:3] for b in batches for r in b.records()] == [b"%03d" % i for i in range(1000)]
 
 
-async def test_send_rejects_what_can_never_succeed(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    ({"topic": 123}, TypeError, "topic must be a str, not int"),
+    ({"topic": ["strict"]}, TypeError, "topic must be a str, not list"),
+    ({"value": "text"}, TypeError, "value must be bytes or None, not str"),
+    ({"key": 7}, TypeError, "key must be bytes or None, not int"),
+    ({"partition": "1"}, TypeError, "partition must be an int or None, not str"),
+    ({"partition": 1.0}, TypeError, "partition must be an int or None, not float"),
+    ({"partition": True}, TypeError, "partition must be an int or None, not bool"),
+    ({"partition": -1}, ValueError, "Invalid partition: -1"),
+    ({"headers": [("trace", "text")]}, TypeError, "header value must be bytes or None, not str"),
+    ({"headers": [(b"trace", b"x")]}, TypeError, r"each header must be a \(str, bytes or None\) pair, not \(b'trace'"),
+    ({"headers": {"trace": b"x"}}, TypeError, "headers must be a sequence of .* pairs, not dict"),
+    ({"timestamp": "5"}, TypeError, "timestamp must be an int .* not str"),
+    ({"timestamp": -5}, ValueError, "Invalid timestamp: -5"),
+])
+async def test_send_rejects_arguments_of_the_wrong_type_at_once(
+        autojump_clock: Any, cluster: Cluster, arguments: dict[str, Any], error: type, message: str) -> None:
+    """Each wrong argument is named with what was expected, before anything waits or is queued."""
     await cluster.create_topic("strict", partitions=2, replication_factor=1)
+    async with Producer(cluster) as producer:
+        await (await producer.send("strict", b"metadata known", partition=0))
+        started = trio.current_time()
+        with pytest.raises(error, match=message):
+            await producer.send(**{"topic": "strict", "value": b"v", **arguments})
+        assert trio.current_time() == started
+        assert (await (await producer.send("strict", b"next", partition=0))).offset == 1  # nothing else was queued
+
+
+async def test_a_partition_added_after_the_producer_started_is_waited_for(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """As in Kafka, a partition beyond the count the producer knows makes it refresh metadata and wait for the
+    partition (max.block.ms) instead of failing: it may have been added since."""
+    await cluster.create_topic("growing", partitions=2, replication_factor=2)
     async with Producer(bootstrap) as producer:
-        with pytest.raises(ValueError, match="partition 2"):
+        await (await producer.send("growing", b"before", partition=1))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cluster.create_partitions, "growing", 4)
+            sent = await (await producer.send("growing", b"new partition", partition=3))
+    assert (sent.partition, sent.offset) == (3, 0)
+    assert [r.value for r in await consume(bootstrap, [TopicPartition("growing", 3)], 1)] == [b"new partition"]
+
+
+async def test_a_partition_that_does_not_appear_fails_after_max_block(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("strict", partitions=2, replication_factor=1)
+    async with Producer(bootstrap, max_block_ms=5000) as producer:
+        started = trio.current_time()
+        with pytest.raises(UnknownTopicOrPartitionError, match="Partition 2 of topic strict \\(which has 2\\) not "
+                                                                "present in metadata after 5000 ms"):
             await producer.send("strict", b"x", partition=2)
-        with pytest.raises(TypeError, match="value"):
-            await producer.send("strict", "text")  # type: ignore[arg-type]
+        assert 5 <= trio.current_time() - started < 6
+
+
+async def test_keyed_records_hash_over_added_partitions_once_metadata_is_max_age_old(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """metadata.max.age.ms refreshes metadata with nothing going wrong: how a long-lived producer learns that its
+    topic grew, and places keys as Kafka's producer would on the topic as it now is."""
+    await cluster.create_topic("rekeyed", partitions=2, replication_factor=2)
+    keys = [b"user-%d" % i for i in range(40)]
+    async with Producer(bootstrap, metadata_max_age_ms=10_000) as producer:
+        await (await producer.send("rekeyed", b"v", key=keys[0]))
+        await cluster.create_partitions("rekeyed", 6)
+        await trio.sleep(10)
+        handles = [await producer.send("rekeyed", b"v", key=key) for key in keys]
+        sent = [await handle for handle in handles]
+    assert [m.partition for m in sent] == [partition_for_key(key, 6) for key in keys]

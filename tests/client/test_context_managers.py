@@ -1,0 +1,60 @@
+"""What leaves `async with Producer/Consumer/Admin(...)`: the body's own exception as itself, and a failure of the
+client's background tasks, never swallowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.client import Admin, Consumer, Producer
+from kafkalite.cluster import Cluster
+from kafkalite.common.errors import UnknownTopicOrPartitionError
+from kafkalite.common.types import TopicPartition
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+
+@pytest.mark.parametrize("client", [Producer, Consumer, Admin])
+async def test_the_bodys_exception_comes_out_as_itself(autojump_clock: Any, cluster: Cluster, client: type) -> None:
+    raised = UnknownTopicOrPartitionError("raised by the application")
+    with pytest.raises(UnknownTopicOrPartitionError) as caught:
+        async with client(cluster):
+            await trio.sleep(1)  # the client's background tasks have started
+            raise raised
+    assert caught.value is raised
+    assert caught.value.__context__ is None  # not re-raised while an ExceptionGroup was being handled
+
+
+@pytest.mark.parametrize("client", [Producer, Consumer])
+async def test_a_cancelled_body_stays_cancelled(autojump_clock: Any, cluster: Cluster, client: type) -> None:
+    with trio.move_on_after(1) as scope:
+        async with client(cluster):
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+
+
+async def test_a_failing_background_task_of_the_producer_surfaces(autojump_clock: Any, cluster: Cluster) -> None:
+    async def broken_sender() -> None:
+        raise RuntimeError("the sender broke")
+
+    producer = Producer(cluster)
+    producer._run_sender = broken_sender  # type: ignore[method-assign]
+    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="the sender broke")):
+        async with producer:
+            await trio.sleep_forever()
+
+
+async def test_a_failing_background_task_of_the_consumer_surfaces(autojump_clock: Any, cluster: Cluster) -> None:
+    await cluster.create_topic("t", partitions=1, replication_factor=1)
+
+    async def broken_fetch(*args: Any) -> None:
+        raise RuntimeError("the fetch broke")
+
+    consumer = Consumer(cluster, auto_offset_reset="earliest")
+    consumer._fetch = broken_fetch  # type: ignore[method-assign, assignment]
+    with pytest.RaisesGroup(pytest.RaisesExc(RuntimeError, match="the fetch broke")):
+        async with consumer:
+            consumer.assign([TopicPartition("t", 0)])
+            await consumer.poll(10)
