@@ -12,7 +12,8 @@ import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
-from kafkalite.common.errors import InvalidRecordError
+from kafkalite.client import Consumer, Producer, TopicPartition
+from kafkalite.common.errors import InvalidRecordError, UnknownTopicOrPartitionError
 from kafkalite.common.records import Record
 from kafkalite.network.requests import (
     TOPIC_RESOURCE,
@@ -181,3 +182,26 @@ async def test_auto_creation_that_cannot_succeed_says_why(autojump_clock: Any) -
         response = await send(cluster, MetadataRequest(["auto"], allow_auto_topic_creation=True))
         assert response.topics[0].error_code == errors.INVALID_REPLICATION_FACTOR.code
         assert "larger than available brokers: 1" in response.topics[0].error_message
+
+
+async def test_a_producer_sending_to_a_new_topic_creates_it_and_a_consumer_reads_it(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config={**CONFIG, "num.partitions": 2}) as cluster:
+        async with Producer(cluster) as producer:
+            metadata = await (await producer.send("fresh", b"v0", partition=1))
+        assert (metadata.topic, metadata.partition, metadata.offset) == ("fresh", 1, 0)
+        assert len(await cluster.describe_topic("fresh")) == 2
+        async with Consumer(cluster, {"auto.offset.reset": "earliest"}) as consumer:
+            consumer.assign([TopicPartition("fresh", 1)])
+            with trio.fail_after(30):
+                records = []
+                while not records:
+                    records = await consumer.poll(1)
+        assert [r.value for r in records] == [b"v0"]
+
+
+async def test_with_auto_creation_off_a_producer_gets_unknown_topic(autojump_clock: Any) -> None:
+    async with Cluster(brokers=1, config={**CONFIG, "auto.create.topics.enable": False}) as cluster:
+        async with Producer(cluster, {"max.block.ms": 2000}) as producer:
+            with pytest.raises(UnknownTopicOrPartitionError, match="fresh"):
+                await producer.send("fresh", b"v0")
+        assert cluster.topics() == []

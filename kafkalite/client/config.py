@@ -78,6 +78,8 @@ CONSUMER_CONFIG_KEYS = _keys(
          "kafkalite has no transactions.", choices=("read_uncommitted", "read_committed")),
     _key("default.api.timeout.ms", "int", 60000, "Upper bound of position() and other blocking calls.",
          at_least=0),
+    _key("allow.auto.create.topics", "boolean", True, "Whether asking for an unknown topic may create it (if the "
+         "broker's auto.create.topics.enable allows)."),
 )
 
 ADMIN_CONFIG_KEYS = _keys(

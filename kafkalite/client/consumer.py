@@ -87,7 +87,8 @@ class Consumer:
                  **kwargs: Any) -> None:
         self.config = cfg = consumer_config({**(config or {}), **kwargs})
         self._transport = open_transport(bootstrap, "consumer", cfg["client.id"], cfg["request.timeout.ms"])
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
+                                        allow_auto_topic_creation=cfg["allow.auto.create.topics"])
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
         self._api_timeout_s: float = cfg["default.api.timeout.ms"] / 1000
         self._max_poll_records: int = cfg["max.poll.records"]

@@ -67,8 +67,11 @@ class TopicMetadata:
 
 
 class ClusterMetadata:
-    def __init__(self, transport: ClientTransport, retry_backoff_ms: int, max_age_ms: int = 300000) -> None:
+    def __init__(self, transport: ClientTransport, retry_backoff_ms: int, max_age_ms: int = 300000, *,
+                 allow_auto_topic_creation: bool = False) -> None:
         self.transport = transport
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        """Whether asking for an unknown topic may create it (the broker's auto.create.topics.enable decides)."""
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.max_age_s = max_age_ms / 1000
         self.last_failure: KafkaError | None = None
@@ -150,7 +153,8 @@ class ClusterMetadata:
     async def fetch(self, topics: list[str] | None) -> MetadataResponse:
         """One MetadataRequest now, without backoff (`None`: every topic), applied to the cache and returned."""
         try:
-            response: MetadataResponse = await self.transport.send_to_any(MetadataRequest(topics))
+            response: MetadataResponse = await self.transport.send_to_any(
+                MetadataRequest(topics, self.allow_auto_topic_creation and topics is not None))
         except KafkaError as exc:
             self.last_failure = exc
             raise

@@ -304,7 +304,8 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
-        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
+        self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
+                                        allow_auto_topic_creation=True)  # as Kafka's producer always asks
         self._topics = self.metadata.topics  # updated in place by every refresh
         self._partitioner = StickyPartitioner()
         self._queues: dict[TopicPartition, _PartitionQueue] = {}

@@ -21,8 +21,14 @@ CLUSTER_CONFIG = {"replica.lag.time.max.ms": 10000}
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[Cluster]:
-    async with Cluster(brokers=3, config=CLUSTER_CONFIG, seed=7) as running:
+def cluster_config() -> dict[str, Any]:
+    """Broker settings beyond CLUSTER_CONFIG; a test overrides it with `@pytest.mark.parametrize("cluster_config", ...)`."""
+    return {}
+
+
+@pytest.fixture
+async def cluster(cluster_config: dict[str, Any]) -> AsyncIterator[Cluster]:
+    async with Cluster(brokers=3, config={**CLUSTER_CONFIG, **cluster_config}, seed=7) as running:
         yield running
 
 

@@ -216,6 +216,7 @@ async def test_a_record_for_a_partition_without_leader_expires_saying_so(
             await (await producer.send("orphan", b"x"))
 
 
+@pytest.mark.parametrize("cluster_config", [{"auto.create.topics.enable": False}])
 async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Producer(bootstrap, max_block_ms=5000) as producer:
         started = trio.current_time()
