@@ -257,6 +257,7 @@ async def test_a_linger_longer_than_the_default_delivery_timeout_delivers(
     assert metadata.offset == 0
 
 
+@pytest.mark.parametrize("cluster_config", [{"auto.create.topics.enable": False}])  # the test creates it
 async def test_a_topic_created_while_sending_is_waited_for(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Producer(bootstrap) as producer:
         async with trio.open_nursery() as nursery:
