@@ -60,6 +60,8 @@ COORDINATION = "coordination"
 """The coordination service's name in `partition_network` groups."""
 
 CLIENT = "cluster-client"
+RECONNECT_S = 0.1
+"""How often a broker starting while cut off from the coordination service tries to reach it again."""
 CLUSTER_OBSERVER = "cluster-observer"
 
 
@@ -196,6 +198,8 @@ class Cluster:
                 node.scope = scope
                 async with trio.open_nursery() as nursery:
                     node.gate = PauseGate()
+                    while not self.transport.link_up(node.broker_id, COORDINATION):
+                        await trio.sleep(RECONNECT_S)  # it starts once it can reach the service, as Kafka's does
                     node.zk = KafkaZkClient(self.service, f"broker-{node.broker_id}", node.config.session_timeout_ms)
                     self.service.set_reachable(node.zk.owner, self.transport.link_up(node.broker_id, COORDINATION))
                     node.broker = Broker(node.config, node.zk, self.transport, node.log_manager, node.gate)

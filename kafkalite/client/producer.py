@@ -120,7 +120,7 @@ class _ProducerBatch:
 
     __slots__ = ("tp", "rows", "timestamps", "size", "deadline", "created", "created_ms", "base_sequence", "encoded",
                  "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "last_error", "parent",
-                 "parts")
+                 "parts", "maybe_appended")
 
     def __init__(self, tp: TopicPartition, created: float, delivery_timeout_s: float) -> None:
         self.tp = tp
@@ -132,6 +132,7 @@ class _ProducerBatch:
         self.deadline = created + delivery_timeout_s
         self.base_sequence = -1
         self.encoded: RecordBatch | None = None
+        self.maybe_appended = False  # sent, and no answer since has said it was not appended
         self.attempts = 0
         self.retry_at = 0.0
         self.done = trio.Event()
@@ -227,6 +228,17 @@ class RecordHandle(tuple[_ProducerBatch, int]):
 
 
 _new_handle = tuple.__new__
+
+
+# Errors after which the leader may have appended the batch all the same: no answer, or an append whose
+# replication was not confirmed.
+_MAYBE_APPENDED = frozenset(e.code for e in (
+    errors.REQUEST_TIMED_OUT, errors.NETWORK_EXCEPTION, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    errors.UNKNOWN_SERVER_ERROR))
+
+# What the leader answers a batch numbered under a producer id or epoch the producer has since left behind.
+_FOREIGN_SEQUENCE = frozenset(e.code for e in (
+    errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID, errors.INVALID_PRODUCER_EPOCH))
 
 
 class _PartitionQueue:
@@ -597,6 +609,7 @@ class Producer:
             if num_partitions is not None:
                 self._partitioner.on_batch_sent(batch.tp.topic, batch.tp.partition, num_partitions)
         batch.attempts += 1
+        batch.maybe_appended = True
         return batch
 
     async def _send_produce(self, stream: RequestStream, leader: int, batches: list[_ProducerBatch]) -> None:
@@ -639,6 +652,15 @@ class Producer:
 
     def _on_failure(self, batch: _ProducerBatch, error: KafkaError) -> None:
         queue = self._queues[batch.tp]
+        if error.code not in _MAYBE_APPENDED:
+            batch.maybe_appended = False  # the leader answered, and did not append it
+        if self.idempotent and batch.encoded is not None and error.code in _FOREIGN_SEQUENCE and \
+                (batch.encoded.producer_id, batch.encoded.producer_epoch) != (self.producer_id, self.producer_epoch):
+            # Kept under the previous producer id because its outcome was unknown, and now known not to have been
+            # appended: it takes its place in the current id's sequence, and is retried there.
+            batch.base_sequence = -1
+            batch.encoded = None
+            error = errors.OutOfOrderSequenceNumberError(error.message)
         # With idempotence a gap means an earlier batch is being retried, and this one follows it.
         retriable = error.retriable or (self.idempotent and isinstance(error, OutOfOrderSequenceNumberError))
         now = trio.current_time()
@@ -657,7 +679,7 @@ class Producer:
             if error.code in STALE_METADATA_ERRORS:
                 self._refresh_metadata_soon()
             return
-        uncertain = error.retriable
+        uncertain = batch.maybe_appended
         if retriable and now >= batch.deadline:
             batch.last_error = error
             error = self._expired(batch)
@@ -724,6 +746,12 @@ class Producer:
     async def _init_producer_id(self) -> None:
         """Get a producer id and epoch; start every partition's sequence over under them.
 
+        Except for a batch whose outcome is unknown (sent, and its answer lost): it keeps the producer id and
+        sequence it was sent with, so that if the leader did append it, its retry is recognised as a duplicate
+        and answered with its offset (Kafka keeps such sequences too, KIP-360). Renumbered, it would be appended
+        a second time. If it was not appended, the leader says so (OUT_OF_ORDER_SEQUENCE_NUMBER for the gap the
+        expired batch left), and only then does it take a sequence under the new id.
+
         A broker that does not serve InitProducerId gets a non-idempotent producer rather than none at all.
         """
         while True:
@@ -749,6 +777,7 @@ class Producer:
         for queue in self._queues.values():
             queue.next_sequence = 0
             for batch in queue.batches:
-                batch.base_sequence = -1
-                batch.encoded = None
+                if not batch.maybe_appended:
+                    batch.base_sequence = -1
+                    batch.encoded = None
         self._needs_producer_id = False

@@ -229,7 +229,10 @@ class KafkaZkClient:
             try:
                 self.session.heartbeat()
             except ConnectionLossError:
-                pass  # cut off from the service: the session runs out unless the link heals in time
+                # Cut off from the service: the session runs out unless the link heals in time. Only the clock
+                # brings the next try (an expiry heard before the cut would otherwise wake the loop at once).
+                await trio.sleep(interval)
+                continue
             except SessionExpiredError:
                 if self.session.closed and not self.session.expired:
                     return

@@ -15,8 +15,8 @@ import trio
 from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
 from kafkalite.common.config import BrokerConfig, TopicConfig
-from kafkalite.common.errors import KafkaError, NotLeaderOrFollowerError, OffsetOutOfRangeError, \
-    UnknownTopicOrPartitionError
+from kafkalite.common.errors import KafkaError, NotLeaderOrFollowerError, OffsetNotAvailableError, \
+    OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from kafkalite.common.timer import Timer
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
@@ -338,6 +338,12 @@ class ReplicaManager:
                 timestamp = -1
                 if asked.timestamp == EARLIEST_TIMESTAMP:
                     offset = partition_log.log_start_offset
+                elif request.replica_id < 0 and partition.high_watermark < partition.leader_epoch_start_offset:
+                    # KIP-207: a new leader's HW may trail its predecessor's until its followers catch up; a client
+                    # told it would see the committed end move backwards.
+                    raise OffsetNotAvailableError(
+                        f"the leader of {tp} is catching its high watermark {partition.high_watermark} up to the "
+                        f"start of its epoch {partition.leader_epoch_start_offset}; retry")
                 elif asked.timestamp == LATEST_TIMESTAMP:
                     offset = last_fetchable
                 else:
