@@ -524,14 +524,20 @@ class Cluster:
         await self._start_node(node)
 
     async def shutdown_broker(self, broker_id: int) -> bool:
-        """Controlled shutdown: leadership moves off the broker first, then it stops and deregisters at once."""
+        """Controlled shutdown: leadership moves off the broker first, then it stops and deregisters at once.
+
+        Cancelled midway, it still stops the broker: one left half shut down would stay alive while the
+        controller keeps its replicas offline for good."""
         node = self._live_node(broker_id)
         assert node.broker is not None and node.controller is not None and node.zk is not None
-        clean = await node.broker.controlled_shutdown()
-        node.controller.shutdown()
-        node.zk.close()
-        assert node.scope is not None
-        node.scope.cancel()
+        clean = False
+        try:
+            clean = await node.broker.controlled_shutdown()
+        finally:
+            node.controller.shutdown()
+            node.zk.close()
+            assert node.scope is not None
+            node.scope.cancel()
         await node.stopped.wait()
         return clean
 

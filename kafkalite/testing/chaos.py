@@ -73,7 +73,7 @@ class ChaosConfig:
     duration_s: float = 300.0
     producers: int = 2
     consumers: int = 2
-    send_interval_s: float = 0.5  # per producer, on average
+    send_interval_s: float = 1.0  # between a producer's bursts of one to four records, on average
     fault_interval_s: float = 8.0  # between faults, on average
     session_timeout_ms: int = 6000
     lag_time_ms: int = 10000
@@ -258,7 +258,9 @@ class _Run:
         broker_config = {"zookeeper.session.timeout.ms": config.session_timeout_ms,
                          "replica.lag.time.max.ms": config.lag_time_ms, "auto.leader.rebalance.enable": False,
                          "unclean.leader.election.enable": config.unclean_leader_election,
-                         "auto.create.topics.enable": False}
+                         "auto.create.topics.enable": False,
+                         # parked fetches wake on new data anyway; a longer wait only saves idle rounds
+                         "replica.fetch.wait.max.ms": 2000}
         async with Cluster(brokers=config.brokers, config=broker_config, seed=self.seed) as cluster:
             self.cluster = cluster
             await cluster.create_topic(TOPIC, config.partitions, min(3, config.brokers),
@@ -289,16 +291,17 @@ class _Run:
             sequence = 0
             while not self.stopping.is_set():
                 await trio.sleep(rng.expovariate(1 / self.config.send_interval_s))
-                value = f"{name}-{sequence}"
                 partition = rng.randrange(self.config.partitions)
-                sequence += 1
-                try:
-                    handle = await producer.send(TOPIC, value.encode(), partition=partition)
-                except KafkaError as exc:
-                    self.history.failed.add(value)
-                    self.history.record("send-failed", value, exc.error.name)
-                    continue
-                awaiting.start_soon(self.await_ack, value, handle)
+                for _ in range(rng.randint(1, 4)):
+                    value = f"{name}-{sequence}"
+                    sequence += 1
+                    try:
+                        handle = await producer.send(TOPIC, value.encode(), partition=partition)
+                    except KafkaError as exc:
+                        self.history.failed.add(value)
+                        self.history.record("send-failed", value, exc.error.name)
+                        continue
+                    awaiting.start_soon(self.await_ack, value, handle)
             await producer.flush()
 
     async def await_ack(self, value: str, handle: Any) -> None:
@@ -314,7 +317,7 @@ class _Run:
     async def consume(self, index: int) -> None:
         name = f"consumer-{index}"
         consumer_config = {"auto.offset.reset": "earliest", "client.id": name, "request.timeout.ms": 5000,
-                           "default.api.timeout.ms": 10000}
+                           "default.api.timeout.ms": 10000, "fetch.max.wait.ms": 2000}
         polls = self.history.polls[name]
         async with Consumer(self.cluster, consumer_config) as consumer:
             consumer.assign([TopicPartition(TOPIC, p) for p in range(self.config.partitions)])
@@ -324,7 +327,7 @@ class _Run:
 
     async def poll_into(self, consumer: Consumer, name: str, polls: list[tuple[int, int, str]]) -> None:
         try:
-            records = await consumer.poll(1)
+            records = await consumer.poll(2)
         except KafkaError as exc:
             self.history.record("poll-failed", name, exc.error.name)
             await trio.sleep(0.5)
@@ -355,7 +358,7 @@ class _Run:
         """What a client sees of each partition's high watermark (ListOffsets LATEST from its leader)."""
         context = RequestContext(source=WATCHER)
         while not self.stopping.is_set():
-            await trio.sleep(1)
+            await trio.sleep(2)
             for p in range(self.config.partitions):
                 leader = self.cluster.leader_for(TOPIC, p)
                 if leader < 0:
