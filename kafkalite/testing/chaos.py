@@ -15,10 +15,10 @@ for Jepsen's anomalies in what the clients saw and what the replicas hold.
 Determinism, honestly: everything kafkalite and this harness choose comes from the seed (fault choice and
 timing, split membership, producer pacing, replica assignment), and Trio's scheduler is seeded too
 (`seed_trio_scheduler`, through a private Trio attribute). A run records a hash of its history; the same seed
-on the same code and the same Python and Trio gives the same hash. Not covered: a different Trio version may
-order runnable tasks differently, and the controller's `rng` and sets iterated in hash order of strings could
-depend on PYTHONHASHSEED for string-keyed sets (kafkalite's own iteration is sorted where it matters; the
-harness fixes nothing about it). A liveness failure (virtual time stopping, a partition left without a leader
+on the same code, Python and Trio gives the same hash within one process. Sets of strings iterate in an order
+that depends on PYTHONHASHSEED, and some of kafkalite's do: sweeps therefore run their workers, and the command
+line runs itself, with PYTHONHASHSEED=0, so a seed the sweep reports replays with `--replay`. Not covered: a
+different Trio version may order runnable tasks differently. A liveness failure (virtual time stopping, a partition left without a leader
 or a full ISR after healing) is reported with the seed like an anomaly, never as a hung run.
 """
 
@@ -28,6 +28,8 @@ import argparse
 import dataclasses
 import hashlib
 import logging
+import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -555,7 +557,8 @@ def sweep(seeds: Iterable[int], config: ChaosConfig = ChaosConfig(), *, workers:
             if on_result is not None:
                 on_result(results[-1])
         return results
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    os.environ.setdefault("PYTHONHASHSEED", "0")  # the workers' string hashes, and so set orders, are fixed
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for result in pool.map(_quiet_run, seeds, [config] * len(seeds), chunksize=4):
             results.append(result)
             if on_result is not None:
@@ -599,6 +602,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--negative-control", action="store_true",
                         help="acks=1, min ISR 1, unclean election: writes must be seen lost")
     args = parser.parse_args(argv)
+    if os.environ.get("PYTHONHASHSEED") != "0":  # replay what the sweep's workers did: the same string hashes
+        os.execve(sys.executable, [sys.executable, "-m", "kafkalite.testing.chaos", *(argv or sys.argv[1:])],
+                  {**os.environ, "PYTHONHASHSEED": "0"})
     config = ChaosConfig(brokers=args.brokers)
     if args.negative_control:
         config = config.negative_control()
@@ -606,7 +612,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(args.replay, config)
         print(result.report())
         return 0 if result.ok else 1
-    import os
     workers = args.workers or os.cpu_count() or 1
     logging.disable(logging.CRITICAL)
     results = sweep(range(args.first, args.first + args.seeds), config, workers=workers)
