@@ -25,6 +25,7 @@ from kafkalite.common.errors import (
     UnknownTopicOrPartitionError,
     raise_for,
 )
+from kafkalite.common.nursery import leave_nursery, unwrap_single
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller import KafkaController
@@ -160,18 +161,23 @@ class Cluster:
             for node in self._nodes.values():
                 await self._start_node(node)
             await self.wait_until(self._is_ready, timeout=60, what="a controller and every broker registered")
-        except BaseException:
+        except BaseException as exc:
             self._nursery.cancel_scope.cancel()
             await self._nursery_manager.__aexit__(None, None, None)
-            raise
+            # A broker that cannot start fails inside its own nursery: say what failed, not that a nursery did.
+            cause = unwrap_single(exc)
+            if cause is exc:
+                raise
+            raise cause from None
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
+        """Stop every broker. What the block raised comes out as itself (see `leave_nursery`)."""
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         try:
-            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+            return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
             for node in self._nodes.values():
                 if node.zk is not None:

@@ -20,6 +20,7 @@ import trio
 
 from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata
 from kafkalite.cluster import Cluster
+from kafkalite.common.nursery import unwrap_single
 
 
 class EmbeddedCluster:
@@ -83,7 +84,7 @@ class EmbeddedCluster:
         try:
             trio.run(self._main)
         except BaseException as exc:  # raised by start(), or by the next call and close() once running
-            self._failure = _single(exc)
+            self._failure = unwrap_single(exc)
         finally:
             self._ready.set()
 
@@ -125,7 +126,7 @@ class EmbeddedCluster:
                 return trio.from_thread.run(bound, trio_token=self._token)
             return trio.from_thread.run_sync(bound, trio_token=self._token)
         except BaseExceptionGroup as group:
-            raise _single(group) from None
+            raise unwrap_single(group) from None
         except trio.RunFinishedError:
             raise RuntimeError("the embedded cluster has stopped") from self._failure
 
@@ -173,13 +174,6 @@ class EmbeddedCluster:
 
     def admin(self, **config: Any) -> SyncAdmin:
         return SyncAdmin(self, *self._open(lambda: Admin(self.cluster, config)))
-
-
-def _single(exc: BaseException) -> BaseException:
-    """The one real error inside Trio's nested single-member groups; a group of several stays a group."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 class _Lifetime:

@@ -450,3 +450,46 @@ async def test_config_requests_bad_input(autojump_clock) -> None:
                                                                                     ConfigResource(BROKER_RESOURCE, "7")]))
         assert [r.error_code for r in response.results] == [errors.INVALID_REQUEST.code] * 2
         assert await cluster.produce("t", 0, values(1, "after")) == 1
+
+
+async def test_an_error_raised_in_the_block_comes_out_as_itself(autojump_clock) -> None:
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            await cluster.describe_topic("missing")
+    with pytest.raises(KeyError) as info:
+        async with Cluster(brokers=1, config=CONFIG):
+            raise KeyError("mine")
+    assert type(info.value) is KeyError and info.value.args == ("mine",)
+
+
+async def test_a_cluster_cancelled_from_outside_stops_quietly(autojump_clock) -> None:
+    with trio.move_on_after(5) as scope:
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            await trio.sleep_forever()
+    assert scope.cancelled_caught and cluster.live_broker_ids == []
+
+
+async def test_a_failure_of_the_clusters_own_tasks_still_surfaces(autojump_clock) -> None:
+    async def crash() -> None:
+        raise OSError("disk on fire")
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            cluster._nursery.start_soon(crash)  # a bug inside the cluster, outside the block
+            await trio.sleep_forever()
+    assert info.value.split(OSError)[0] is not None
+    # the block failing too (here while it is cancelled) hides neither
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            cluster._nursery.start_soon(crash)
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise KeyError("mine")  # noqa: B012
+    assert info.value.split(OSError)[0] is not None and info.value.split(KeyError)[0] is not None
+
+
+async def test_a_broker_that_cannot_start_says_why(autojump_clock) -> None:
+    with pytest.raises(errors.InvalidConfigError, match="Invalid listener 'nonsense'"):
+        async with Cluster(brokers=1, config={"listeners": "nonsense"}):
+            pass
