@@ -19,7 +19,7 @@ from typing import Any, Self
 import trio
 
 from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata
-from kafkalite.cluster import Cluster
+from kafkalite.cluster import Cluster, check_cluster_arguments
 from kafkalite.common.nursery import unwrap_single
 
 
@@ -34,6 +34,7 @@ class EmbeddedCluster:
 
     def __init__(self, brokers: int = 3, config: Mapping[str, Any] | None = None, *,
                  broker_configs: Mapping[int, Mapping[str, Any]] | None = None, seed: int | None = None) -> None:
+        check_cluster_arguments(brokers, config, broker_configs, seed)
         self._args = (brokers, config, broker_configs, seed)
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
