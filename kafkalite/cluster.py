@@ -21,9 +21,12 @@ import trio
 from kafkalite.client import arguments
 from kafkalite.common.config import BrokerConfig, config_text
 from kafkalite.common.errors import (
+    NONE,
+    ErrorCode,
     LeaderNotAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    for_code,
     raise_for,
 )
 from kafkalite.common.nursery import leave_nursery, unwrap_single
@@ -62,6 +65,8 @@ log = logging.getLogger(__name__)
 COORDINATION = "coordination"
 """The coordination service's name in `partition_network` groups."""
 
+# `elect_leaders` takes Kafka's election types, PREFERRED_ELECTION and UNCLEAN_ELECTION, importable from here.
+
 CLIENT = "cluster-client"
 RECONNECT_S = 0.1
 """How often a broker starting while cut off from the coordination service tries to reach it again."""
@@ -80,6 +85,24 @@ class PartitionDescription:
     isr: tuple[int, ...]
     high_watermark: int
     log_end_offsets: dict[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionOutcome:
+    """What an election request did for one partition: `elected`, or the Kafka error that says why not.
+
+    ELECTION_NOT_NEEDED: the wanted leader already leads; PREFERRED_LEADER_NOT_AVAILABLE or
+    ELIGIBLE_LEADERS_NOT_AVAILABLE: no replica may take over; UNKNOWN_TOPIC_OR_PARTITION. The controller's
+    `message` explains; it is left out of comparisons, so `outcome == ElectionOutcome(ELECTION_NOT_NEEDED)` reads
+    as it should.
+    """
+
+    error: ErrorCode
+    message: str | None = field(default=None, compare=False)
+
+    @property
+    def elected(self) -> bool:
+        return self.error == NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,8 +402,12 @@ class Cluster:
                               what=f"partitions of {topic} online on every broker")
 
     async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None = None
-                            ) -> dict[TopicPartition, int]:
-        """Kafka's ElectLeaders (PREFERRED_ELECTION or UNCLEAN_ELECTION): each partition's error code (0: elected)."""
+                            ) -> dict[TopicPartition, ElectionOutcome]:
+        """Kafka's ElectLeaders (PREFERRED_ELECTION or UNCLEAN_ELECTION) for `partitions` (None: every partition).
+
+        Returns each partition's outcome; an election refused as a whole (no controller, an invalid request)
+        raises instead.
+        """
         if _expect(election_type, int, "election_type") not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
             raise ValueError(f"election_type must be PREFERRED_ELECTION ({PREFERRED_ELECTION}) or UNCLEAN_ELECTION "
                              f"({UNCLEAN_ELECTION}), not {election_type}")
@@ -388,10 +415,11 @@ class Cluster:
             (tp.topic, tp.partition) for tp in arguments.topic_partitions(partitions, "elect_leaders()")]
         response = await self._send(self._require_controller(), ElectLeadersRequest(election_type, wanted))
         raise_for(response.error_code, response.error_message)
-        return {TopicPartition(r.topic, r.partition): r.error_code for r in response.results}
+        return {TopicPartition(r.topic, r.partition): ElectionOutcome(for_code(r.error_code), r.error_message)
+                for r in response.results}
 
     async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None
-                                      ) -> dict[TopicPartition, int]:
+                                      ) -> dict[TopicPartition, ElectionOutcome]:
         """Move leadership back to each partition's first assigned replica where it is alive and in the ISR."""
         return await self.elect_leaders(PREFERRED_ELECTION, partitions)
 
@@ -527,6 +555,12 @@ class Cluster:
             described.append({"node_id": broker_id, "host": endpoint.host, "port": endpoint.port,
                               "rack": broker.config["broker.rack"], "controller": broker_id == controller})
         return described
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """`host:port,...` of the live brokers' NATIVE listeners, for clients that connect over TCP."""
+        return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.live_broker_ids
+                        for ep in self.broker(broker_id).endpoints if ep.listener == "NATIVE")
 
     def topics(self) -> list[str]:
         return self._zk().get_all_topics()

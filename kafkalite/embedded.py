@@ -148,15 +148,6 @@ class EmbeddedCluster:
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *(name for name in dir(Cluster) if not name.startswith("_"))})
 
-    @property
-    def bootstrap_servers(self) -> str:
-        """`host:port,...` of the live brokers' NATIVE listeners, for clients that connect over TCP."""
-        def servers() -> str:
-            assert self.cluster is not None
-            return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.cluster.live_broker_ids
-                            for ep in self.cluster.broker(broker_id).endpoints if ep.listener == "NATIVE")
-        return self.call(servers)
-
     # -- synchronous clients ----------------------------------------------------------------------------------------
 
     def _open(self, factory: Callable[[], Any]) -> tuple[Any, _Lifetime]:

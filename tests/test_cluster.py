@@ -572,3 +572,28 @@ async def test_methods_given_arguments_of_the_wrong_type_say_what_was_expected(a
         assert cluster.topics() == ["t"] and cluster.live_broker_ids == [1, 2, 3]
         assert await cluster.produce("t", 0, values(1, "after")) == 1
         assert await read_values(cluster, "t") == [b"v0", b"after0"]
+
+
+async def test_a_trio_cluster_lists_its_bootstrap_servers_for_tcp_clients(autojump_clock) -> None:
+    from kafkalite.client import Admin
+
+    async with Cluster(brokers=3, config=CONFIG, seed=19) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        assert cluster.bootstrap_servers == ",".join(
+            endpoint.removeprefix("NATIVE://") for b in cluster.describe_cluster().brokers for endpoint in b.endpoints)
+        async with Admin(cluster.bootstrap_servers) as admin:
+            assert await admin.list_topics() == ["t"]
+        await cluster.kill_broker(3)
+        assert len(cluster.bootstrap_servers.split(",")) == 2  # live brokers only
+
+
+def test_election_types_and_outcomes_are_importable_from_kafkalite() -> None:
+    import kafkalite
+    from kafkalite import COORDINATION, PREFERRED_ELECTION, UNCLEAN_ELECTION, ElectionOutcome
+
+    assert {"COORDINATION", "PREFERRED_ELECTION", "UNCLEAN_ELECTION", "ElectionOutcome"} <= set(kafkalite.__all__)
+    assert (PREFERRED_ELECTION, UNCLEAN_ELECTION, COORDINATION) == (0, 1, "coordination")
+    assert ElectionOutcome(errors.NONE).elected
+    refused = ElectionOutcome(errors.ELECTION_NOT_NEEDED, "t-0 is led by its preferred replica")
+    assert not refused.elected and refused.error.name == "ELECTION_NOT_NEEDED"
+    assert refused == ElectionOutcome(errors.ELECTION_NOT_NEEDED)
