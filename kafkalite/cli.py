@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import kafkalite
 
@@ -25,6 +25,17 @@ class UsageError(Exception):
     """A command that cannot run as given; printed as one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a command line it cannot parse is an error like any other: one line, status 1.
+
+    argparse's own way (the whole usage block, status 2) buries the one line that says what was wrong, and is
+    not what this command promises.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -33,7 +44,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkalite",
+    parser = _Parser(prog="kafkalite",
                                      description="A real, replicated Kafka cluster in one Python process.")
     parser.add_argument("--version", action="version", version=f"kafkalite {kafkalite.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -81,11 +92,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
         if args.command == "demo":
             from kafkalite.demo import run_demo
 
