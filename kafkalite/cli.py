@@ -43,6 +43,24 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+MAX_PORT = 65535
+
+
+def _port(text: str) -> int:
+    """A TCP port, or 0 for free ones: the OS would take 70000 as 70000 - 65536 and bind somewhere unasked for."""
+    port = int(text) if text.isdigit() else -1
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to {MAX_PORT} (or 0 for free ports), got {text!r}")
+    return port
+
+
+def _positive(text: str) -> int:
+    number = int(text) if text.isdigit() else 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return number
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kafkalite",
                                      description="A real, replicated Kafka cluster in one Python process.")
@@ -54,8 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment")
 
     serve = commands.add_parser("serve", help="run a cluster in the foreground until Ctrl-C")
-    serve.add_argument("--brokers", type=int, default=3)
-    serve.add_argument("--port", type=int, default=0, help="broker i listens on PORT+i-1 (default: free ports)")
+    serve.add_argument("--brokers", type=_positive, default=3, help="how many brokers (default 3)")
+    serve.add_argument("--port", type=_port, default=0,
+                       help="broker i listens on PORT+i-1 (default 0: a free port each, printed at start)")
     serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, e.g. --config min.insync.replicas=2")
 
@@ -135,6 +154,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.embedded import EmbeddedCluster
 
+    if args.port + args.brokers - 1 > MAX_PORT:
+        raise UsageError(f"--port {args.port} with {args.brokers} brokers would need ports up to "
+                         f"{args.port + args.brokers - 1}; the highest is {MAX_PORT}")
     brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{args.port + b - 1}"} for b in range(1, args.brokers + 1)} \
         if args.port else None
     stop = threading.Event()

@@ -225,3 +225,20 @@ def test_serve_on_fixed_ports(serve: Callable[..., Served]) -> None:
         f"bootstrap servers: 127.0.0.1:{port},127.0.0.1:{port + 1}"
     served.read_until("Ctrl-C")
     assert served.interrupt() == 0
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--port", "70000"], "argument --port: expected a port from 1 to 65535 (or 0 for free ports), got '70000'"),
+    (["--port", "-1"], "expected a port from 1 to 65535"),
+    (["--port", "65535", "--brokers", "3"], "--port 65535 with 3 brokers would need ports up to 65537; "
+                                             "the highest is 65535"),
+    (["--brokers", "0"], "argument --brokers: expected a whole number of at least 1, got '0'"),
+])
+def test_serve_refuses_ports_that_do_not_exist(serve: Callable[..., Served], argv: list[str], message: str) -> None:
+    """70000 used to bind port 4464, and 65535 with three brokers wrapped around to ports 0 and 1: served, silently,
+    somewhere else than asked (hence a process, which would be serving still)."""
+    served = serve(*argv)
+    assert served.process.wait(timeout=30) == 1
+    assert served.lines.get(timeout=30) is None  # no output at all
+    err = served.process.stderr.read()
+    assert err.count("\n") == 1 and message in err
