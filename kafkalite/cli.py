@@ -112,30 +112,48 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return 0
-        if args.command == "demo":
-            from kafkalite.demo import run_demo
-
-            return run_demo(records=args.records, seed=args.seed)
-        if args.command == "serve":
-            return _serve(args)
-        if not args.bootstrap_server:
-            raise UsageError(f"--bootstrap-server is required (or set {BOOTSTRAP_ENV})")
-        import trio
-
-        return trio.run(_CLIENT_COMMANDS[args.command], args)
+        code = _run(parser, parser.parse_args(argv))
+        sys.stdout.flush()  # a reader gone away (`| head`) shows here rather than at the interpreter's exit
+        return code
     except BaseException as exc:  # one clear line, no traceback
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
             return 130
+        if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+            return _reader_gone()
         if not all(isinstance(leaf, Exception) for leaf in leaves):
             raise
         print(f"kafkalite: error: {'; '.join(str(leaf) or type(leaf).__name__ for leaf in leaves)}",
               file=sys.stderr)
         return 1
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "demo":
+        from kafkalite.demo import run_demo
+
+        return run_demo(records=args.records, seed=args.seed)
+    if args.command == "serve":
+        return _serve(args)
+    if not args.bootstrap_server:
+        raise UsageError(f"--bootstrap-server is required (or set {BOOTSTRAP_ENV})")
+    import trio
+
+    return trio.run(_CLIENT_COMMANDS[args.command], args)
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (`kafkalite demo | head -3`): nothing to report, so stop quietly.
+
+    Standard output goes to /dev/null first, so that the interpreter's last flush does not fail again; the
+    status is 1, as Python's own advice has it (and as `rich`, which does the same, exits).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kafkalite.cli import main
+from kafkalite.common.records import Record
 from kafkalite.embedded import EmbeddedCluster
 
 QUICK = ["--api-timeout", "0.5"]  # for commands expected to fail after retrying
@@ -242,3 +243,19 @@ def test_serve_refuses_ports_that_do_not_exist(serve: Callable[..., Served], arg
     assert served.lines.get(timeout=30) is None  # no output at all
     err = served.process.stderr.read()
     assert err.count("\n") == 1 and message in err
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(cluster: EmbeddedCluster) -> None:
+    """`kafkalite demo | head -3`: the reader goes away, the command stops without a traceback or an error line.
+    The reader here is gone before the first line, so every command meets the broken pipe on its first write."""
+    cluster.create_topic("cut-short", 1, 1)
+    cluster.produce("cut-short", 0, [Record(None, b"one"), Record(None, b"two")])
+    server = ["--bootstrap-server", cluster.bootstrap_servers]
+    for argv in (["demo", "--records", "30"], ["topics", "list", *server], ["describe", "--json", *server],
+                 ["describe", *server], ["consume", "cut-short", "--from-beginning", "--max", "2", *server]):
+        process = subprocess.Popen([sys.executable, "-m", "kafkalite", *argv], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        assert process.wait(timeout=60) == 1, argv
+        assert process.stderr.read() == "", argv
