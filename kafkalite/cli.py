@@ -215,13 +215,13 @@ async def _topics(args: argparse.Namespace) -> int:
             await admin.delete_topics([args.name])
             print(f"deleted topic {args.name}")
         else:
-            description = (await admin.describe_topics([args.name]))[args.name]
+            partitions = (await _describe_partitions(admin, [args.name]))[args.name]
             configs = (await admin.describe_configs(topics=[args.name]))[("topic", args.name)]
             overrides = {name: entry.value for name, entry in sorted(configs.items()) if not entry.is_default}
             from rich.console import Console
 
             console = Console()
-            console.print(_partitions_table(args.name, [p._asdict() for p in description.partitions]))
+            console.print(_partitions_table(args.name, partitions))
             console.print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
     return 0
 
@@ -276,14 +276,11 @@ async def _describe(args: argparse.Namespace) -> int:
     async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
         cluster = await admin.describe_cluster()
         names = await admin.list_topics()
-        topics = await admin.describe_topics(names) if names else {}
-        offsets = await admin.list_offsets({(t, p.partition): "latest"
-                                            for t, d in topics.items() for p in d.partitions})
+        topics = await _describe_partitions(admin, names) if names else {}
     described: dict[str, Any] = {
         "controller": cluster.controller_id,
         "brokers": [b._asdict() for b in cluster.brokers],
-        "topics": {name: [{**p._asdict(), "high_watermark": offsets[(name, p.partition)].offset}
-                          for p in description.partitions] for name, description in sorted(topics.items())},
+        "topics": topics,
     }
     if args.json:
         print(json.dumps(described, indent=2))
@@ -296,6 +293,41 @@ async def _describe(args: argparse.Namespace) -> int:
     for name, partitions in described["topics"].items():
         console.print(_partitions_table(name, partitions))
     return 0
+
+
+async def _describe_partitions(admin: Any, names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each partition as the brokers' metadata has it, with `offline` and the high watermark its leader reports.
+
+    A description is wanted most while something is wrong, so nothing wrong with one partition may fail it: a
+    partition without a leader is offline, and one whose leader does not answer (it crashed a moment ago and the
+    controller does not know yet) has no high watermark (None) once --api-timeout has passed.
+    """
+    import trio
+
+    from kafkalite.client import TopicPartition
+    from kafkalite.common.errors import KafkaError
+
+    topics = await admin.describe_topics(names)
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for name, description in topics.items():
+        for p in description.partitions:
+            if p.leader >= 0:
+                by_leader.setdefault(p.leader, []).append(TopicPartition(name, p.partition))
+    high_watermarks: dict[TopicPartition, int] = {}
+
+    async def ask(partitions: list[TopicPartition]) -> None:
+        try:
+            offsets = await admin.list_offsets({tp: "latest" for tp in partitions})  # "latest" is the HW
+        except KafkaError:
+            return
+        high_watermarks.update((tp, info.offset) for tp, info in offsets.items())
+
+    async with trio.open_nursery() as nursery:  # one leader that does not answer costs one timeout, not one each
+        for partitions in by_leader.values():
+            nursery.start_soon(ask, partitions)
+    return {name: [{**p._asdict(), "offline": p.leader < 0,
+                    "high_watermark": high_watermarks.get(TopicPartition(name, p.partition))}
+                   for p in description.partitions] for name, description in sorted(topics.items())}
 
 
 def _admin_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -324,9 +356,10 @@ def _partitions_table(topic: str, partitions: list[dict[str, Any]]) -> Any:
     for column in ("partition", "leader", "epoch", "replicas", "isr", "high watermark"):
         table.add_column(column)
     for p in partitions:
-        table.add_row(str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
-                      ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])),
-                      str(p.get("high_watermark", "")))
+        high_watermark = "[red]offline[/]" if p["offline"] else \
+            "no answer" if p["high_watermark"] is None else str(p["high_watermark"])
+        table.add_row(str(p["partition"]), "none" if p["offline"] else str(p["leader"]), str(p["leader_epoch"]),
+                      ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])), high_watermark)
     return table
 
 

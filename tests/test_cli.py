@@ -18,6 +18,7 @@ import pytest
 
 from kafkalite.cli import main
 from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
 from kafkalite.embedded import EmbeddedCluster
 
 QUICK = ["--api-timeout", "0.5"]  # for commands expected to fail after retrying
@@ -259,3 +260,50 @@ def test_output_cut_short_by_its_reader_ends_quietly(cluster: EmbeddedCluster) -
         process.stdout.close()
         assert process.wait(timeout=60) == 1, argv
         assert process.stderr.read() == "", argv
+
+
+def table_rows(out: str) -> list[list[str]]:
+    """The cells of each body row of the tables rich drew in `out`."""
+    return [[cell.strip() for cell in line.strip("│ \n").split("│")] for line in out.splitlines()
+            if line.startswith("│")]
+
+
+def test_topics_describe_shows_each_high_watermark(server: list[str], cluster: EmbeddedCluster,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    cluster.create_topic("watermarks", 2, 3)
+    cluster.produce("watermarks", 0, [Record(None, b"a"), Record(None, b"b"), Record(None, b"c")])
+    code, out, _ = run(capsys, "topics", "describe", "watermarks", *server)
+    assert code == 0
+    assert [(row[0], row[-1]) for row in table_rows(out)] == [("0", "3"), ("1", "0")]
+
+
+def test_describe_shows_a_partition_without_a_leader_as_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    """The moment someone runs `describe` is when something is wrong: one partition's trouble must not fail it.
+    One leader crashed a moment ago (the controller has not noticed: its session has not expired), another broker
+    shut down and left its only-replica partition without a leader; the third partition is fine."""
+    with EmbeddedCluster(brokers=3, config={"zookeeper.session.timeout.ms": 60_000}) as cluster:
+        cluster.create_topic("solo", 3, 1)
+        leaders = {cluster.leader_for("solo", p): p for p in range(3)}
+        crashed, stopped = [b for b in cluster.broker_ids if b != cluster.controller_id]
+        healthy = cluster.controller_id
+        cluster.produce("solo", leaders[healthy], [Record(None, b"a"), Record(None, b"b")])
+        cluster.kill_broker(crashed)
+        cluster.shutdown_broker(stopped)
+        offline = TopicPartition("solo", leaders[stopped])
+        cluster.wait_until(lambda: cluster.broker(healthy).metadata_cache.get_partition_info(offline).leader == -1,
+                           timeout=10, what="the stopped broker's partition offline in the metadata")
+        server = ["--bootstrap-server", cluster.bootstrap_servers, "--api-timeout", "0.5"]
+        code, out, err = run(capsys, "describe", "--json", *server)
+        assert (code, err) == (0, "")
+        partitions = {p["partition"]: p for p in json.loads(out)["topics"]["solo"]}
+        assert (partitions[leaders[stopped]]["offline"], partitions[leaders[stopped]]["high_watermark"]) == \
+            (True, None)
+        assert (partitions[leaders[crashed]]["offline"], partitions[leaders[crashed]]["high_watermark"]) == \
+            (False, None)  # its leader did not answer
+        assert (partitions[leaders[healthy]]["offline"], partitions[leaders[healthy]]["high_watermark"]) == (False, 2)
+        code, out, _ = run(capsys, "describe", *server)
+        assert code == 0
+        cells = {row[0]: (row[1], row[-1]) for row in table_rows(out) if len(row) == 6}
+        assert cells[str(leaders[stopped])] == ("none", "offline")
+        assert cells[str(leaders[crashed])] == (str(crashed), "no answer")
+        assert cells[str(leaders[healthy])] == (str(healthy), "2")
