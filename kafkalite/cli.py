@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="start a 3-broker cluster, fail a leader, show that nothing was lost")
     demo.add_argument("--records", type=int, default=1000, help="records to produce (default 1000)")
-    demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment")
+    demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment (default: random)")
 
     serve = commands.add_parser("serve", help="run a cluster in the foreground until Ctrl-C")
     serve.add_argument("--brokers", type=_positive, default=3, help="how many brokers (default 3)")
@@ -88,21 +88,29 @@ def _parser() -> argparse.ArgumentParser:
 
     topics = client("topics", "create, list, describe or delete topics")
     topics.add_argument("action", choices=["create", "list", "describe", "delete"])
-    topics.add_argument("name", nargs="?")
-    topics.add_argument("--partitions", type=int, default=-1)
-    topics.add_argument("--replication-factor", type=int, default=-1)
-    topics.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE")
+    topics.add_argument("name", nargs="?", help="the topic (create, describe and delete need one)")
+    topics.add_argument("--partitions", type=int, default=-1,
+                        help="partitions of a new topic (default -1: the brokers' num.partitions)")
+    topics.add_argument("--replication-factor", type=int, default=-1,
+                        help="replicas of each partition (default -1: the brokers' default.replication.factor)")
+    topics.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a topic property of a new topic, e.g. --config retention.ms=60000")
 
     produce = client("produce", "send the lines of standard input to a topic")
     produce.add_argument("topic")
-    produce.add_argument("--key-separator", default=None, help="split each line into key and value at this text")
-    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+    produce.add_argument("--key-separator", default=None,
+                         help="split each line into key and value at this text (default: no key)")
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"],
+                         help="all (or -1): wait until every in-sync replica has each record; 1: until the leader "
+                              "has it; 0: do not wait (default all)")
 
     consume = client("consume", "print a topic's records")
     consume.add_argument("topic")
-    consume.add_argument("--from-beginning", action="store_true")
-    consume.add_argument("--max", type=int, default=None, help="stop after this many records")
-    consume.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
+    consume.add_argument("--from-beginning", action="store_true",
+                         help="start at the first record (default: at the end, printing only new records)")
+    consume.add_argument("--max", type=int, default=None, help="stop after this many records (default: no limit)")
+    consume.add_argument("--timeout", type=float, default=None,
+                         help="stop once no record arrived for this many seconds (default: wait until Ctrl-C)")
 
     describe = client("describe", "brokers, controller and partitions (leader, ISR, high watermark)")
     describe.add_argument("--json", action="store_true", help="machine-readable output")

@@ -307,3 +307,20 @@ def test_describe_shows_a_partition_without_a_leader_as_offline(capsys: pytest.C
         assert cells[str(leaders[stopped])] == ("none", "offline")
         assert cells[str(leaders[crashed])] == (str(crashed), "no answer")
         assert cells[str(leaders[healthy])] == (str(healthy), "2")
+
+
+@pytest.mark.parametrize(("command", "explained"), [
+    ("topics", ["default -1: the brokers' num.partitions", "default -1: the brokers' default.replication.factor"]),
+    ("produce", ["all (or -1): wait until every in-sync replica has each record", "(default all)"]),
+    ("consume", ["(default: at the end, printing only new records)", "(default: no limit)",
+                 "(default: wait until Ctrl-C)"]),
+    ("serve", ["(default 3)", "default 0: a free port each"]),
+    ("demo", ["(default 1000)", "(default: random)"]),
+])
+def test_help_says_what_minus_one_and_the_defaults_mean(capsys: pytest.CaptureFixture[str], command: str,
+                                                       explained: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert all(phrase in text for phrase in explained), text
