@@ -54,6 +54,12 @@ def _port(text: str) -> int:
     return port
 
 
+def _offset(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an offset (a whole number from 0), got {text!r}")
+    return int(text)
+
+
 def _positive(text: str) -> int:
     number = int(text) if text.isdigit() else 0
     if number < 1:
@@ -104,10 +110,22 @@ def _parser() -> argparse.ArgumentParser:
                          help="all (or -1): wait until every in-sync replica has each record; 1: until the leader "
                               "has it; 0: do not wait (default all)")
 
-    consume = client("consume", "print a topic's records")
+    consume = client("consume", "print a topic's records, one per line")
     consume.add_argument("topic")
-    consume.add_argument("--from-beginning", action="store_true",
-                         help="start at the first record (default: at the end, printing only new records)")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the first record (default: at the end, printing only new records)")
+    start.add_argument("--offset", type=_offset, default=None,
+                       help="start at this offset of --partition (an out-of-range one is an error)")
+    consume.add_argument("--partition", type=int, default=None,
+                         help="read only this partition (default: every partition)")
+    consume.add_argument("--print-key", action="store_true",
+                         help="print each record's key before its value, with a tab between")
+    consume.add_argument("--print-offset", action="store_true",
+                         help="start each line with the record's PARTITION:OFFSET and a tab")
+    consume.add_argument("--skip-undecodable", action="store_true",
+                         help="report a record that cannot be decoded on stderr and go on past it (default: stop "
+                              "with an error); needs --partition if the topic has several")
     consume.add_argument("--max", type=int, default=None, help="stop after this many records (default: no limit)")
     consume.add_argument("--timeout", type=float, default=None,
                          help="stop once no record arrived for this many seconds (default: wait until Ctrl-C)")
@@ -260,22 +278,57 @@ async def _produce(args: argparse.Namespace) -> int:
 
 async def _consume(args: argparse.Namespace) -> int:
     from kafkalite.client import Admin, Consumer, TopicPartition
+    from kafkalite.common.errors import CorruptMessageError
 
     async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
         description = (await admin.describe_topics([args.topic]))[args.topic]
-    partitions = [TopicPartition(args.topic, p.partition) for p in description.partitions]
+    numbers = [p.partition for p in description.partitions]
+    if args.partition is not None and args.partition not in numbers:
+        raise UsageError(f"topic {args.topic} has no partition {args.partition} (its partitions: 0-{len(numbers) - 1})")
+    if args.partition is None and len(numbers) > 1 and (args.offset is not None or args.skip_undecodable):
+        # An offset belongs to one partition; the consumer's CORRUPT_MESSAGE names its partition only in words.
+        raise UsageError(f"--{'offset' if args.offset is not None else 'skip-undecodable'} needs --partition: "
+                         f"topic {args.topic} has {len(numbers)} partitions")
+    partitions = [TopicPartition(args.topic, p) for p in ([args.partition] if args.partition is not None else numbers)]
+    # With --offset an offset out of range is an error, not a silent jump to one end of the log.
+    reset = "none" if args.offset is not None else "earliest" if args.from_beginning else "latest"
     printed = 0
-    reset = "earliest" if args.from_beginning else "latest"
     async with Consumer(args.bootstrap_server, auto_offset_reset=reset) as consumer:
         consumer.assign(partitions)
+        if args.offset is not None:
+            consumer.seek(partitions[0], args.offset)
         while args.max is None or printed < args.max:
-            records = await consumer.poll(args.timeout if args.timeout is not None else 1.0)
+            try:
+                records = await consumer.poll(args.timeout if args.timeout is not None else 1.0)
+            except CorruptMessageError as error:
+                if not args.skip_undecodable:
+                    how = "--skip-undecodable" if len(partitions) == 1 else "--skip-undecodable with --partition"
+                    raise CorruptMessageError(f"{error.message} ({how} goes on past it)") from None
+                (tp,) = partitions
+                offset = await consumer.position(tp)  # where the consumer is stuck: the record it cannot decode
+                print(f"kafkalite: skipped record {offset} of {tp}: it cannot be decoded", file=sys.stderr,
+                      flush=True)
+                consumer.seek(tp, offset + 1)
+                continue
             if not records and args.timeout is not None:
                 break
             for record in records[: None if args.max is None else args.max - printed]:
-                print(record.value.decode(errors="replace") if record.value is not None else "", flush=True)
+                print(_record_line(record, args), flush=True)
                 printed += 1
     return 0
+
+
+def _record_line(record: Any, args: argparse.Namespace) -> str:
+    fields = [f"{record.partition}:{record.offset}"] if args.print_offset else []
+    if args.print_key:
+        fields.append(_text(record.key))
+    fields.append(_text(record.value))
+    return "\t".join(fields)
+
+
+def _text(data: bytes | None) -> str:
+    """A key or value as text; a null one is empty, and bytes that are not UTF-8 print as U+FFFD."""
+    return "" if data is None else data.decode(errors="replace")
 
 
 async def _describe(args: argparse.Namespace) -> int:

@@ -14,10 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import msgpack
 import pytest
 
 from kafkalite.cli import main
-from kafkalite.common.records import Record
+from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 from kafkalite.embedded import EmbeddedCluster
 
@@ -307,6 +308,55 @@ def test_describe_shows_a_partition_without_a_leader_as_offline(capsys: pytest.C
         assert cells[str(leaders[stopped])] == ("none", "offline")
         assert cells[str(leaders[crashed])] == (str(crashed), "no answer")
         assert cells[str(leaders[healthy])] == (str(healthy), "2")
+
+
+def test_consume_one_partition_from_an_offset_with_keys_and_offsets(server: list[str], cluster: EmbeddedCluster,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    cluster.create_topic("positions", 2, 3)
+    cluster.produce("positions", 1, [Record(b"k0", b"v0"), Record(b"k1", b"v1"), Record(None, b"v2")])
+    cluster.produce("positions", 0, [Record(b"other", b"elsewhere")])
+    code, out, _ = run(capsys, "consume", "positions", "--partition", "1", "--offset", "1", "--print-key",
+                       "--print-offset", "--max", "2", *server)
+    assert code == 0 and out == "1:1\tk1\tv1\n1:2\t\tv2\n"  # a null key prints empty
+    code, out, _ = run(capsys, "consume", "positions", "--partition", "0", "--from-beginning", "--print-key",
+                       "--max", "1", *server)
+    assert code == 0 and out == "other\telsewhere\n"
+    for argv, message in [
+        (["--partition", "2", "--timeout", "0.1"], "topic positions has no partition 2 (its partitions: 0-1)"),
+        (["--offset", "1", "--timeout", "0.1"], "--offset needs --partition: topic positions has 2 partitions"),
+        (["--skip-undecodable", "--timeout", "0.1"], "--skip-undecodable needs --partition"),
+        (["--partition", "1", "--offset", "99", "--timeout", "5"], "OFFSET_OUT_OF_RANGE"),
+        (["--offset", "1", "--from-beginning"], "argument --from-beginning: not allowed with argument --offset"),
+        (["--offset", "-1"], "expected an offset (a whole number from 0), got '-1'"),
+    ]:
+        code, out, err = run(capsys, "consume", "positions", *argv, *server)
+        assert code == 1 and out == "" and err.count("\n") == 1 and message in err, (argv, err)
+
+
+def test_consume_goes_on_past_undecodable_records_when_asked(server: list[str], cluster: EmbeddedCluster,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch whose records cannot be decoded (the leader refuses one from a client: here it is damage in the
+    leader's log) stops the consumer until it is sought past, which the command line could not do."""
+    cluster.create_topic("damaged", 1, 1)
+    cluster.produce("damaged", 0, [Record(None, b"before")])
+    payload = msgpack.packb([[0, None], [0, None]])  # two record rows of two fields instead of four
+    damaged = RecordBatch(0, -1, -1, -1, -1, 2, 0, 0, 0, _checksum(payload, 0, 2, 0, 0, -1, -1, -1), payload)
+
+    def damage_leader_log() -> None:
+        leader = cluster.cluster.broker(cluster.leader_for("damaged", 0)).replica_manager.get_partition(
+            TopicPartition("damaged", 0))
+        leader.log.append_as_leader(damaged, leader.leader_epoch)
+        leader.maybe_increment_leader_hw()  # a leader without followers moves its HW on its own appends
+
+    cluster.call(damage_leader_log)
+    cluster.produce("damaged", 0, [Record(None, b"after")])
+    code, out, err = run(capsys, "consume", "damaged", "--from-beginning", "--timeout", "5", *server)
+    assert code == 1 and out == "before\n"
+    assert err.count("\n") == 1 and "CORRUPT_MESSAGE: damaged-0" in err and "--skip-undecodable" in err
+    code, out, err = run(capsys, "consume", "damaged", "--from-beginning", "--skip-undecodable", "--max", "2", *server)
+    assert code == 0 and out == "before\nafter\n"
+    assert err == ("kafkalite: skipped record 1 of damaged-0: it cannot be decoded\n"
+                   "kafkalite: skipped record 2 of damaged-0: it cannot be decoded\n")
 
 
 @pytest.mark.parametrize(("command", "explained"), [
