@@ -96,7 +96,7 @@ def test_bootstrap_server_from_the_environment(cluster: EmbeddedCluster, capsys:
     (["topics", "describe", "missing"], "UNKNOWN_TOPIC_OR_PARTITION"),
     (["topics", "create"], "needs a topic name"),
     (["consume", "missing", "--timeout", "0.1"], "UNKNOWN_TOPIC_OR_PARTITION"),
-    (["produce", "missing", *QUICK], "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["produce", "bad name", *QUICK], "INVALID_TOPIC_EXCEPTION"),  # a missing topic is created, as in Kafka
 ])
 def test_errors_are_one_line(server: list[str], capsys: pytest.CaptureFixture[str],
                              monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str) -> None:
