@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Cluster", "EmbeddedCluster", "__version__"]
+_LAZY = {
+    "Cluster": "kafkalite.cluster",
+    "EmbeddedCluster": "kafkalite.embedded",
+    "COORDINATION": "kafkalite.cluster",
+    "PREFERRED_ELECTION": "kafkalite.cluster",
+    "UNCLEAN_ELECTION": "kafkalite.cluster",
+    "ElectionOutcome": "kafkalite.cluster",
+}
+"""Each public name and the module that defines it, imported on first use."""
+
+__all__ = [*_LAZY, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     """Import the cluster only when asked: `kafkalite --version` should not pay for Trio and the brokers."""
-    if name == "Cluster":
-        from kafkalite.cluster import Cluster
-
-        return Cluster
-    if name == "EmbeddedCluster":
-        from kafkalite.embedded import EmbeddedCluster
-
-        return EmbeddedCluster
-    raise AttributeError(f"module 'kafkalite' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafkalite' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import kafkalite
 
@@ -25,6 +25,17 @@ class UsageError(Exception):
     """A command that cannot run as given; printed as one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a command line it cannot parse is an error like any other: one line, status 1.
+
+    argparse's own way (the whole usage block, status 2) buries the one line that says what was wrong, and is
+    not what this command promises.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -32,19 +43,44 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+MAX_PORT = 65535
+
+
+def _port(text: str) -> int:
+    """A TCP port, or 0 for free ones: the OS would take 70000 as 70000 - 65536 and bind somewhere unasked for."""
+    port = int(text) if text.isdigit() else -1
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to {MAX_PORT} (or 0 for free ports), got {text!r}")
+    return port
+
+
+def _offset(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an offset (a whole number from 0), got {text!r}")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    number = int(text) if text.isdigit() else 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return number
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkalite",
+    parser = _Parser(prog="kafkalite",
                                      description="A real, replicated Kafka cluster in one Python process.")
     parser.add_argument("--version", action="version", version=f"kafkalite {kafkalite.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="start a 3-broker cluster, fail a leader, show that nothing was lost")
     demo.add_argument("--records", type=int, default=1000, help="records to produce (default 1000)")
-    demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment")
+    demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment (default: random)")
 
     serve = commands.add_parser("serve", help="run a cluster in the foreground until Ctrl-C")
-    serve.add_argument("--brokers", type=int, default=3)
-    serve.add_argument("--port", type=int, default=0, help="broker i listens on PORT+i-1 (default: free ports)")
+    serve.add_argument("--brokers", type=_positive, default=3, help="how many brokers (default 3)")
+    serve.add_argument("--port", type=_port, default=0,
+                       help="broker i listens on PORT+i-1 (default 0: a free port each, printed at start)")
     serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, e.g. --config min.insync.replicas=2")
 
@@ -58,21 +94,41 @@ def _parser() -> argparse.ArgumentParser:
 
     topics = client("topics", "create, list, describe or delete topics")
     topics.add_argument("action", choices=["create", "list", "describe", "delete"])
-    topics.add_argument("name", nargs="?")
-    topics.add_argument("--partitions", type=int, default=-1)
-    topics.add_argument("--replication-factor", type=int, default=-1)
-    topics.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE")
+    topics.add_argument("name", nargs="?", help="the topic (create, describe and delete need one)")
+    topics.add_argument("--partitions", type=int, default=-1,
+                        help="partitions of a new topic (default -1: the brokers' num.partitions)")
+    topics.add_argument("--replication-factor", type=int, default=-1,
+                        help="replicas of each partition (default -1: the brokers' default.replication.factor)")
+    topics.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a topic property of a new topic, e.g. --config retention.ms=60000")
 
     produce = client("produce", "send the lines of standard input to a topic")
     produce.add_argument("topic")
-    produce.add_argument("--key-separator", default=None, help="split each line into key and value at this text")
-    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+    produce.add_argument("--key-separator", default=None,
+                         help="split each line into key and value at this text (default: no key)")
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"],
+                         help="all (or -1): wait until every in-sync replica has each record; 1: until the leader "
+                              "has it; 0: do not wait (default all)")
 
-    consume = client("consume", "print a topic's records")
+    consume = client("consume", "print a topic's records, one per line")
     consume.add_argument("topic")
-    consume.add_argument("--from-beginning", action="store_true")
-    consume.add_argument("--max", type=int, default=None, help="stop after this many records")
-    consume.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the first record (default: at the end, printing only new records)")
+    start.add_argument("--offset", type=_offset, default=None,
+                       help="start at this offset of --partition (an out-of-range one is an error)")
+    consume.add_argument("--partition", type=int, default=None,
+                         help="read only this partition (default: every partition)")
+    consume.add_argument("--print-key", action="store_true",
+                         help="print each record's key before its value, with a tab between")
+    consume.add_argument("--print-offset", action="store_true",
+                         help="start each line with the record's PARTITION:OFFSET and a tab")
+    consume.add_argument("--skip-undecodable", action="store_true",
+                         help="report a record that cannot be decoded on stderr and go on past it (default: stop "
+                              "with an error); needs --partition if the topic has several")
+    consume.add_argument("--max", type=int, default=None, help="stop after this many records (default: no limit)")
+    consume.add_argument("--timeout", type=float, default=None,
+                         help="stop once no record arrived for this many seconds (default: wait until Ctrl-C)")
 
     describe = client("describe", "brokers, controller and partitions (leader, ISR, high watermark)")
     describe.add_argument("--json", action="store_true", help="machine-readable output")
@@ -81,31 +137,49 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     try:
-        if args.command == "demo":
-            from kafkalite.demo import run_demo
-
-            return run_demo(records=args.records, seed=args.seed)
-        if args.command == "serve":
-            return _serve(args)
-        if not args.bootstrap_server:
-            raise UsageError(f"--bootstrap-server is required (or set {BOOTSTRAP_ENV})")
-        import trio
-
-        return trio.run(_CLIENT_COMMANDS[args.command], args)
+        code = _run(parser, parser.parse_args(argv))
+        sys.stdout.flush()  # a reader gone away (`| head`) shows here rather than at the interpreter's exit
+        return code
     except BaseException as exc:  # one clear line, no traceback
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
             return 130
+        if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+            return _reader_gone()
         if not all(isinstance(leaf, Exception) for leaf in leaves):
             raise
         print(f"kafkalite: error: {'; '.join(str(leaf) or type(leaf).__name__ for leaf in leaves)}",
               file=sys.stderr)
         return 1
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "demo":
+        from kafkalite.demo import run_demo
+
+        return run_demo(records=args.records, seed=args.seed)
+    if args.command == "serve":
+        return _serve(args)
+    if not args.bootstrap_server:
+        raise UsageError(f"--bootstrap-server is required (or set {BOOTSTRAP_ENV})")
+    import trio
+
+    return trio.run(_CLIENT_COMMANDS[args.command], args)
+
+
+def _reader_gone() -> int:
+    """The reader of our output went away (`kafkalite demo | head -3`): nothing to report, so stop quietly.
+
+    Standard output goes to /dev/null first, so that the interpreter's last flush does not fail again; the
+    status is 1, as Python's own advice has it (and as `rich`, which does the same, exits).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:
@@ -124,6 +198,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.embedded import EmbeddedCluster
 
+    if args.port + args.brokers - 1 > MAX_PORT:
+        raise UsageError(f"--port {args.port} with {args.brokers} brokers would need ports up to "
+                         f"{args.port + args.brokers - 1}; the highest is {MAX_PORT}")
     brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{args.port + b - 1}"} for b in range(1, args.brokers + 1)} \
         if args.port else None
     stop = threading.Event()
@@ -164,13 +241,13 @@ async def _topics(args: argparse.Namespace) -> int:
             await admin.delete_topics([args.name])
             print(f"deleted topic {args.name}")
         else:
-            description = (await admin.describe_topics([args.name]))[args.name]
+            partitions = (await _describe_partitions(admin, [args.name]))[args.name]
             configs = (await admin.describe_configs(topics=[args.name]))[("topic", args.name)]
             overrides = {name: entry.value for name, entry in sorted(configs.items()) if not entry.is_default}
             from rich.console import Console
 
             console = Console()
-            console.print(_partitions_table(args.name, [p._asdict() for p in description.partitions]))
+            console.print(_partitions_table(args.name, partitions))
             console.print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
     return 0
 
@@ -201,22 +278,57 @@ async def _produce(args: argparse.Namespace) -> int:
 
 async def _consume(args: argparse.Namespace) -> int:
     from kafkalite.client import Admin, Consumer, TopicPartition
+    from kafkalite.common.errors import CorruptMessageError
 
     async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
         description = (await admin.describe_topics([args.topic]))[args.topic]
-    partitions = [TopicPartition(args.topic, p.partition) for p in description.partitions]
+    numbers = [p.partition for p in description.partitions]
+    if args.partition is not None and args.partition not in numbers:
+        raise UsageError(f"topic {args.topic} has no partition {args.partition} (its partitions: 0-{len(numbers) - 1})")
+    if args.partition is None and len(numbers) > 1 and (args.offset is not None or args.skip_undecodable):
+        # An offset belongs to one partition; the consumer's CORRUPT_MESSAGE names its partition only in words.
+        raise UsageError(f"--{'offset' if args.offset is not None else 'skip-undecodable'} needs --partition: "
+                         f"topic {args.topic} has {len(numbers)} partitions")
+    partitions = [TopicPartition(args.topic, p) for p in ([args.partition] if args.partition is not None else numbers)]
+    # With --offset an offset out of range is an error, not a silent jump to one end of the log.
+    reset = "none" if args.offset is not None else "earliest" if args.from_beginning else "latest"
     printed = 0
-    reset = "earliest" if args.from_beginning else "latest"
     async with Consumer(args.bootstrap_server, auto_offset_reset=reset) as consumer:
         consumer.assign(partitions)
+        if args.offset is not None:
+            consumer.seek(partitions[0], args.offset)
         while args.max is None or printed < args.max:
-            records = await consumer.poll(args.timeout if args.timeout is not None else 1.0)
+            try:
+                records = await consumer.poll(args.timeout if args.timeout is not None else 1.0)
+            except CorruptMessageError as error:
+                if not args.skip_undecodable:
+                    how = "--skip-undecodable" if len(partitions) == 1 else "--skip-undecodable with --partition"
+                    raise CorruptMessageError(f"{error.message} ({how} goes on past it)") from None
+                (tp,) = partitions
+                offset = await consumer.position(tp)  # where the consumer is stuck: the record it cannot decode
+                print(f"kafkalite: skipped record {offset} of {tp}: it cannot be decoded", file=sys.stderr,
+                      flush=True)
+                consumer.seek(tp, offset + 1)
+                continue
             if not records and args.timeout is not None:
                 break
             for record in records[: None if args.max is None else args.max - printed]:
-                print(record.value.decode(errors="replace") if record.value is not None else "", flush=True)
+                print(_record_line(record, args), flush=True)
                 printed += 1
     return 0
+
+
+def _record_line(record: Any, args: argparse.Namespace) -> str:
+    fields = [f"{record.partition}:{record.offset}"] if args.print_offset else []
+    if args.print_key:
+        fields.append(_text(record.key))
+    fields.append(_text(record.value))
+    return "\t".join(fields)
+
+
+def _text(data: bytes | None) -> str:
+    """A key or value as text; a null one is empty, and bytes that are not UTF-8 print as U+FFFD."""
+    return "" if data is None else data.decode(errors="replace")
 
 
 async def _describe(args: argparse.Namespace) -> int:
@@ -225,14 +337,11 @@ async def _describe(args: argparse.Namespace) -> int:
     async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
         cluster = await admin.describe_cluster()
         names = await admin.list_topics()
-        topics = await admin.describe_topics(names) if names else {}
-        offsets = await admin.list_offsets({(t, p.partition): "latest"
-                                            for t, d in topics.items() for p in d.partitions})
+        topics = await _describe_partitions(admin, names) if names else {}
     described: dict[str, Any] = {
         "controller": cluster.controller_id,
         "brokers": [b._asdict() for b in cluster.brokers],
-        "topics": {name: [{**p._asdict(), "high_watermark": offsets[(name, p.partition)].offset}
-                          for p in description.partitions] for name, description in sorted(topics.items())},
+        "topics": topics,
     }
     if args.json:
         print(json.dumps(described, indent=2))
@@ -245,6 +354,41 @@ async def _describe(args: argparse.Namespace) -> int:
     for name, partitions in described["topics"].items():
         console.print(_partitions_table(name, partitions))
     return 0
+
+
+async def _describe_partitions(admin: Any, names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each partition as the brokers' metadata has it, with `offline` and the high watermark its leader reports.
+
+    A description is wanted most while something is wrong, so nothing wrong with one partition may fail it: a
+    partition without a leader is offline, and one whose leader does not answer (it crashed a moment ago and the
+    controller does not know yet) has no high watermark (None) once --api-timeout has passed.
+    """
+    import trio
+
+    from kafkalite.client import TopicPartition
+    from kafkalite.common.errors import KafkaError
+
+    topics = await admin.describe_topics(names)
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for name, description in topics.items():
+        for p in description.partitions:
+            if p.leader >= 0:
+                by_leader.setdefault(p.leader, []).append(TopicPartition(name, p.partition))
+    high_watermarks: dict[TopicPartition, int] = {}
+
+    async def ask(partitions: list[TopicPartition]) -> None:
+        try:
+            offsets = await admin.list_offsets({tp: "latest" for tp in partitions})  # "latest" is the HW
+        except KafkaError:
+            return
+        high_watermarks.update((tp, info.offset) for tp, info in offsets.items())
+
+    async with trio.open_nursery() as nursery:  # one leader that does not answer costs one timeout, not one each
+        for partitions in by_leader.values():
+            nursery.start_soon(ask, partitions)
+    return {name: [{**p._asdict(), "offline": p.leader < 0,
+                    "high_watermark": high_watermarks.get(TopicPartition(name, p.partition))}
+                   for p in description.partitions] for name, description in sorted(topics.items())}
 
 
 def _admin_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -273,9 +417,10 @@ def _partitions_table(topic: str, partitions: list[dict[str, Any]]) -> Any:
     for column in ("partition", "leader", "epoch", "replicas", "isr", "high watermark"):
         table.add_column(column)
     for p in partitions:
-        table.add_row(str(p["partition"]), str(p["leader"]), str(p["leader_epoch"]),
-                      ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])),
-                      str(p.get("high_watermark", "")))
+        high_watermark = "[red]offline[/]" if p["offline"] else \
+            "no answer" if p["high_watermark"] is None else str(p["high_watermark"])
+        table.add_row(str(p["partition"]), "none" if p["offline"] else str(p["leader"]), str(p["leader_epoch"]),
+                      ",".join(map(str, p["replicas"])), ",".join(map(str, p["isr"])), high_watermark)
     return table
 
 

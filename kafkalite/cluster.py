@@ -18,13 +18,18 @@ from typing import Any
 
 import trio
 
+from kafkalite.client import arguments
 from kafkalite.common.config import BrokerConfig, config_text
 from kafkalite.common.errors import (
+    NONE,
+    ErrorCode,
     LeaderNotAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    for_code,
     raise_for,
 )
+from kafkalite.common.nursery import leave_nursery, unwrap_single
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller import KafkaController
@@ -37,6 +42,7 @@ from kafkalite.network.requests import (
     OngoingReassignment,
     ReassignablePartition,
     PREFERRED_ELECTION,
+    UNCLEAN_ELECTION,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -59,6 +65,8 @@ log = logging.getLogger(__name__)
 COORDINATION = "coordination"
 """The coordination service's name in `partition_network` groups."""
 
+# `elect_leaders` takes Kafka's election types, PREFERRED_ELECTION and UNCLEAN_ELECTION, importable from here.
+
 CLIENT = "cluster-client"
 RECONNECT_S = 0.1
 """How often a broker starting while cut off from the coordination service tries to reach it again."""
@@ -77,6 +85,24 @@ class PartitionDescription:
     isr: tuple[int, ...]
     high_watermark: int
     log_end_offsets: dict[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionOutcome:
+    """What an election request did for one partition: `elected`, or the Kafka error that says why not.
+
+    ELECTION_NOT_NEEDED: the wanted leader already leads; PREFERRED_LEADER_NOT_AVAILABLE or
+    ELIGIBLE_LEADERS_NOT_AVAILABLE: no replica may take over; UNKNOWN_TOPIC_OR_PARTITION. The controller's
+    `message` explains; it is left out of comparisons, so `outcome == ElectionOutcome(ELECTION_NOT_NEEDED)` reads
+    as it should.
+    """
+
+    error: ErrorCode
+    message: str | None = field(default=None, compare=False)
+
+    @property
+    def elected(self) -> bool:
+        return self.error == NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +148,50 @@ class _Node:
         return self.scope is not None and not self.stopped.is_set()
 
 
+# -- arguments ------------------------------------------------------------------------------------------------------
+# The brokers judge a request by its values, as Kafka's do: a topic name of the wrong type reached them as an empty
+# name, a broker id "1" was "no broker 1". Types are checked here, before anything is sent, so that the error says
+# what was expected; collections and partitions as the clients check theirs (kafkalite.client.arguments).
+
+def _expect(value: Any, expected: type | tuple[type, ...], what: str) -> Any:
+    """`value` if it has the expected type. A bool is no int here: True is never meant as broker 1 or a count."""
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+        return value
+    raise TypeError(f"{what} must be {' or '.join(k.__name__ for k in kinds)}, not {type(value).__name__} {value!r}")
+
+
+def _seconds(value: Any, what: str) -> float:
+    if not _expect(value, (int, float), what) >= 0:  # NaN fails this too
+        raise ValueError(f"{what} must be a number of seconds >= 0, not {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def _partition(topic: Any, partition: Any) -> TopicPartition:
+    return TopicPartition(_expect(topic, str, "topic"), _expect(partition, int, "partition"))
+
+
+def _config(config: Any, what: str) -> Mapping[str, Any]:
+    for key in _expect(config, Mapping, what):
+        _expect(key, str, f"a key of {what}")
+    return config  # type: ignore[no-any-return]
+
+
+def check_cluster_arguments(brokers: Any, config: Any, broker_configs: Any, seed: Any) -> None:
+    """`Cluster`'s (and `EmbeddedCluster`'s) arguments, checked where they are given rather than when brokers start."""
+    if _expect(brokers, int, "brokers") < 1:
+        raise ValueError("a cluster needs at least one broker")
+    if config is not None:
+        _config(config, "config")
+    if broker_configs is not None:
+        for broker_id, overrides in _expect(broker_configs, Mapping, "broker_configs").items():
+            if not 1 <= _expect(broker_id, int, "a broker id in broker_configs") <= brokers:
+                raise ValueError(f"broker_configs names broker {broker_id}, but the brokers are 1..{brokers}")
+            _config(overrides, f"broker_configs[{broker_id}]")
+    if seed is not None:
+        _expect(seed, int, "seed")
+
+
 class Cluster:
     """An async context manager holding a running cluster.
 
@@ -131,8 +201,7 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, config: Mapping[str, Any] | None = None, *,
                  broker_configs: Mapping[int, Mapping[str, Any]] | None = None, seed: int | None = None) -> None:
-        if brokers < 1:
-            raise ValueError("a cluster needs at least one broker")
+        check_cluster_arguments(brokers, config, broker_configs, seed)
         self.seed = seed if seed is not None else random.randrange(1 << 32)
         self.random = random.Random(self.seed)
         self.service = CoordinationService()
@@ -160,18 +229,23 @@ class Cluster:
             for node in self._nodes.values():
                 await self._start_node(node)
             await self.wait_until(self._is_ready, timeout=60, what="a controller and every broker registered")
-        except BaseException:
+        except BaseException as exc:
             self._nursery.cancel_scope.cancel()
             await self._nursery_manager.__aexit__(None, None, None)
-            raise
+            # A broker that cannot start fails inside its own nursery: say what failed, not that a nursery did.
+            cause = unwrap_single(exc)
+            if cause is exc:
+                raise
+            raise cause from None
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
+        """Stop every broker. What the block raised comes out as itself (see `leave_nursery`)."""
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         try:
-            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+            return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
             for node in self._nodes.values():
                 if node.zk is not None:
@@ -221,7 +295,7 @@ class Cluster:
 
     def _node(self, broker_id: int) -> _Node:
         try:
-            return self._nodes[broker_id]
+            return self._nodes[_expect(broker_id, int, "broker id")]
         except KeyError:
             raise ValueError(f"no broker {broker_id} in this cluster (brokers: {sorted(self._nodes)})") from None
 
@@ -271,7 +345,7 @@ class Cluster:
     async def describe_topic(self, topic: str) -> list[PartitionDescription]:
         """Per partition the controller's leader, epoch and ISR, the leader's HW and every replica's LEO."""
         zk = self._zk()
-        assignment = zk.get_replica_assignment(topic)
+        assignment = zk.get_replica_assignment(_expect(topic, str, "topic"))
         if assignment is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
         described = []
@@ -301,10 +375,16 @@ class Cluster:
 
     async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                            config: Mapping[str, Any] | None = None, *, timeout: float = 30) -> None:
-        """Create a topic and return once every partition has a leader known to every live broker."""
-        request = CreateTopicsRequest([CreatableTopic(name, partitions, replication_factor, None,
-                                                      {k: config_text(v) for k, v in (config or {}).items()})],
-                                      timeout_ms=int(timeout * 1000))
+        """Create a topic and return once every partition has a leader known to every live broker.
+
+        `partitions` and `replication_factor` of -1 take the brokers' `num.partitions` and
+        `default.replication.factor`, as Kafka's CreateTopics does.
+        """
+        request = CreateTopicsRequest([CreatableTopic(
+            _expect(name, str, "topic name"), _expect(partitions, int, "partitions"),
+            _expect(replication_factor, int, "replication_factor"), None,
+            {k: config_text(v) for k, v in _config(config or {}, "config").items()})],
+            timeout_ms=int(_seconds(timeout, "timeout") * 1000))
         response = await self._send(self._require_controller(), request)
         result = response.topics[0]
         raise_for(result.error_code, result.error_message)
@@ -314,30 +394,44 @@ class Cluster:
     async def create_partitions(self, topic: str, new_total: int, *, timeout: float = 30) -> None:
         """Grow a topic to `new_total` partitions; returns once the new ones have leaders every broker knows."""
         response = await self._send(self._require_controller(), CreatePartitionsRequest(
-            [CreatePartitionsTopic(topic, new_total)], timeout_ms=int(timeout * 1000)))
+            [CreatePartitionsTopic(_expect(topic, str, "topic"), _expect(new_total, int, "new_total"))],
+            timeout_ms=int(_seconds(timeout, "timeout") * 1000)))
         result = response.results[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(topic, new_total), timeout=timeout,
                               what=f"partitions of {topic} online on every broker")
 
     async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None = None
-                            ) -> dict[TopicPartition, int]:
-        """Kafka's ElectLeaders (PREFERRED_ELECTION or UNCLEAN_ELECTION): each partition's error code (0: elected)."""
-        response = await self._send(self._require_controller(), ElectLeadersRequest(
-            election_type, None if partitions is None else [tuple(tp) for tp in partitions]))  # type: ignore[misc]
+                            ) -> dict[TopicPartition, ElectionOutcome]:
+        """Kafka's ElectLeaders (PREFERRED_ELECTION or UNCLEAN_ELECTION) for `partitions` (None: every partition).
+
+        Returns each partition's outcome; an election refused as a whole (no controller, an invalid request)
+        raises instead.
+        """
+        if _expect(election_type, int, "election_type") not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            raise ValueError(f"election_type must be PREFERRED_ELECTION ({PREFERRED_ELECTION}) or UNCLEAN_ELECTION "
+                             f"({UNCLEAN_ELECTION}), not {election_type}")
+        wanted = None if partitions is None else [
+            (tp.topic, tp.partition) for tp in arguments.topic_partitions(partitions, "elect_leaders()")]
+        response = await self._send(self._require_controller(), ElectLeadersRequest(election_type, wanted))
         raise_for(response.error_code, response.error_message)
-        return {TopicPartition(r.topic, r.partition): r.error_code for r in response.results}
+        return {TopicPartition(r.topic, r.partition): ElectionOutcome(for_code(r.error_code), r.error_message)
+                for r in response.results}
 
     async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None
-                                      ) -> dict[TopicPartition, int]:
+                                      ) -> dict[TopicPartition, ElectionOutcome]:
         """Move leadership back to each partition's first assigned replica where it is alive and in the ISR."""
         return await self.elect_leaders(PREFERRED_ELECTION, partitions)
 
     async def reassign_partitions(self, targets: Mapping[TopicPartition, Sequence[int]], *,
                                   timeout: float = 60) -> None:
         """Move partitions to new replica lists (preferred leader first) and wait until the moves complete."""
+        _seconds(timeout, "timeout")
+        targets = {arguments.topic_partition(tp, "reassign_partitions()"): arguments.broker_ids(
+            replicas, f"reassign_partitions() for {tp}")
+            for tp, replicas in arguments.mapping(targets, "reassign_partitions()", "replicas by partition").items()}
         response = await self._send(self._require_controller(), AlterPartitionReassignmentsRequest(
-            [ReassignablePartition(tp.topic, tp.partition, list(replicas)) for tp, replicas in targets.items()]))
+            [ReassignablePartition(tp.topic, tp.partition, replicas) for tp, replicas in targets.items()]))
         raise_for(response.error_code, response.error_message)
         for result in response.responses:
             raise_for(result.error_code, result.error_message)
@@ -360,8 +454,8 @@ class Cluster:
 
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""
-        response = await self._send(self._require_controller(),
-                                    DeleteTopicsRequest([name], timeout_ms=int(timeout * 1000)))
+        response = await self._send(self._require_controller(), DeleteTopicsRequest(
+            [_expect(name, str, "topic name")], timeout_ms=int(_seconds(timeout, "timeout") * 1000)))
         result = response.responses[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: not any(self._nodes[b].broker.metadata_cache.contains_topic(name)  # type: ignore
@@ -385,7 +479,7 @@ class Cluster:
 
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr:
         """Leader, leader epoch and ISR as the controller (or a leader's ISR change) last wrote them."""
-        state = self._zk().get_partition_state(TopicPartition(topic, partition))
+        state = self._zk().get_partition_state(_partition(topic, partition))
         if state is None:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         return state.leader_and_isr
@@ -406,7 +500,7 @@ class Cluster:
         The partition state changes first and the leader learns of it from the controller's LeaderAndIsr
         a moment later; a produce in between would get NOT_LEADER_OR_FOLLOWER, as a Kafka client would.
         """
-        excluded = set(not_on)
+        excluded = set(arguments.broker_ids(not_on, "wait_for_leader(not_on=)"))
 
         def ready() -> bool:
             state = self.partition_state(topic, partition)
@@ -462,12 +556,23 @@ class Cluster:
                               "rack": broker.config["broker.rack"], "controller": broker_id == controller})
         return described
 
+    @property
+    def bootstrap_servers(self) -> str:
+        """`host:port,...` of the live brokers' NATIVE listeners, for clients that connect over TCP."""
+        return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.live_broker_ids
+                        for ep in self.broker(broker_id).endpoints if ep.listener == "NATIVE")
+
     def topics(self) -> list[str]:
         return self._zk().get_all_topics()
 
     async def produce(self, topic: str, partition: int, records: Sequence[Record] | RecordBatch, *,
                       acks: int = -1, timeout_ms: int = 30000) -> int:
         """Append to the partition's current leader; the base offset, or the broker's error as an exception."""
+        _expect(acks, int, "acks (-1, 0 or 1)")
+        _expect(timeout_ms, int, "timeout_ms")
+        if not isinstance(records, RecordBatch):
+            for record in arguments.collection(records, "produce()", "Record (or a RecordBatch)"):
+                _expect(record, Record, "a record")
         batch = records if isinstance(records, RecordBatch) else RecordBatch.from_records(records)
         leader = self.leader_for(topic, partition)
         if leader < 0:
@@ -481,6 +586,8 @@ class Cluster:
     async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
                     ) -> list[tuple[int, Record]]:
         """Committed records (below the high watermark) from `offset` on, read from the leader, with offsets."""
+        _expect(offset, int, "offset")
+        _expect(max_bytes, int, "max_bytes")
         leader = self.leader_for(topic, partition)
         if leader < 0:
             raise LeaderNotAvailableError(f"{topic}-{partition} has no leader")
@@ -504,7 +611,9 @@ class Cluster:
             offset = page[-1][0] + 1
 
     async def metadata(self, broker_id: int, topics: list[str] | None = None) -> Any:
-        response = await self._send(broker_id, MetadataRequest(topics))
+        if topics is not None:
+            arguments.topic_names(topics, "metadata()")
+        response = await self._send(_expect(broker_id, int, "broker id"), MetadataRequest(topics))
         return response
 
     # -- faults -----------------------------------------------------------------------------------------------------
@@ -562,8 +671,24 @@ class Cluster:
         self._live_node(broker_id).gate.resume()
 
     def partition_network(self, *groups: Iterable[int | str]) -> None:
-        """Cut traffic between the groups; put `COORDINATION` in a group to cut brokers off the service too."""
-        self.transport.partition(*groups)
+        """Cut traffic between the groups; put `COORDINATION` in a group to cut brokers off the service too.
+
+        A node in no group keeps every link. A node the cluster does not have, or one in two groups, is refused:
+        the cut would silently not be the one the test meant.
+        """
+        checked: list[list[int | str]] = []
+        placed: set[int | str] = set()
+        for group in groups:
+            checked.append(list(arguments.collection(group, "partition_network()",
+                                                     "broker ids (and COORDINATION) for each group")))
+            for node in checked[-1]:
+                if _expect(node, (int, str), "a node") not in self._nodes and node != COORDINATION:
+                    raise ValueError(f"no node {node!r} in this cluster: the brokers are {sorted(self._nodes)} "
+                                     "and COORDINATION is the coordination service")
+                if node in placed:
+                    raise ValueError(f"node {node!r} is in two groups")
+                placed.add(node)
+        self.transport.partition(*checked)
         self._apply_coordination_links()
 
     def heal(self) -> None:
@@ -579,6 +704,11 @@ class Cluster:
     async def wait_until(self, condition: Callable[[], bool], *, timeout: float = 30, interval: float = 0.005,
                          what: str = "the condition") -> None:
         """Poll `condition` on Trio's clock (simulated under MockClock); REQUEST_TIMED_OUT after `timeout`."""
+        if not callable(condition):
+            raise TypeError(f"condition must be a function of no arguments, not {type(condition).__name__} "
+                            f"{condition!r}")
+        _seconds(timeout, "timeout")
+        _seconds(interval, "interval")
         with trio.move_on_after(timeout):
             while not condition():
                 await trio.sleep(interval)

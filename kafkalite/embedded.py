@@ -19,7 +19,8 @@ from typing import Any, Self
 import trio
 
 from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata
-from kafkalite.cluster import Cluster
+from kafkalite.cluster import Cluster, check_cluster_arguments
+from kafkalite.common.nursery import unwrap_single
 
 
 class EmbeddedCluster:
@@ -33,6 +34,7 @@ class EmbeddedCluster:
 
     def __init__(self, brokers: int = 3, config: Mapping[str, Any] | None = None, *,
                  broker_configs: Mapping[int, Mapping[str, Any]] | None = None, seed: int | None = None) -> None:
+        check_cluster_arguments(brokers, config, broker_configs, seed)
         self._args = (brokers, config, broker_configs, seed)
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -83,7 +85,7 @@ class EmbeddedCluster:
         try:
             trio.run(self._main)
         except BaseException as exc:  # raised by start(), or by the next call and close() once running
-            self._failure = _single(exc)
+            self._failure = unwrap_single(exc)
         finally:
             self._ready.set()
 
@@ -125,7 +127,7 @@ class EmbeddedCluster:
                 return trio.from_thread.run(bound, trio_token=self._token)
             return trio.from_thread.run_sync(bound, trio_token=self._token)
         except BaseExceptionGroup as group:
-            raise _single(group) from None
+            raise unwrap_single(group) from None
         except trio.RunFinishedError:
             raise RuntimeError("the embedded cluster has stopped") from self._failure
 
@@ -146,15 +148,6 @@ class EmbeddedCluster:
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *(name for name in dir(Cluster) if not name.startswith("_"))})
 
-    @property
-    def bootstrap_servers(self) -> str:
-        """`host:port,...` of the live brokers' NATIVE listeners, for clients that connect over TCP."""
-        def servers() -> str:
-            assert self.cluster is not None
-            return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.cluster.live_broker_ids
-                            for ep in self.cluster.broker(broker_id).endpoints if ep.listener == "NATIVE")
-        return self.call(servers)
-
     # -- synchronous clients ----------------------------------------------------------------------------------------
 
     def _open(self, factory: Callable[[], Any]) -> tuple[Any, _Lifetime]:
@@ -173,13 +166,6 @@ class EmbeddedCluster:
 
     def admin(self, **config: Any) -> SyncAdmin:
         return SyncAdmin(self, *self._open(lambda: Admin(self.cluster, config)))
-
-
-def _single(exc: BaseException) -> BaseException:
-    """The one real error inside Trio's nested single-member groups; a group of several stays a group."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 class _Lifetime:

@@ -450,3 +450,150 @@ async def test_config_requests_bad_input(autojump_clock) -> None:
                                                                                     ConfigResource(BROKER_RESOURCE, "7")]))
         assert [r.error_code for r in response.results] == [errors.INVALID_REQUEST.code] * 2
         assert await cluster.produce("t", 0, values(1, "after")) == 1
+
+
+async def test_an_error_raised_in_the_block_comes_out_as_itself(autojump_clock) -> None:
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            await cluster.describe_topic("missing")
+    with pytest.raises(KeyError) as info:
+        async with Cluster(brokers=1, config=CONFIG):
+            raise KeyError("mine")
+    assert type(info.value) is KeyError and info.value.args == ("mine",)
+
+
+async def test_a_cluster_cancelled_from_outside_stops_quietly(autojump_clock) -> None:
+    with trio.move_on_after(5) as scope:
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            await trio.sleep_forever()
+    assert scope.cancelled_caught and cluster.live_broker_ids == []
+
+
+async def test_a_failure_of_the_clusters_own_tasks_still_surfaces(autojump_clock) -> None:
+    async def crash() -> None:
+        raise OSError("disk on fire")
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            cluster._nursery.start_soon(crash)  # a bug inside the cluster, outside the block
+            await trio.sleep_forever()
+    assert info.value.split(OSError)[0] is not None
+    # the block failing too (here while it is cancelled) hides neither
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with Cluster(brokers=1, config=CONFIG) as cluster:
+            cluster._nursery.start_soon(crash)
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise KeyError("mine")  # noqa: B012
+    assert info.value.split(OSError)[0] is not None and info.value.split(KeyError)[0] is not None
+
+
+async def test_a_broker_that_cannot_start_says_why(autojump_clock) -> None:
+    with pytest.raises(errors.InvalidConfigError, match="Invalid listener 'nonsense'"):
+        async with Cluster(brokers=1, config={"listeners": "nonsense"}):
+            pass
+
+
+def test_cluster_arguments_of_the_wrong_type_say_what_was_expected() -> None:
+    for kwargs, error, message in [
+        (dict(brokers="3"), TypeError, "brokers must be int, not str '3'"),
+        (dict(brokers=True), TypeError, "brokers must be int"),
+        (dict(brokers=0), ValueError, "at least one broker"),
+        (dict(config=[("min.insync.replicas", 2)]), TypeError, "config must be Mapping"),
+        (dict(broker_configs={4: {"broker.rack": "r4"}}), ValueError,
+         "broker_configs names broker 4, but the brokers are 1..3"),
+        (dict(broker_configs={"1": {}}), TypeError, "a broker id in broker_configs must be int"),
+        (dict(seed="x"), TypeError, "seed must be int"),
+    ]:
+        with pytest.raises(error, match=message):
+            Cluster(**kwargs)
+
+
+async def test_methods_given_arguments_of_the_wrong_type_say_what_was_expected(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=18) as cluster:
+        await cluster.create_topic("t", partitions=2, replication_factor=3)
+        await cluster.produce("t", 0, values(1))
+        tp = TopicPartition("t", 0)
+        for call, error, message in [
+            (lambda: cluster.create_topic(123), TypeError, "topic name must be str, not int 123"),
+            (lambda: cluster.create_topic("a", "3"), TypeError, "partitions must be int, not str '3'"),
+            (lambda: cluster.create_topic("a", 1, 1.0), TypeError, "replication_factor must be int, not float"),
+            (lambda: cluster.create_topic("a", config=["retention.ms"]), TypeError, "config must be Mapping"),
+            (lambda: cluster.create_topic("a", config={1: 2}), TypeError, "a key of config must be str"),
+            (lambda: cluster.create_topic("a", timeout=-1), ValueError, "timeout must be a number of seconds >= 0"),
+            (lambda: cluster.create_partitions("t", "4"), TypeError, "new_total must be int"),
+            (lambda: cluster.delete_topic(["t"]), TypeError, "topic name must be str, not list"),
+            (lambda: cluster.kill_broker("1"), TypeError, "broker id must be int, not str '1'"),
+            (lambda: cluster.restart_broker(1.0), TypeError, "broker id must be int, not float"),
+            (lambda: cluster.shutdown_broker(True), TypeError, "broker id must be int, not bool"),
+            (lambda: cluster.expire_session("1"), TypeError, "broker id must be int"),
+            (lambda: cluster.reassign_partitions([tp]), TypeError, r"reassign_partitions\(\) takes a mapping"),
+            (lambda: cluster.reassign_partitions({tp: "12"}), TypeError,
+             r"reassign_partitions\(\) for t-0 takes a collection of broker ids, not str '12'"),
+            (lambda: cluster.reassign_partitions({tp: ["1"]}), TypeError, "a broker id in .* for t-0 must be an int"),
+            (lambda: cluster.reassign_partitions({"t": [1]}), TypeError, r"takes a TopicPartition\(topic, partition\)"),
+            (lambda: cluster.elect_leaders("unclean"), TypeError, "election_type must be int"),
+            (lambda: cluster.elect_leaders(7), ValueError, "PREFERRED_ELECTION .0. or UNCLEAN_ELECTION .1., not 7"),
+            (lambda: cluster.elect_preferred_leaders(tp), TypeError,
+             r"elect_leaders\(\) takes a collection of TopicPartition"),
+            (lambda: cluster.elect_preferred_leaders(["t"]), TypeError, r"elect_leaders\(\) takes a TopicPartition"),
+            (lambda: cluster.produce("t", "0", values(1)), TypeError, "partition must be int, not str '0'"),
+            (lambda: cluster.produce("t", 0, b"x"), TypeError, r"produce\(\) takes a collection of Record"),
+            (lambda: cluster.produce("t", 0, [b"x"]), TypeError, "a record must be Record, not bytes"),
+            (lambda: cluster.produce("t", 0, values(1), acks="all"), TypeError, "acks .-1, 0 or 1. must be int"),
+            (lambda: cluster.fetch("t", 0, "0"), TypeError, "offset must be int"),
+            (lambda: cluster.fetch_all(0, 0), TypeError, "topic must be str"),
+            (lambda: cluster.wait_for_leader("t", "0"), TypeError, "partition must be int"),
+            (lambda: cluster.wait_for_leader("t", 0, not_on=1), TypeError,
+             r"not_on=\) takes a collection of broker ids"),
+            (lambda: cluster.wait_until(True), TypeError, "condition must be a function"),
+            (lambda: cluster.describe_topic(1), TypeError, "topic must be str"),
+        ]:
+            with pytest.raises(error, match=message):
+                await call()
+        for sync_call, error, message in [
+            (lambda: cluster.pause_broker("1"), TypeError, "broker id must be int"),
+            (lambda: cluster.resume_broker("1"), TypeError, "broker id must be int"),
+            (lambda: cluster.partition_network({99}, {1}), ValueError,
+             r"no node 99 in this cluster: the brokers are \[1, 2, 3\]"),
+            (lambda: cluster.partition_network({"coord"}, {1}), ValueError, "no node 'coord'"),
+            (lambda: cluster.partition_network(1, {2}), TypeError, r"partition_network\(\) takes a collection"),
+            (lambda: cluster.partition_network("12", "3"), TypeError, r"partition_network\(\) takes a collection"),
+            (lambda: cluster.partition_network({True}, {2}), TypeError, "a node must be int or str, not bool"),
+            (lambda: cluster.partition_network({1, 2}, {2, 3}), ValueError, "node 2 is in two groups"),
+            (lambda: cluster.partition_state("t", "0"), TypeError, "partition must be int"),
+            (lambda: cluster.leader_for(None, 0), TypeError, "topic must be str"),
+            (lambda: cluster.high_watermark("t", 0.0), TypeError, "partition must be int"),
+        ]:
+            with pytest.raises(error, match=message):
+                sync_call()
+        # nothing was half done: no topic created or deleted, no broker stopped, no link cut
+        assert cluster.topics() == ["t"] and cluster.live_broker_ids == [1, 2, 3]
+        assert await cluster.produce("t", 0, values(1, "after")) == 1
+        assert await read_values(cluster, "t") == [b"v0", b"after0"]
+
+
+async def test_a_trio_cluster_lists_its_bootstrap_servers_for_tcp_clients(autojump_clock) -> None:
+    from kafkalite.client import Admin
+
+    async with Cluster(brokers=3, config=CONFIG, seed=19) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        assert cluster.bootstrap_servers == ",".join(
+            endpoint.removeprefix("NATIVE://") for b in cluster.describe_cluster().brokers for endpoint in b.endpoints)
+        async with Admin(cluster.bootstrap_servers) as admin:
+            assert await admin.list_topics() == ["t"]
+        await cluster.kill_broker(3)
+        assert len(cluster.bootstrap_servers.split(",")) == 2  # live brokers only
+
+
+def test_election_types_and_outcomes_are_importable_from_kafkalite() -> None:
+    import kafkalite
+    from kafkalite import COORDINATION, PREFERRED_ELECTION, UNCLEAN_ELECTION, ElectionOutcome
+
+    assert {"COORDINATION", "PREFERRED_ELECTION", "UNCLEAN_ELECTION", "ElectionOutcome"} <= set(kafkalite.__all__)
+    assert (PREFERRED_ELECTION, UNCLEAN_ELECTION, COORDINATION) == (0, 1, "coordination")
+    assert ElectionOutcome(errors.NONE).elected
+    refused = ElectionOutcome(errors.ELECTION_NOT_NEEDED, "t-0 is led by its preferred replica")
+    assert not refused.elected and refused.error.name == "ELECTION_NOT_NEEDED"
+    assert refused == ElectionOutcome(errors.ELECTION_NOT_NEEDED)

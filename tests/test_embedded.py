@@ -212,3 +212,16 @@ def test_import_kafkalite_stays_light() -> None:
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
     assert subprocess.run([sys.executable, "-c", "import kafkalite; print(kafkalite.EmbeddedCluster.__name__)"],
                           capture_output=True, text=True, check=True).stdout == "EmbeddedCluster\n"
+
+
+def test_arguments_of_the_wrong_type_are_refused_where_they_are_given() -> None:
+    with pytest.raises(TypeError, match="brokers must be int, not str '3'"):
+        EmbeddedCluster(brokers="3")
+    with pytest.raises(ValueError, match="broker_configs names broker 4"):
+        EmbeddedCluster(brokers=3, broker_configs={4: {"broker.rack": "r4"}})
+    with EmbeddedCluster(brokers=1) as cluster:
+        with pytest.raises(TypeError, match="broker id must be int, not str '1'"):
+            cluster.kill_broker("1")
+        with pytest.raises(TypeError, match="topic name must be str, not int 123"):
+            cluster.create_topic(123)
+        assert cluster.live_broker_ids == [1]

@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from kafkalite.cluster import Cluster
+from kafkalite.cluster import Cluster, ElectionOutcome
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
@@ -37,8 +37,8 @@ async def test_preferred_election_restores_leadership_after_a_failover(autojump_
         described = await cluster.describe_topic("t")
         for d in described:
             tp = TopicPartition("t", d.partition)
-            expected = errors.NONE.code if d.replicas[0] == victim else errors.ELECTION_NOT_NEEDED.code
-            assert results[tp] == expected
+            assert results[tp].elected == (d.replicas[0] == victim)
+            assert results[tp].error == (errors.NONE if d.replicas[0] == victim else errors.ELECTION_NOT_NEEDED)
             assert d.leader == d.replicas[0]
         assert leaders(cluster, "t", 6) == Counter({1: 2, 2: 2, 3: 2})
         for p in range(6):
@@ -48,7 +48,8 @@ async def test_preferred_election_restores_leadership_after_a_failover(autojump_
             await assert_replicas_agree(cluster, "t", p)
         await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 6), timeout=30)
         missing = await cluster.elect_preferred_leaders([TopicPartition("nope", 0)])
-        assert missing == {TopicPartition("nope", 0): errors.UNKNOWN_TOPIC_OR_PARTITION.code}
+        assert missing == {TopicPartition("nope", 0): ElectionOutcome(errors.UNKNOWN_TOPIC_OR_PARTITION)}
+        assert missing[TopicPartition("nope", 0)].message  # the controller says why
 
 
 async def test_auto_rebalance_brings_leader_counts_back(autojump_clock: Any) -> None:
@@ -74,7 +75,7 @@ async def test_unclean_election_on_request(autojump_clock: Any) -> None:
         d = (await cluster.describe_topic("t"))[0]
         follower = next(r for r in d.replicas if r != d.leader)
         assert await cluster.elect_leaders(UNCLEAN_ELECTION, [TopicPartition("t", 0)]) == \
-            {TopicPartition("t", 0): errors.ELECTION_NOT_NEEDED.code}
+            {TopicPartition("t", 0): ElectionOutcome(errors.ELECTION_NOT_NEEDED)}
         await cluster.kill_broker(follower)
         await cluster.wait_until(lambda: cluster.partition_state("t", 0).isr == (d.leader,), timeout=60)
         await cluster.kill_broker(d.leader)
@@ -84,7 +85,8 @@ async def test_unclean_election_on_request(autojump_clock: Any) -> None:
                                  cluster.controller().context.live_brokers, timeout=60)
         assert cluster.leader_for("t", 0) == -1  # unclean election is off for the topic
         result = await cluster.elect_leaders(UNCLEAN_ELECTION, [TopicPartition("t", 0)])
-        assert result == {TopicPartition("t", 0): errors.NONE.code}
+        assert result == {TopicPartition("t", 0): ElectionOutcome(errors.NONE)}
+        assert result[TopicPartition("t", 0)].elected
         assert await cluster.wait_for_leader("t", 0) == follower
         response = await cluster.transport.send("client", cluster.controller_id, ElectLeadersRequest(7))
         assert response.error_code == errors.INVALID_REQUEST.code and "election type" in response.error_message
@@ -119,11 +121,11 @@ async def test_a_replica_back_from_leading_an_empty_epoch_catches_up(autojump_cl
             assert [epoch > 0 for _, epoch, _ in replica_batches(cluster, leader, tp)] == [False, True]
 
             await restart_alone(follower, down=leader)
-            assert await cluster.elect_leaders(UNCLEAN_ELECTION, [tp]) == {tp: errors.NONE.code}
+            assert await cluster.elect_leaders(UNCLEAN_ELECTION, [tp]) == {tp: ElectionOutcome(errors.NONE)}
             assert await cluster.wait_for_leader("t", 0) == follower  # leads from offset 1 and appends nothing
 
             await restart_alone(leader, down=follower)
-            assert await cluster.elect_leaders(UNCLEAN_ELECTION, [tp]) == {tp: errors.NONE.code}
+            assert await cluster.elect_leaders(UNCLEAN_ELECTION, [tp]) == {tp: ElectionOutcome(errors.NONE)}
             assert await cluster.wait_for_leader("t", 0) == leader
 
             await cluster.restart_broker(follower)

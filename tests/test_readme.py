@@ -15,19 +15,26 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README, flags=re.S)
 
 
+def pyproject_configuration() -> str:
+    """The pytest configuration the README tells a reader to put in their project, and nothing else."""
+    (block,) = re.findall(r"```toml\n(.*?)```", README, flags=re.S)
+    return block
+
+
 def test_readme_has_examples() -> None:
     assert python_blocks()
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks())))
 def test_readme_example_runs(index: int, pytester: pytest.Pytester) -> None:
-    """Scripts run as they are; blocks of test functions run under pytest, as a reader would run them."""
+    """Scripts run as they are; blocks of test functions run under pytest in a project configured only as the
+    README says, as a reader would run them."""
     block = python_blocks()[index]
     namespace: dict[str, object] = {}
     exec(compile(block, f"README.md example {index + 1}", "exec"), namespace)
     tests = [name for name, value in namespace.items() if name.startswith("test_") and callable(value)]
     if tests:
-        pytester.makeini("[pytest]\ntrio_mode = true\n")
+        pytester.makepyprojecttoml(pyproject_configuration())
         pytester.makepyfile(test_readme_example=block)
         pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=len(tests))
 

@@ -36,3 +36,14 @@ async def leave_nursery(manager: AbstractAsyncContextManager[Any], exc_type: typ
         if exc is not None and _only(group, exc):
             return False
         raise
+
+
+def unwrap_single(exc: BaseException) -> BaseException:
+    """The one real error inside Trio's nested single-member groups; a group of several stays a group.
+
+    For a failure that has a single cause, such as a broker that cannot start: its caller should read that
+    cause, not that a nursery failed.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
