@@ -620,10 +620,7 @@ class Cluster:
 
     async def kill_broker(self, broker_id: int) -> None:
         """Crash: the broker's tasks are cancelled at once; its session expires after the session timeout."""
-        node = self._live_node(broker_id)
-        assert node.scope is not None
-        node.scope.cancel()
-        await node.stopped.wait()
+        await self._stop(self._live_node(broker_id))
 
     async def restart_broker(self, broker_id: int) -> None:
         """Start a stopped broker again with the logs it had; it registers anew (a new broker epoch)."""
@@ -645,10 +642,17 @@ class Cluster:
         finally:
             node.controller.shutdown()
             node.zk.close()
-            assert node.scope is not None
-            node.scope.cancel()
-        await node.stopped.wait()
+            await self._stop(node)
         return clean
+
+    @staticmethod
+    async def _stop(node: _Node) -> None:
+        """Cancel the node's tasks and wait until they are gone, even if the caller is being cancelled: a broker
+        said to be stopped must be stopped, or restarting it would find it still running."""
+        assert node.scope is not None
+        node.scope.cancel()
+        with trio.CancelScope(shield=True):
+            await node.stopped.wait()
 
     def session_deadline(self, broker_id: int) -> float:
         """When the broker's coordination session runs out unless it heartbeats again (Trio time)."""

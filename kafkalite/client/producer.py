@@ -120,7 +120,7 @@ class _ProducerBatch:
 
     __slots__ = ("tp", "rows", "timestamps", "size", "deadline", "created", "created_ms", "base_sequence", "encoded",
                  "attempts", "retry_at", "done", "base_offset", "log_append_time", "error", "last_error", "parent",
-                 "parts", "maybe_appended")
+                 "parts", "maybe_appended", "sequence_owner")
 
     def __init__(self, tp: TopicPartition, created: float, delivery_timeout_s: float) -> None:
         self.tp = tp
@@ -131,8 +131,9 @@ class _ProducerBatch:
         self.created_ms = now_ms()  # the timestamp of its records sent without one, read once per batch
         self.deadline = created + delivery_timeout_s
         self.base_sequence = -1
+        self.sequence_owner: tuple[int, int] | None = None  # the producer id and epoch the sequence belongs to
         self.encoded: RecordBatch | None = None
-        self.maybe_appended = False  # sent, and no answer since has said it was not appended
+        self.maybe_appended = False  # sent, and no answer since has shown that no attempt was appended
         self.attempts = 0
         self.retry_at = 0.0
         self.done = trio.Event()
@@ -180,6 +181,7 @@ class _ProducerBatch:
                 part.timestamps = [self.timestamps[index]]
             part.size = _EMPTY_BATCH_SIZE + _row_size(row, self.timestamps is not None)
             part.base_sequence = self.base_sequence + index if self.base_sequence >= 0 else -1
+            part.sequence_owner = self.sequence_owner
             part.parent = self
             parts.append(part)
         self.parts = parts
@@ -230,15 +232,14 @@ class RecordHandle(tuple[_ProducerBatch, int]):
 _new_handle = tuple.__new__
 
 
-# Errors after which the leader may have appended the batch all the same: no answer, or an append whose
-# replication was not confirmed.
-_MAYBE_APPENDED = frozenset(e.code for e in (
-    errors.REQUEST_TIMED_OUT, errors.NETWORK_EXCEPTION, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    errors.UNKNOWN_SERVER_ERROR))
-
 # What the leader answers a batch numbered under a producer id or epoch the producer has since left behind.
 _FOREIGN_SEQUENCE = frozenset(e.code for e in (
     errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID, errors.INVALID_PRODUCER_EPOCH))
+
+
+def _sequence_owner(batch: _ProducerBatch) -> tuple[int, int] | None:
+    """The producer id and epoch a batch's sequence numbers belong to; None before it is numbered."""
+    return batch.sequence_owner if batch.base_sequence >= 0 else None
 
 
 class _PartitionQueue:
@@ -599,6 +600,7 @@ class Producer:
             if self.idempotent and self.producer_id >= 0:
                 producer_id, producer_epoch = self.producer_id, self.producer_epoch
                 if batch.base_sequence < 0:
+                    batch.sequence_owner = (producer_id, producer_epoch)
                     batch.base_sequence = queue.next_sequence
                     queue.next_sequence += len(batch.rows)
             batch.encoded = RecordBatch.from_rows(batch.rows, timestamps=batch.timestamps, producer_id=producer_id,
@@ -652,10 +654,13 @@ class Producer:
 
     def _on_failure(self, batch: _ProducerBatch, error: KafkaError) -> None:
         queue = self._queues[batch.tp]
-        if error.code not in _MAYBE_APPENDED:
-            batch.maybe_appended = False  # the leader answered, and did not append it
-        if self.idempotent and batch.encoded is not None and error.code in _FOREIGN_SEQUENCE and \
-                (batch.encoded.producer_id, batch.encoded.producer_epoch) != (self.producer_id, self.producer_epoch):
+        if not error.retriable or error.code in _FOREIGN_SEQUENCE:
+            # The leader refused the very bytes, or checked its producer state and found the batch missing: no
+            # attempt of it was appended. A retriable refusal (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER) says
+            # nothing of an earlier attempt whose answer was lost: the leader checks those before duplicates.
+            batch.maybe_appended = False
+        if self.idempotent and error.code in _FOREIGN_SEQUENCE and \
+                _sequence_owner(batch) not in (None, (self.producer_id, self.producer_epoch)):
             # Kept under the previous producer id because its outcome was unknown, and now known not to have been
             # appended: it takes its place in the current id's sequence, and is retried there.
             batch.base_sequence = -1
@@ -698,9 +703,12 @@ class Producer:
         if uncertain:  # the broker may or may not have it, so sequences cannot be trusted
             self._needs_producer_id = True
             return
+        owner = _sequence_owner(batch)
+        if owner != (self.producer_id, self.producer_epoch):
+            return  # numbered under a producer id since left behind: the current sequence has no gap
         count = len(batch.rows)  # refused outright: later batches close the gap
         for later in (*queue.batches, *queue.retries, *queue.in_flight):
-            if later.base_sequence > batch.base_sequence:
+            if later.base_sequence > batch.base_sequence and _sequence_owner(later) == owner:
                 later.base_sequence -= count
                 later.encoded = None
         queue.next_sequence -= count

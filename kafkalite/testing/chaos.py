@@ -14,11 +14,12 @@ for Jepsen's anomalies in what the clients saw and what the replicas hold.
 
 Determinism, honestly: everything kafkalite and this harness choose comes from the seed (fault choice and
 timing, split membership, producer pacing, replica assignment), and Trio's scheduler is seeded too
-(`seed_trio_scheduler`, through a private Trio attribute). A run records a hash of its history; the same seed
-on the same code, Python and Trio gives the same hash within one process. Sets of strings iterate in an order
-that depends on PYTHONHASHSEED, and some of kafkalite's do: sweeps therefore run their workers, and the command
-line runs itself, with PYTHONHASHSEED=0, so a seed the sweep reports replays with `--replay`. Not covered: a
-different Trio version may order runnable tasks differently. A liveness failure (virtual time stopping, a partition left without a leader
+(`seed_trio_scheduler`, through a private Trio attribute). A run records a hash of its history. Two things
+outside the seed also order events: sets of strings iterate by their hashes (PYTHONHASHSEED), and Trio orders
+some wake-ups by its objects' addresses, so a run depends on the state of the heap it starts from. `sweep` and
+`replay` therefore run every seed in a child forked from the same starting point, and the command line runs
+itself with PYTHONHASHSEED=0: a seed the sweep reports replays with `--replay`, with the same history hash.
+Not covered: a different Python or Trio version may order things differently. A liveness failure (virtual time stopping, a partition left without a leader
 or a full ISR after healing) is reported with the seed like an anomaly, never as a hung run.
 """
 
@@ -29,14 +30,14 @@ import dataclasses
 import hashlib
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import random
 import statistics
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -548,27 +549,46 @@ class _Run:
 
 def sweep(seeds: Iterable[int], config: ChaosConfig = ChaosConfig(), *, workers: int = 1,
           on_result: Callable[[ChaosResult], None] | None = None) -> list[ChaosResult]:
-    """Run many seeds, in `workers` processes; results in seed order."""
-    seeds = list(seeds)
-    results: list[ChaosResult] = []
-    if workers <= 1:
-        for seed in seeds:
-            results.append(run(seed, config))
-            if on_result is not None:
-                on_result(results[-1])
-        return results
-    os.environ.setdefault("PYTHONHASHSEED", "0")  # the workers' string hashes, and so set orders, are fixed
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for result in pool.map(_quiet_run, seeds, [config] * len(seeds), chunksize=4):
-            results.append(result)
+    """Run many seeds, each in a child forked from this process as it is now, `workers` at a time; results in
+    seed order.
+
+    A child per seed, forked from one starting point, is what makes a seed's outcome its own: runs in one
+    process would share the heap, and Trio orders some wake-ups by the addresses of its objects. `replay`
+    runs a seed the same way."""
+    context = multiprocessing.get_context("fork")
+    pending, running = deque(seeds), {}
+    results: dict[int, ChaosResult] = {}
+    while pending or running:
+        while pending and len(running) < max(workers, 1):
+            seed = pending.popleft()
+            receiver, sender = context.Pipe(duplex=False)
+            child = context.Process(target=_run_in_child, args=(seed, config, sender), daemon=True)
+            child.start()
+            sender.close()
+            running[receiver] = (seed, child)
+        for receiver in multiprocessing.connection.wait(list(running)):
+            seed, child = running.pop(receiver)  # type: ignore[index]
+            try:
+                result: ChaosResult = receiver.recv()  # type: ignore[union-attr]
+            except EOFError:
+                result = ChaosResult(seed, [], [f"the run's process died (exit code {child.exitcode})"], [], "", 0,
+                                     0, {})
+            child.join()
+            results[seed] = result
             if on_result is not None:
                 on_result(result)
-    return results
+    return [results[seed] for seed in sorted(results)]
 
 
-def _quiet_run(seed: int, config: ChaosConfig) -> ChaosResult:
+def replay(seed: int, config: ChaosConfig = ChaosConfig()) -> ChaosResult:
+    """One seed exactly as `sweep` runs it."""
+    return sweep([seed], config)[0]
+
+
+def _run_in_child(seed: int, config: ChaosConfig, sender: Any) -> None:
     logging.disable(logging.CRITICAL)
-    return run(seed, config)
+    sender.send(run(seed, config))
+    sender.close()
 
 
 def summary(results: Sequence[ChaosResult]) -> str:
@@ -608,12 +628,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = ChaosConfig(brokers=args.brokers)
     if args.negative_control:
         config = config.negative_control()
+    logging.disable(logging.CRITICAL)
     if args.replay is not None:
-        result = run(args.replay, config)
+        result = replay(args.replay, config)
         print(result.report())
         return 0 if result.ok else 1
     workers = args.workers or os.cpu_count() or 1
-    logging.disable(logging.CRITICAL)
     results = sweep(range(args.first, args.first + args.seeds), config, workers=workers)
     print(summary(results))
     return 0 if all(r.ok for r in results) else 1
