@@ -775,11 +775,12 @@ class Producer:
             if error is errors.NONE:
                 self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
                 break
-            if not error.retriable:
+            if error in (errors.UNSUPPORTED_VERSION, errors.INVALID_REQUEST):  # a broker that does not serve it
                 log.warning("%s: the brokers do not grant producer ids (%s: %s); producing without idempotence",
                             self._transport.name, error, response.error_message)
                 self.idempotent = False
                 break
+            log.info("%s: InitProducerId: %s: %s; retrying", self._transport.name, error, response.error_message)
             await trio.sleep(self._retry_backoff_s)
             self._expire_batches(trio.current_time())
         for queue in self._queues.values():

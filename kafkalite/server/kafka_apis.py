@@ -22,6 +22,7 @@ from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig, TopicConfig, config_text
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.types import TopicPartition, validate_topic_name
+from kafkalite.coordination.errors import CoordinationError
 from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     BROKER_RESOURCE,
@@ -188,6 +189,10 @@ class KafkaApis:
         except KafkaError as exc:
             log.info("broker %d: %s from %s failed: %s", self.broker_id, type(request).__name__, context.source, exc)
             return build_error_response(request, exc.error, exc.message)
+        except CoordinationError as exc:  # cut off from the service, or between sessions: a passing condition
+            log.info("broker %d: %s from %s failed: %s", self.broker_id, type(request).__name__, context.source, exc)
+            return build_error_response(request, errors.COORDINATOR_NOT_AVAILABLE,
+                                        f"broker {self.broker_id} cannot reach the coordination service now; retry")
         except Exception as exc:
             log.exception("broker %d: %s from %s failed", self.broker_id, type(request).__name__, context.source)
             return build_error_response(request, errors.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
