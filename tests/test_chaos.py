@@ -1,0 +1,90 @@
+"""Deterministic chaos (kafkalite.testing.chaos): the checker sees every anomaly it names, seeds replay, 500 seeds of
+the full nemesis show none, and a configuration that loses writes is caught losing them.
+
+The sweeps run their seeds in forked children, two at a time on this machine; `pytest -m chaos` selects them,
+`-m "not chaos"` leaves them out (CI runs them).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kafkalite.testing.chaos import ChaosConfig, FinalState, History, check, replay, summary, sweep
+
+pytestmark = pytest.mark.chaos
+
+WORKERS = max(os.cpu_count() or 1, 2)
+
+
+def final(logs: dict[int, list[tuple[int, str]]], **replicas: object) -> FinalState:
+    return FinalState(logs, {p: len(log) for p, log in logs.items()}, {})
+
+
+def kinds(history: History, state: FinalState) -> list[str]:
+    return [anomaly.kind for anomaly in check(history, state)[0]]
+
+
+def test_a_clean_history_has_no_anomaly() -> None:
+    history = History()
+    history.acked = {"a": (0, 0), "b": (0, 1)}
+    history.polls["c"] = [(0, 0, "a"), (0, 1, "b")]
+    history.high_watermarks[0] = [(1.0, 1), (2.0, 2)]
+    anomalies, stats = check(history, final({0: [(0, "a"), (1, "b"), (2, "unacked")]}))
+    assert anomalies == []
+    assert stats["unacknowledged-appeared"] == 1
+
+
+@pytest.mark.parametrize("kind, acked, polls, log, hws", [
+    ("lost-write", {"a": (0, 0), "b": (0, 1)}, [], [(0, "a")], []),
+    ("duplicate", {"a": (0, 0)}, [], [(0, "a"), (1, "a")], []),
+    ("inconsistent-offsets", {"a": (0, 1)}, [], [(0, "a"), (1, "x")], []),
+    ("unseen", {"a": (0, 0), "b": (0, 5)}, [], [(0, "a"), (1, "b")], []),
+    ("nonmonotonic-poll", {}, [(0, 1, "b"), (0, 0, "a")], [(0, "a"), (1, "b")], []),
+    ("poll-skip", {}, [(0, 0, "a"), (0, 2, "c")], [(0, "a"), (1, "b"), (2, "c")], []),
+    ("read-changed", {}, [(0, 0, "z")], [(0, "a")], []),
+    ("high-watermark-backwards", {}, [], [(0, "a")], [(1.0, 1), (2.0, 0)]),
+])
+def test_the_checker_names_each_anomaly(kind: str, acked: dict, polls: list, log: list, hws: list) -> None:
+    history = History()
+    history.acked = dict(acked)
+    history.polls["consumer-0"] = list(polls)
+    history.high_watermarks[0] = list(hws)
+    assert kind in kinds(history, final({0: list(log)}))
+
+
+def test_the_checker_sees_replicas_that_diverge() -> None:
+    state = FinalState({0: [(0, "a")]}, {0: 1}, {0: {1: ([(0, 0, "h1")], [(0, 0)], 1),
+                                                      2: ([(0, 1, "h1")], [(1, 0)], 1)}})
+    assert kinds(History(), state) == ["divergence"]
+
+
+SHORT = ChaosConfig(duration_s=60)
+
+
+def test_a_seed_replays_with_the_same_history_ten_times_out_of_ten() -> None:
+    results = sweep([3] * 10, SHORT, workers=WORKERS)
+    assert len({r.history_hash for r in results}) == 1, [r.history_hash for r in results]
+    assert results[0].stats["acknowledged"] > 50 and results[0].schedule
+
+
+def test_five_hundred_seeds_of_the_full_nemesis_show_no_anomaly_and_no_liveness_failure() -> None:
+    results = sweep(range(500), ChaosConfig(), workers=WORKERS)
+    failing = [r for r in results if not r.ok]
+    assert not failing, summary(results) + "\n\n" + "\n\n".join(r.report() for r in failing[:2])
+    assert min(r.virtual_s for r in results) >= 300
+
+
+def test_five_brokers_show_no_anomaly() -> None:
+    results = sweep(range(1000, 1020), ChaosConfig(brokers=5), workers=WORKERS)
+    failing = [r for r in results if not r.ok]
+    assert not failing, summary(results) + "\n\n" + failing[0].report() if failing else ""
+
+
+def test_the_negative_control_loses_acknowledged_writes_and_the_checker_reports_them() -> None:
+    """acks=1, an ISR of one, unclean elections: Kafka loses acknowledged writes so, and the checker must say so."""
+    results = sweep(range(40), ChaosConfig().negative_control(), workers=WORKERS)
+    losing = [r for r in results if any(a.kind == "lost-write" for a in r.anomalies)]
+    assert len(losing) >= 4, summary(results)
+    assert replay(losing[0].seed, ChaosConfig().negative_control()).history_hash == losing[0].history_hash
