@@ -37,7 +37,7 @@ def test_a_clean_history_has_no_anomaly() -> None:
 
 
 @pytest.mark.parametrize("kind, acked, polls, log, hws", [
-    ("lost-write", {"a": (0, 0), "b": (0, 1)}, [], [(0, "a")], []),
+    ("lost-write", {"a": (0, 0), "b": (0, 1)}, [], [(0, "a"), (1, "c")], []),
     ("duplicate", {"a": (0, 0)}, [], [(0, "a"), (1, "a")], []),
     ("inconsistent-offsets", {"a": (0, 1)}, [], [(0, "a"), (1, "x")], []),
     ("unseen", {"a": (0, 0), "b": (0, 5)}, [], [(0, "a"), (1, "b")], []),
