@@ -11,6 +11,7 @@ added since it started and hashes keys over all of them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -171,11 +172,24 @@ class ClusterMetadata:
             self.transport.update_brokers(response.brokers)
         for topic in response.topics:
             if topic.error_code == errors.NONE.code:
-                self.topics[topic.name] = TopicMetadata.from_response(topic)
+                self.topics[topic.name] = self._no_older_leaders(TopicMetadata.from_response(topic))
                 self.topic_errors.pop(topic.name, None)
             else:
                 self.topics.pop(topic.name, None)
                 self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
+
+    def _no_older_leaders(self, fresh: TopicMetadata) -> TopicMetadata:
+        """Keep what the client knew of a partition whose answer names an older leader epoch (KIP-320): a broker
+        cut off from the controller answers from a stale cache, and believing it would send fetches to a deposed
+        leader, whose shorter log answers OFFSET_OUT_OF_RANGE and resets the consumer to the beginning."""
+        known = self.topics.get(fresh.name)
+        if known is None:
+            return fresh
+        stale = {p: known.partitions[p] for p, partition in fresh.partitions.items()
+                 if p in known.partitions and partition.leader_epoch < known.partitions[p].leader_epoch}
+        if not stale:
+            return fresh
+        return dataclasses.replace(fresh, partitions={**fresh.partitions, **stale})
 
     async def wait_for_partition_count(self, topic: str, timeout_s: float, partition: int | None = None) -> int:
         """The topic's number of partitions, refreshing until an answer lists them all (and `partition` among them).

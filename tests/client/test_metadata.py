@@ -104,3 +104,19 @@ async def test_metadata_is_refreshed_whenever_it_is_max_age_old(autojump_clock: 
         await trio.sleep(3)
         assert transport.requests == 5
         nursery.cancel_scope.cancel()
+
+
+async def test_an_answer_naming_an_older_leader_epoch_does_not_move_the_leader_back() -> None:
+    """KIP-320: a broker cut off from the controller answers from a stale cache; believing it sent a consumer to a
+    deposed leader, whose shorter log reset it to the beginning (found by the chaos harness)."""
+    newer = MetadataPartition(errors.NONE.code, 0, 3, 9, [1, 2, 3], [3, 1])
+    older = MetadataPartition(errors.NONE.code, 0, 2, 7, [1, 2, 3], [1, 2, 3])
+    moved = MetadataPartition(errors.NONE.code, 0, 1, 10, [1, 2, 3], [1, 3])
+    metadata = ClusterMetadata(ScriptedTransport([answer(newer), answer(older), answer(moved)]), 100)
+    leaders = []
+    for _ in range(3):
+        await metadata.fetch(["t"])
+        found = metadata.leader_for(TopicPartition("t", 0))
+        assert found is not None
+        leaders.append((found.leader, found.leader_epoch))
+    assert leaders == [(3, 9), (3, 9), (1, 10)]
