@@ -25,3 +25,10 @@ def now_ms() -> int:
     except RuntimeError:  # outside a Trio run: there is no simulated time to follow
         return int(time.time() * 1000)
     return int((anchor + trio.current_time()) * 1000)
+
+
+def pin_epoch(epoch_s: float) -> None:
+    """Anchor this Trio run's clock at `epoch_s` instead of the wall clock: a replayed run then sees the very same
+    millisecond timestamps (the wall clock's fraction of a millisecond would otherwise round differently from
+    one run to the next, and decide comparisons made exactly at a timeout)."""
+    _ANCHOR.set(epoch_s - trio.current_time())

@@ -47,6 +47,7 @@ import trio.testing
 from kafkalite.client import Consumer, Producer, TopicPartition
 from kafkalite.cluster import COORDINATION, Cluster
 from kafkalite.common import errors
+from kafkalite.common.clock import pin_epoch
 from kafkalite.common.errors import KafkaError
 from kafkalite.network.requests import (
     LATEST_TIMESTAMP,
@@ -61,6 +62,7 @@ from kafkalite.network.requests import (
 from kafkalite.testing.watchdog import VirtualTimeStalled, run_with_watchdog
 
 TOPIC = "chaos"
+EPOCH_S = 1_700_000_000.0  # every run's clock starts here, so record timestamps replay too
 WATCHER = "chaos-watcher"
 
 FAULTS = ("kill", "shutdown", "expire", "pause-short", "pause-long", "split", "cut-controller", "cut-client",
@@ -257,6 +259,7 @@ class _Run:
         self.extra_topics = 0
 
     async def main(self) -> tuple[FinalState | None, list[str]]:
+        pin_epoch(EPOCH_S)
         config = self.config
         broker_config = {"zookeeper.session.timeout.ms": config.session_timeout_ms,
                          "replica.lag.time.max.ms": config.lag_time_ms, "auto.leader.rebalance.enable": False,
