@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalite.cluster import Cluster
+from kafkalite.cluster import Cluster, ElectionOutcome
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
@@ -200,3 +200,134 @@ def test_the_truncation_switch_defaults_to_leader_epochs_and_refuses_other_value
     assert BrokerConfig(HIGH_WATERMARK)["kafkalite.follower.truncation"] == "high-watermark"
     with pytest.raises(InvalidConfigError, match="must be one of"):
         BrokerConfig({"kafkalite.follower.truncation": "none"})
+
+
+# -- KIP-101 case 2: divergent logs after a double failure ------------------------------------------------------
+
+async def kip101_case2(s: Script) -> list[Anomaly]:
+    """KIP-101, scenario 2 ("replica divergence on restart after multiple hard failures").
+
+    Replicas A (leader) and B, min ISR 1. `m2` is written with acks=1 and replicated: A's high watermark covers
+    it. A dies; B leads. A power failure then takes B too, and B loses its unflushed tail, `m2` (kafkalite keeps
+    every append, so the script truncates B's stored log while it is down, with its epoch cache, as a lost page
+    cache would). B comes back first and leads again; `m3` is written at the offset `m2` had. A comes back as a
+    follower.
+
+    By leader epoch A asks B where its epoch 0 ends, truncates `m2` and fetches `m3`: the logs agree. Truncating
+    to its own high watermark, which covers `m2`, A keeps `m2` and fetches on after it: the replicas diverge at
+    that offset, the bug KIP-101 fixed. `m2` was acknowledged with acks=1 only, so losing it breaks no promise;
+    the acks=all writes (before, `m3`, after) must all survive.
+    """
+    cluster = s.cluster
+    a, b = await s.create(partitions=3, replication_factor=2)
+    await s.write("m1")
+    await s.jitter()
+    offset = await s.write("m2", acks=1)
+    await s.wait_for(lambda: s.local(a).high_watermark == offset + 1, "the high watermark to cover m2")
+    await s.jitter()
+    await cluster.kill_broker(a)
+    await s.leader_is(b)
+    await s.jitter()
+    await cluster.kill_broker(b)
+    cluster.log_manager(b).get_log(s.tp).truncate_to(offset)  # the power failure loses B's unflushed m2
+    await s.knows_controller_lost(b)
+    await cluster.restart_broker(b)
+    await s.leader_is(b)
+    await s.jitter()
+    assert await s.write("m3") == offset
+    await s.jitter()
+    await cluster.restart_broker(a)
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kip101_case2_truncation_by_epoch_avoids_divergence(autojump_clock: Any, seed: int) -> None:
+    assert await run_script(kip101_case2, seed, LEADER_EPOCH) == []
+
+
+async def test_kip101_case2_diverges_when_followers_truncate_to_the_high_watermark(autojump_clock: Any) -> None:
+    found = {seed: await run_script(kip101_case2, seed, HIGH_WATERMARK) for seed in SEEDS}
+    assert any("divergence" in kinds(anomalies) for anomalies in found.values()), found
+
+
+# -- KIP-279: fast failovers by unclean election, a follower with an epoch its leader never had ------------------
+
+async def kip279(s: Script) -> list[Anomaly]:
+    """KIP-279 (KAFKA-6361): log divergence after fast leader failovers.
+
+    Replicas A (leader) and B, min ISR 1. `m1` is written at offset 1 with acks=1 while B is cut off from A. A
+    dies; B (still in the ISR) leads epoch 1 and takes `m2`, acks=1, at the same offset 1. B dies before A
+    returns; A comes back and is elected uncleanly (epoch 2): it leads with `m1` at offset 1, never having
+    followed epoch 1, and takes `m3` with acks=all. B comes back as a follower whose latest epoch, 1, the leader
+    never had.
+
+    Under KIP-101 alone the leader answers with the start of its next epoch (2), past offset 1, and B keeps `m2`:
+    divergent logs. With KIP-279 the leader answers with its largest epoch not above 1 (epoch 0) and where it
+    ends; B truncates to its own end of epoch 0 and fetches `m1` and `m3`. The unclean election may lose `m2`
+    (acknowledged with acks=1 only, and by a replica no longer in charge); every acks=all write survives.
+    """
+    cluster = s.cluster
+    a, b = await s.create(partitions=3, replication_factor=2)
+    await s.write("m0")
+    await s.jitter()
+    cluster.partition_network({b}, {a})
+    assert await s.write("m1", acks=1) == 1
+    await s.jitter()
+    await cluster.kill_broker(a)
+    await s.leader_is(b)
+    assert await s.write("m2", acks=1) == 1
+    await s.jitter()
+    await cluster.kill_broker(b)
+    cluster.heal()
+    await s.knows_controller_lost(b)
+    await cluster.restart_broker(a)
+    await s.wait_for(lambda: a in s.cluster.controller().context.live_brokers, "the controller to see A back")
+    assert await cluster.elect_leaders(UNCLEAN_ELECTION, [s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+    await s.leader_is(a)
+    assert await s.write("m3") == 2
+    await s.jitter()
+    await cluster.restart_broker(b)
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kip279_a_follower_with_an_epoch_the_leader_never_had_truncates(autojump_clock: Any, seed: int
+                                                                               ) -> None:
+    assert await run_script(kip279, seed, LEADER_EPOCH) == []
+
+
+async def test_kip279_diverges_when_followers_truncate_to_the_high_watermark(autojump_clock: Any) -> None:
+    found = {seed: await run_script(kip279, seed, HIGH_WATERMARK) for seed in SEEDS}
+    assert any("divergence" in kinds(anomalies) for anomalies in found.values()), found
+
+
+# -- Jepsen 2013: an ISR of one, then an unclean election --------------------------------------------------------
+
+async def jepsen_2013(s: Script) -> list[Anomaly]:
+    """Jepsen's 2013 Kafka analysis: the ISR shrinks to the leader alone, which then acknowledges acks=all
+    writes by itself (min ISR 1); the leader dies and an out-of-sync replica is elected uncleanly. The writes
+    only the old leader had are lost, and no truncation rule can save them: the checker must say so."""
+    cluster = s.cluster
+    a, b, c = await s.create(partitions=4, replication_factor=3)
+    await s.write("before")
+    cluster.partition_network({a}, {b, c})
+    await s.wait_for(lambda: s.state().isr == (a,), "the ISR to shrink to the leader alone", 120)
+    for i in range(3):
+        await s.write(f"alone-{i}")
+        await s.jitter()
+    await cluster.kill_broker(a)
+    cluster.heal()
+    await s.knows_controller_lost(a)
+    assert await cluster.elect_leaders(UNCLEAN_ELECTION, [s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+    assert await cluster.wait_for_leader(TOPIC, s.partition) in (b, c)
+    await s.write("after")
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_jepsen_2013_unclean_election_loses_writes_and_the_checker_says_so(autojump_clock: Any, seed: int
+                                                                                  ) -> None:
+    anomalies = await run_script(jepsen_2013, seed, LEADER_EPOCH, brokers=4)
+    # a lost write whose offset is at or past the final high watermark is reported as "unseen": lost all the same
+    assert "lost-write" in kinds(anomalies) and kinds(anomalies) <= {"lost-write", "unseen"}
+    assert sorted(a.detail.split("'")[1] for a in anomalies) == ["alone-0", "alone-1", "alone-2"]
