@@ -1,8 +1,8 @@
 """Scripted failure sequences from Kafka's history of replication bugs, each under many seeds of timing jitter.
 
 Each test drives the real `Cluster` on the mock clock through one known-bad order of events (KIP-101's two
-cases, KIP-279's fast failovers with unclean elections, KAFKA-7164, KAFKA-7128, KAFKA-14704 and Jepsen's 2013
-Kafka analysis), records what the clients were acknowledged in a `History`, heals, reads back a `FinalState`
+cases, KIP-279's fast failovers with unclean elections and Jepsen's 2013 Kafka analysis; KAFKA-7164, KAFKA-7128
+and KAFKA-14704 are not scripted yet), records what the clients were acknowledged in a `History`, heals, reads back a `FinalState`
 and hands both to the chaos checker. The seed draws the jitter between steps (and seeds the cluster): the order
 of the steps is fixed, the timing around them is not.
 
