@@ -160,6 +160,11 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("controlled.shutdown.max.retries", "int", 3, "Tries of a controlled shutdown.", at_least=0),
     ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Pause between controlled-shutdown tries.",
               at_least=0),
+    ConfigKey("kafkalite.follower.truncation", "string", "leader-epoch",
+              "A negative control for tests, never for use: how a follower truncates on becoming follower. "
+              "leader-epoch (the default) asks the leader with OffsetsForLeaderEpoch (KIP-101 / KIP-279); "
+              "high-watermark truncates to the follower's own high watermark, as the pre-KIP-101 code did, and "
+              "is known to lose or diverge acknowledged data.", choices=("leader-epoch", "high-watermark")),
 )
 
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(

@@ -318,6 +318,8 @@ class ReplicaFetcherManager:
         self.fetch_wait_max_ms: int = config["replica.fetch.wait.max.ms"]
         self.fetch_max_bytes: int = config["replica.fetch.max.bytes"]
         self.backoff_s: float = config["replica.fetch.backoff.ms"] / 1000
+        # a negative control for tests: "high-watermark" truncates as the pre-KIP-101 code did
+        self.truncate_to_high_watermark: bool = config["kafkalite.follower.truncation"] == "high-watermark"
         self._transport = transport
         self._get_partition = get_partition
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -337,7 +339,14 @@ class ReplicaFetcherManager:
             partition = self._get_partition(tp)
             if partition is None:
                 continue
-            by_leader.setdefault(leader_id, {})[tp] = PartitionFetchState(partition, fetch_offset)
+            state = PartitionFetchState(partition, fetch_offset)
+            if self.truncate_to_high_watermark:
+                # The negative control (kafkalite.follower.truncation=high-watermark): the seeds' makeFollowers,
+                # which truncates to the follower's own high watermark at once and is known to lose or diverge
+                # acknowledged data (KIP-101).
+                partition.truncate_to(partition.high_watermark)
+                state.fetch_offset, state.truncating = partition.log.log_end_offset, False
+            by_leader.setdefault(leader_id, {})[tp] = state
         for leader_id, states in by_leader.items():
             fetcher = self._fetchers.get(leader_id)
             if fetcher is None:

@@ -528,24 +528,30 @@ class _Run:
         return [f"{limit:.0f} s after healing: {problem}" for problem in problems()]
 
     async def final_state(self) -> FinalState:
-        cluster = self.cluster
-        logs, high_watermarks, replicas = {}, {}, {}
-        for p in range(self.config.partitions):
-            await cluster.wait_for_leader(TOPIC, p, timeout=30)
-            logs[p] = [(offset, (record.value or b"").decode()) for offset, record in await cluster.fetch_all(TOPIC, p)]
-            high_watermarks[p] = cluster.high_watermark(TOPIC, p)
-            tp = TopicPartition(TOPIC, p)
-            views = {}
-            for broker in cluster.controller().context.partition_replica_assignment(tp):
-                log = cluster.log_manager(broker).get_log(tp)
-                if log is None:
-                    continue
-                batches = [(b.base_offset, b.partition_leader_epoch, hashlib.sha1(b.payload).hexdigest()[:12])
-                           for b in log.read(log.log_start_offset, 1 << 40, max_offset=high_watermarks[p])
-                           ] if high_watermarks[p] > log.log_start_offset else []
-                views[broker] = (batches, log.leader_epoch_cache.epoch_entries(), log.log_end_offset)
-            replicas[p] = views
-        return FinalState(logs, high_watermarks, replicas)
+        return await final_state(self.cluster, TOPIC, range(self.config.partitions))
+
+
+async def final_state(cluster: Cluster, topic: str, partitions: Iterable[int], *, timeout: float = 30) -> FinalState:
+    """What `check` compares the history with, once the cluster is healed: each partition's committed log read
+    from its leader, its high watermark, and every assigned replica's batches up to that high watermark, with
+    its leader-epoch cache and log end offset."""
+    logs, high_watermarks, replicas = {}, {}, {}
+    for p in partitions:
+        await cluster.wait_for_leader(topic, p, timeout=timeout)
+        logs[p] = [(offset, (record.value or b"").decode()) for offset, record in await cluster.fetch_all(topic, p)]
+        high_watermarks[p] = cluster.high_watermark(topic, p)
+        tp = TopicPartition(topic, p)
+        views = {}
+        for broker in cluster.controller().context.partition_replica_assignment(tp):
+            log = cluster.log_manager(broker).get_log(tp)
+            if log is None:
+                continue
+            batches = [(b.base_offset, b.partition_leader_epoch, hashlib.sha1(b.payload).hexdigest()[:12])
+                       for b in log.read(log.log_start_offset, 1 << 40, max_offset=high_watermarks[p])
+                       ] if high_watermarks[p] > log.log_start_offset else []
+            views[broker] = (batches, log.leader_epoch_cache.epoch_entries(), log.log_end_offset)
+        replicas[p] = views
+    return FinalState(logs, high_watermarks, replicas)
 
 
 # -- sweeps --------------------------------------------------------------------------------------------------------

@@ -1,0 +1,333 @@
+"""Scripted failure sequences from Kafka's history of replication bugs, each under many seeds of timing jitter.
+
+Each test drives the real `Cluster` on the mock clock through one known-bad order of events (KIP-101's two
+cases, KIP-279's fast failovers with unclean elections and Jepsen's 2013 Kafka analysis; KAFKA-7164, KAFKA-7128
+and KAFKA-14704 are not scripted yet), records what the clients were acknowledged in a `History`, heals, reads back a `FinalState`
+and hands both to the chaos checker. The seed draws the jitter between steps (and seeds the cluster): the order
+of the steps is fixed, the timing around them is not.
+
+The negative control: `kafkalite.follower.truncation=high-watermark` makes a new follower truncate to its own
+high watermark, as the seeds' pre-KIP-101 code does. Under it the KIP-101 sequences must fail the checker for
+at least one seed, which shows both that the sequences reach the bad state and that the checker sees it.
+
+Which replica plays which part is decided at run time (replica assignment depends on the seed); the scripts
+pick a partition whose replicas do not include the controller, so that killing or cutting off a replica never
+moves the controller as well.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.cluster import Cluster, ElectionOutcome
+from kafkalite.common import errors
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import UNCLEAN_ELECTION
+from kafkalite.testing.chaos import Anomaly, History, check, final_state
+
+SEEDS = range(20)
+TOPIC = "t"
+LEADER_EPOCH = {"kafkalite.follower.truncation": "leader-epoch"}
+HIGH_WATERMARK = {"kafkalite.follower.truncation": "high-watermark"}
+BASE_CONFIG = {
+    "zookeeper.session.timeout.ms": 6000,
+    # long enough that no follower leaves the ISR by lag unless a script means it to
+    "replica.lag.time.max.ms": 30000,
+    "auto.leader.rebalance.enable": False,
+    "auto.create.topics.enable": False,
+    # a follower's fetch parked at the leader returns only with new data or after this long, so a follower
+    # learns the high watermark one fetch late: the window KIP-101 is about
+    "replica.fetch.wait.max.ms": 5000,
+}
+
+
+@dataclass
+class Script:
+    """One scripted run: the cluster, the partition under test, its replicas' roles and the history."""
+
+    cluster: Cluster
+    seed: int
+    partition: int = -1
+    history: History = field(default_factory=History)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(f"scripted-{self.seed}")
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(TOPIC, self.partition)
+
+    async def jitter(self, most: float = 0.3) -> None:
+        """A small random pause between two steps: less than a parked fetch's wait, so no step's window closes."""
+        await trio.sleep(self.rng.uniform(0, most))
+
+    async def create(self, partitions: int, replication_factor: int, min_insync: int = 1) -> list[int]:
+        """Create the topic and pick a partition the controller does not replicate; its replicas, leader first."""
+        cluster = self.cluster
+        await cluster.create_topic(TOPIC, partitions, replication_factor, {"min.insync.replicas": min_insync})
+        controller = cluster.controller_id
+        for d in await cluster.describe_topic(TOPIC):
+            if controller not in d.replicas:
+                self.partition = d.partition
+                await cluster.wait_until(lambda: sorted(cluster.partition_state(TOPIC, d.partition).isr)
+                                         == sorted(d.replicas), timeout=30)
+                return [d.leader, *[r for r in d.replicas if r != d.leader]]
+        raise AssertionError("every partition has the controller among its replicas")
+
+    async def write(self, value: str, *, acks: int = -1) -> int:
+        """Produce one record; with acks=all (-1) it enters the history as acknowledged at its offset.
+
+        A write with acks=1 is recorded as an event only: the leader alone had it when it was acknowledged,
+        and an election of another replica may lose it without breaking any promise Kafka makes."""
+        offset = await self.cluster.produce(TOPIC, self.partition, [Record(None, value.encode())], acks=acks)
+        self.history.record("ack", value, acks, offset)
+        if acks == -1:
+            self.history.acked[value] = (self.partition, offset)
+        return offset
+
+    def state(self) -> Any:
+        return self.cluster.partition_state(TOPIC, self.partition)
+
+    def local(self, broker: int) -> Any:
+        """The broker's own Partition object for the partition under test."""
+        partition = self.cluster.broker(broker).replica_manager.get_partition(self.tp)
+        assert partition is not None
+        return partition
+
+    async def wait_for(self, condition: Any, what: str, timeout: float = 60) -> None:
+        await self.cluster.wait_until(condition, timeout=timeout, what=what)
+
+    async def knows_controller_lost(self, broker: int) -> None:
+        await self.wait_for(lambda: self.cluster.controller_id is not None and broker not in
+                            self.cluster.controller().context.live_brokers, f"the controller to see {broker} die")
+
+    async def leader_is(self, broker: int, timeout: float = 60) -> None:
+        assert await self.cluster.wait_for_leader(TOPIC, self.partition, timeout=timeout) == broker
+
+    async def heal_and_check(self) -> list[Anomaly]:
+        """Heal, restart every broker, wait for a full ISR, write one last acks=all value, and check."""
+        cluster = self.cluster
+        cluster.heal()
+        for broker in cluster.broker_ids:
+            if broker not in cluster.live_broker_ids:
+                await cluster.restart_broker(broker)
+        await cluster.wait_for_leader(TOPIC, self.partition)
+        replicas = cluster.controller().context.partition_replica_assignment(self.tp)
+        await self.wait_for(lambda: sorted(self.state().isr) == sorted(replicas), "a full ISR after healing", 120)
+        await self.write("final")
+        await self.wait_for(lambda: all(cluster.log_manager(b).get_log(self.tp).log_end_offset
+                                        == cluster.high_watermark(TOPIC, self.partition) for b in replicas),
+                            "every replica at the high watermark")
+        final = await final_state(cluster, TOPIC, [self.partition])
+        anomalies, _ = check(self.history, final)
+        return anomalies
+
+
+def kinds(anomalies: list[Anomaly]) -> set[str]:
+    return {a.kind for a in anomalies}
+
+
+async def run_script(script: Any, seed: int, config: dict[str, Any], brokers: int = 3) -> list[Anomaly]:
+    with trio.fail_after(900):  # virtual seconds: a script that cannot progress fails instead of hanging
+        async with Cluster(brokers=brokers, config={**BASE_CONFIG, **config}, seed=seed) as cluster:
+            return await script(Script(cluster, seed))
+
+
+# -- KIP-101 case 1: truncation to a stale high watermark, then the truncated replica leads ------------------------
+
+async def kip101_case1(s: Script) -> list[Anomaly]:
+    """KIP-101, scenario 1 ("high watermark truncation followed by immediate leader election").
+
+    Replicas A (leader), B and C, all in the ISR, min ISR 1. `m` is written with acks=all: B has it, but B
+    learns the high watermark that covers it only on its next fetch response, which stays parked at A. B is cut
+    off from A. C dies; the controller shrinks the ISR to {A, B} with a new leader epoch, so B becomes a follower
+    again and truncates. Before B can fetch, A dies; B, in the ISR, is elected cleanly. The old leader and C come
+    back as followers.
+
+    With leader-epoch truncation B cannot reach A to ask where its epoch ends, so it truncates nothing and leads
+    with `m`. Truncating to its own stale high watermark (the pre-KIP-101 code) drops `m`, an acknowledged
+    write, and B then leads without it: the checker reports it lost. In KIP-101 the trigger is B restarting; here
+    it is the ISR change, because a broker that restarts is taken out of the ISR by the controller and could then
+    only become leader by an unclean election.
+    """
+    cluster = s.cluster
+    a, b, c = await s.create(partitions=4, replication_factor=3)
+    for i in range(3):
+        await s.write(f"v{i}")
+        await s.jitter()
+    await s.write("m")
+    await s.jitter()
+    cluster.partition_network({b}, {a})
+    await cluster.kill_broker(c)
+    epoch = s.state().leader_epoch
+    await s.wait_for(lambda: s.state().leader_epoch > epoch and s.local(b).leader_epoch == s.state().leader_epoch,
+                     "B to follow the new leader epoch")
+    await s.jitter()
+    await cluster.kill_broker(a)
+    await s.leader_is(b)
+    await s.jitter()
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kip101_case1_truncation_by_epoch_keeps_the_acknowledged_write(autojump_clock: Any, seed: int) -> None:
+    anomalies = await run_script(kip101_case1, seed, LEADER_EPOCH, brokers=4)
+    assert anomalies == []
+
+
+async def test_kip101_case1_fails_the_checker_when_followers_truncate_to_the_high_watermark(autojump_clock: Any
+                                                                                           ) -> None:
+    found = {seed: await run_script(kip101_case1, seed, HIGH_WATERMARK, brokers=4) for seed in SEEDS}
+    assert any("lost-write" in kinds(anomalies) for anomalies in found.values()), found
+
+
+# -- the switch itself -------------------------------------------------------------------------------------------
+
+def test_the_truncation_switch_defaults_to_leader_epochs_and_refuses_other_values() -> None:
+    from kafkalite.common.config import BROKER_CONFIG_KEYS, BrokerConfig
+    from kafkalite.common.errors import InvalidConfigError
+
+    key = BROKER_CONFIG_KEYS["kafkalite.follower.truncation"]
+    assert key.default == "leader-epoch" and key.choices == ("leader-epoch", "high-watermark")
+    assert "negative control" in key.doc
+    assert BrokerConfig({})["kafkalite.follower.truncation"] == "leader-epoch"
+    assert BrokerConfig(HIGH_WATERMARK)["kafkalite.follower.truncation"] == "high-watermark"
+    with pytest.raises(InvalidConfigError, match="must be one of"):
+        BrokerConfig({"kafkalite.follower.truncation": "none"})
+
+
+# -- KIP-101 case 2: divergent logs after a double failure ------------------------------------------------------
+
+async def kip101_case2(s: Script) -> list[Anomaly]:
+    """KIP-101, scenario 2 ("replica divergence on restart after multiple hard failures").
+
+    Replicas A (leader) and B, min ISR 1. `m2` is written with acks=1 and replicated: A's high watermark covers
+    it. A dies; B leads. A power failure then takes B too, and B loses its unflushed tail, `m2` (kafkalite keeps
+    every append, so the script truncates B's stored log while it is down, with its epoch cache, as a lost page
+    cache would). B comes back first and leads again; `m3` is written at the offset `m2` had. A comes back as a
+    follower.
+
+    By leader epoch A asks B where its epoch 0 ends, truncates `m2` and fetches `m3`: the logs agree. Truncating
+    to its own high watermark, which covers `m2`, A keeps `m2` and fetches on after it: the replicas diverge at
+    that offset, the bug KIP-101 fixed. `m2` was acknowledged with acks=1 only, so losing it breaks no promise;
+    the acks=all writes (before, `m3`, after) must all survive.
+    """
+    cluster = s.cluster
+    a, b = await s.create(partitions=3, replication_factor=2)
+    await s.write("m1")
+    await s.jitter()
+    offset = await s.write("m2", acks=1)
+    await s.wait_for(lambda: s.local(a).high_watermark == offset + 1, "the high watermark to cover m2")
+    await s.jitter()
+    await cluster.kill_broker(a)
+    await s.leader_is(b)
+    await s.jitter()
+    await cluster.kill_broker(b)
+    cluster.log_manager(b).get_log(s.tp).truncate_to(offset)  # the power failure loses B's unflushed m2
+    await s.knows_controller_lost(b)
+    await cluster.restart_broker(b)
+    await s.leader_is(b)
+    await s.jitter()
+    assert await s.write("m3") == offset
+    await s.jitter()
+    await cluster.restart_broker(a)
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kip101_case2_truncation_by_epoch_avoids_divergence(autojump_clock: Any, seed: int) -> None:
+    assert await run_script(kip101_case2, seed, LEADER_EPOCH) == []
+
+
+async def test_kip101_case2_diverges_when_followers_truncate_to_the_high_watermark(autojump_clock: Any) -> None:
+    found = {seed: await run_script(kip101_case2, seed, HIGH_WATERMARK) for seed in SEEDS}
+    assert any("divergence" in kinds(anomalies) for anomalies in found.values()), found
+
+
+# -- KIP-279: fast failovers by unclean election, a follower with an epoch its leader never had ------------------
+
+async def kip279(s: Script) -> list[Anomaly]:
+    """KIP-279 (KAFKA-6361): log divergence after fast leader failovers.
+
+    Replicas A (leader) and B, min ISR 1. `m1` is written at offset 1 with acks=1 while B is cut off from A. A
+    dies; B (still in the ISR) leads epoch 1 and takes `m2`, acks=1, at the same offset 1. B dies before A
+    returns; A comes back and is elected uncleanly (epoch 2): it leads with `m1` at offset 1, never having
+    followed epoch 1, and takes `m3` with acks=all. B comes back as a follower whose latest epoch, 1, the leader
+    never had.
+
+    Under KIP-101 alone the leader answers with the start of its next epoch (2), past offset 1, and B keeps `m2`:
+    divergent logs. With KIP-279 the leader answers with its largest epoch not above 1 (epoch 0) and where it
+    ends; B truncates to its own end of epoch 0 and fetches `m1` and `m3`. The unclean election may lose `m2`
+    (acknowledged with acks=1 only, and by a replica no longer in charge); every acks=all write survives.
+    """
+    cluster = s.cluster
+    a, b = await s.create(partitions=3, replication_factor=2)
+    await s.write("m0")
+    await s.jitter()
+    cluster.partition_network({b}, {a})
+    assert await s.write("m1", acks=1) == 1
+    await s.jitter()
+    await cluster.kill_broker(a)
+    await s.leader_is(b)
+    assert await s.write("m2", acks=1) == 1
+    await s.jitter()
+    await cluster.kill_broker(b)
+    cluster.heal()
+    await s.knows_controller_lost(b)
+    await cluster.restart_broker(a)
+    await s.wait_for(lambda: a in s.cluster.controller().context.live_brokers, "the controller to see A back")
+    assert await cluster.elect_leaders(UNCLEAN_ELECTION, [s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+    await s.leader_is(a)
+    assert await s.write("m3") == 2
+    await s.jitter()
+    await cluster.restart_broker(b)
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kip279_a_follower_with_an_epoch_the_leader_never_had_truncates(autojump_clock: Any, seed: int
+                                                                               ) -> None:
+    assert await run_script(kip279, seed, LEADER_EPOCH) == []
+
+
+async def test_kip279_diverges_when_followers_truncate_to_the_high_watermark(autojump_clock: Any) -> None:
+    found = {seed: await run_script(kip279, seed, HIGH_WATERMARK) for seed in SEEDS}
+    assert any("divergence" in kinds(anomalies) for anomalies in found.values()), found
+
+
+# -- Jepsen 2013: an ISR of one, then an unclean election --------------------------------------------------------
+
+async def jepsen_2013(s: Script) -> list[Anomaly]:
+    """Jepsen's 2013 Kafka analysis: the ISR shrinks to the leader alone, which then acknowledges acks=all
+    writes by itself (min ISR 1); the leader dies and an out-of-sync replica is elected uncleanly. The writes
+    only the old leader had are lost, and no truncation rule can save them: the checker must say so."""
+    cluster = s.cluster
+    a, b, c = await s.create(partitions=4, replication_factor=3)
+    await s.write("before")
+    cluster.partition_network({a}, {b, c})
+    await s.wait_for(lambda: s.state().isr == (a,), "the ISR to shrink to the leader alone", 120)
+    for i in range(3):
+        await s.write(f"alone-{i}")
+        await s.jitter()
+    await cluster.kill_broker(a)
+    cluster.heal()
+    await s.knows_controller_lost(a)
+    assert await cluster.elect_leaders(UNCLEAN_ELECTION, [s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+    assert await cluster.wait_for_leader(TOPIC, s.partition) in (b, c)
+    await s.write("after")
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_jepsen_2013_unclean_election_loses_writes_and_the_checker_says_so(autojump_clock: Any, seed: int
+                                                                                  ) -> None:
+    anomalies = await run_script(jepsen_2013, seed, LEADER_EPOCH, brokers=4)
+    # a lost write whose offset is at or past the final high watermark is reported as "unseen": lost all the same
+    assert "lost-write" in kinds(anomalies) and kinds(anomalies) <= {"lost-write", "unseen"}
+    assert sorted(a.detail.split("'")[1] for a in anomalies) == ["alone-0", "alone-1", "alone-2"]
