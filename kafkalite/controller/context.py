@@ -2,23 +2,19 @@
 
 Everything the controller decides is decided from this cache, which it builds at failover from the
 coordination service and keeps current from its watches. Only the one controller event task touches it, so
-it needs no locks (Kafka's controllerLock is our single event queue). The state vocabularies live with the
-machines that move them (partition_state_machine, replica_state_machine).
+it needs no locks (Kafka's controllerLock is our single event queue).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.leader_selectors import Brokers
+from kafkalite.controller.states import PartitionState, ReplicaState
 from kafkalite.coordination.kafka_zk import BrokerInfo, LeaderIsrAndControllerEpoch
-
-if TYPE_CHECKING:
-    from kafkalite.controller.partition_state_machine import PartitionState
-    from kafkalite.controller.replica_state_machine import ReplicaState
 
 
 class IllegalStateTransition(Exception):

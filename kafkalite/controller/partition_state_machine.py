@@ -19,7 +19,6 @@ broker, however many partitions changed.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -28,18 +27,12 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.controller.context import ControllerContext, IllegalStateTransition
 from kafkalite.controller.leader_selectors import LeaderSelector, NoLeaderAvailable, offline_partition_leader_selector
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.controller.states import PartitionState
 from kafkalite.coordination.errors import BadVersionError, NodeExistsError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
-
-
-class PartitionState(enum.Enum):
-    NEW = "NewPartition"
-    ONLINE = "OnlinePartition"
-    OFFLINE = "OfflinePartition"
-    NON_EXISTENT = "NonExistentPartition"
 
 
 VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {

@@ -23,28 +23,18 @@ raises IllegalStateTransition and changes nothing:
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable, Iterable
 
 from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
+from kafkalite.controller.states import ReplicaState
 from kafkalite.coordination.errors import BadVersionError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from kafkalite.network.requests import NO_LEADER, Response
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
-
-
-class ReplicaState(enum.Enum):
-    NEW = "NewReplica"
-    ONLINE = "OnlineReplica"
-    OFFLINE = "OfflineReplica"
-    DELETION_STARTED = "ReplicaDeletionStarted"
-    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
-    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
-    NON_EXISTENT = "NonExistentReplica"
 
 
 VALID_PREVIOUS_STATES: dict[ReplicaState, frozenset[ReplicaState]] = {
