@@ -200,3 +200,47 @@ async def test_a_follower_told_of_a_dead_leader_follows_it_once_the_same_epoch_n
     assert (produced.error_code, produced.base_offset) == (errors.NONE.code, 1)
     await harness.wait_replicated(TP, REPLICAS)
     assert [b.payload for b in harness.batches(3, TP)] == [b.payload for b in harness.batches(1, TP)]
+
+
+@pytest.mark.parametrize("broker_config", [{"replica.fetch.wait.max.ms": 5000}])
+async def test_a_follower_rejoins_the_isr_only_once_it_holds_the_start_of_the_leaders_epoch(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """KAFKA-7128: a new leader's high watermark can lag the start of its epoch; a follower that has only
+    reached that high watermark must not rejoin the ISR, or a clean election of it loses committed records.
+
+    Replicas in preference order [2, 3, 1]; broker 1 leads with ISR {1, 2}, broker 3 has no copy. "b" and "c"
+    are committed (acks=all) on 1 and 2, but 2 learns that high watermark only on its next fetch response,
+    parked at 1, and 1 is cut off from 2 and 3 before it comes. A preferred election makes 2 leader (ISR
+    {1, 2}, epoch start 2, high watermark 0: 1 cannot fetch to move it). Broker 3 follows 2. The moment 2 adds
+    3 to the ISR the test cuts 3 off (its fetch response is lost); then 2 dies, and the controller elects
+    the first live ISR member in preference order, 3. Kafkalite admits 3 only at offset 2, so 3 holds "b"
+    and "c". Admitting it at the high watermark (offset 0, the pre-KAFKA-7128 rule) would make 3 a clean
+    leader without them.
+    """
+    replicas = [2, 3, 1]
+    await harness.elect(TP, 1, [1, 2], replicas, to=[1, 2])
+    assert (await harness.produce(1, TP, batch("b"), batch("c"))).error_code == 0
+    harness.transport.partition([1], [2, 3])
+    follower = harness.partition(2, TP)
+    assert (follower.log.log_end_offset, follower.high_watermark) == (2, 0)
+
+    await harness.elect(TP, 2, [1, 2], replicas, to=[2, 3])
+    leader = harness.partition(2, TP)
+    assert (leader.leader_epoch_start_offset, leader.high_watermark) == (2, 0)
+    joined_at: list[int] = []
+    update_isr = leader._update_isr
+
+    def cut_off_3_when_it_joins(new_isr: set[int]) -> bool:
+        if 3 in new_isr and 3 not in leader.isr:
+            joined_at.append(leader.follower_log_end_offsets()[3])
+            harness.transport.partition([1], [2], [3])
+        return update_isr(new_isr)
+
+    leader._update_isr = cut_off_3_when_it_joins  # type: ignore[method-assign]
+    await harness.wait_until(lambda: bool(joined_at), timeout=30, what="3 to join the ISR")
+
+    state = harness.zk.get_partition_state(TP)
+    assert state is not None and 3 in state.leader_and_isr.isr
+    await harness.elect(TP, 3, [r for r in state.leader_and_isr.isr if r != 2], replicas, to=[3])
+    assert [r.value for b in harness.batches(3, TP) for r in b.records()] == [b"b", b"c"]
+    assert joined_at == [2]
