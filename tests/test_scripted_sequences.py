@@ -29,6 +29,7 @@ from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import UNCLEAN_ELECTION
+from kafkalite.server.partition import Partition
 from kafkalite.testing.chaos import Anomaly, History, check, final_state
 
 SEEDS = range(20)
@@ -109,6 +110,12 @@ class Script:
 
     async def leader_is(self, broker: int, timeout: float = 60) -> None:
         assert await self.cluster.wait_for_leader(TOPIC, self.partition, timeout=timeout) == broker
+
+    def values(self, broker: int, below: int) -> list[tuple[int, bytes | None]]:
+        """The broker's records of the partition under test below offset `below`, as (offset, value)."""
+        log = self.local(broker).log
+        return [(o, r.value) for b in log.read(log.log_start_offset, 1 << 30)
+                for o, r in b.offsets_and_records() if o < below]
 
     async def heal_and_check(self) -> list[Anomaly]:
         """Heal, restart every broker, wait for a full ISR, write one last acks=all value, and check."""
@@ -331,3 +338,61 @@ async def test_jepsen_2013_unclean_election_loses_writes_and_the_checker_says_so
     # a lost write whose offset is at or past the final high watermark is reported as "unseen": lost all the same
     assert "lost-write" in kinds(anomalies) and kinds(anomalies) <= {"lost-write", "unseen"}
     assert sorted(a.detail.split("'")[1] for a in anomalies) == ["alone-0", "alone-1", "alone-2"]
+
+
+# -- KAFKA-14704: a returning old leader applies the new leader's high watermark only after truncating ----------
+
+async def kafka14704(s: Script) -> list[Anomaly]:
+    """KAFKA-14704: a follower must truncate by epoch before it applies the leader's high watermark.
+
+    Replicas A (leader), B and C, all in the ISR, min ISR 1. A is cut off from B and C and takes `x` with
+    acks=1: only A has it, past its high watermark. A dies; B or C leads a new epoch from the offset `x` has on
+    A and takes `y0`..`y2` with acks=all. A comes back as a follower with `x` where the leader has `y0`.
+
+    Kafkalite's follower asks the leader where its epoch ends and truncates `x` before its first fetch, so the
+    high watermark it takes from fetch responses only ever covers records the leader has. Applying the
+    leader's high watermark first (min of it and A's own log end: past `x`) would, until the truncation,
+    expose `x` below A's high watermark, a record about to vanish. A spy on `Partition._set_high_watermark`
+    compares, at every high-watermark change of a follower, its records below the new high watermark with
+    the leader's, and reports each mismatch as an "exposed-high-watermark" anomaly.
+    """
+    cluster = s.cluster
+    a, b, c = await s.create(partitions=4, replication_factor=3)
+    exposed: list[Anomaly] = []
+    set_high_watermark = Partition._set_high_watermark
+
+    def spy(partition: Partition, high_watermark: int) -> None:
+        set_high_watermark(partition, high_watermark)
+        leader = s.state().leader
+        if partition.topic_partition != s.tp or partition.is_leader or leader not in cluster.live_broker_ids:
+            return
+        mine, leaders = s.values(partition.local_broker_id, high_watermark), s.values(leader, high_watermark)
+        if mine != leaders:
+            exposed.append(Anomaly("exposed-high-watermark", f"broker {partition.local_broker_id} at high "
+                                   f"watermark {high_watermark} holds {mine}, leader {leader} {leaders}"))
+
+    Partition._set_high_watermark = spy  # type: ignore[method-assign]
+    try:
+        for i in range(3):
+            await s.write(f"v{i}")
+            await s.jitter()
+        cluster.partition_network({a}, {b, c})
+        offset = await s.write("x", acks=1)
+        await s.jitter()
+        await cluster.kill_broker(a)
+        cluster.heal()
+        assert await cluster.wait_for_leader(TOPIC, s.partition) in (b, c)
+        for i in range(3):
+            assert await s.write(f"y{i}") == offset + i
+            await s.jitter()
+        await cluster.restart_broker(a)
+        anomalies = await s.heal_and_check()
+    finally:
+        Partition._set_high_watermark = set_high_watermark  # type: ignore[method-assign]
+    return exposed + anomalies
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kafka14704_a_follower_truncates_before_it_applies_the_high_watermark(autojump_clock: Any, seed: int
+                                                                                     ) -> None:
+    assert await run_script(kafka14704, seed, LEADER_EPOCH, brokers=4) == []
