@@ -1,10 +1,14 @@
 """Scripted failure sequences from Kafka's history of replication bugs, each under many seeds of timing jitter.
 
 Each test drives the real `Cluster` on the mock clock through one known-bad order of events (KIP-101's two
-cases, KIP-279's fast failovers with unclean elections and Jepsen's 2013 Kafka analysis; KAFKA-7164, KAFKA-7128
-and KAFKA-14704 are not scripted yet), records what the clients were acknowledged in a `History`, heals, reads back a `FinalState`
-and hands both to the chaos checker. The seed draws the jitter between steps (and seeds the cluster): the order
+cases, KIP-279's fast failovers with unclean elections, Jepsen's 2013 Kafka analysis and KAFKA-14704's high
+watermark over records about to be truncated), records what the clients were acknowledged in a `History`,
+heals, reads back a `FinalState` and hands both to the chaos checker. The seed draws the jitter between steps (and seeds the cluster): the order
 of the steps is fixed, the timing around them is not.
+
+KAFKA-7164 (truncation on an epoch change with the same leader) and KAFKA-7128 (ISR expansion only from the
+start of the leader's epoch) need the controller's messages at exact moments, so they are scripted on the
+broker harness, with the test in the controller's seat: tests/server/test_replication.py.
 
 The negative control: `kafkalite.follower.truncation=high-watermark` makes a new follower truncate to its own
 high watermark, as the seeds' pre-KIP-101 code does. Under it the KIP-101 sequences must fail the checker for
