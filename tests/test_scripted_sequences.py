@@ -3,8 +3,8 @@
 Each test drives the real `Cluster` on the mock clock through one known-bad order of events (KIP-101's two
 cases, KIP-279's fast failovers with unclean elections, Jepsen's 2013 Kafka analysis and KAFKA-14704's high
 watermark over records about to be truncated), records what the clients were acknowledged in a `History`,
-heals, reads back a `FinalState` and hands both to the chaos checker. The seed draws the jitter between steps (and seeds the cluster): the order
-of the steps is fixed, the timing around them is not.
+heals, reads back a `FinalState` and hands both to the chaos checker. The seed draws the jitter between steps
+(and seeds the cluster): the order of the steps is fixed, the timing around them is not.
 
 KAFKA-7164 (truncation on an epoch change with the same leader) and KAFKA-7128 (ISR expansion only from the
 start of the leader's epoch) need the controller's messages at exact moments, so they are scripted on the
