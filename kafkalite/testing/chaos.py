@@ -206,10 +206,9 @@ def check(history: History, final: FinalState) -> tuple[list[Anomaly], dict[str,
                 anomalies.append(Anomaly("high-watermark-backwards", f"partition {p}: {hw0} at {t0:.3f} s, then "
                                                                      f"{hw1} at {t1:.3f} s"))
     for p, replicas in sorted(final.replicas.items()):
-        views = {broker: view for broker, view in replicas.items()}
-        if len({repr(view[:2]) for view in views.values()}) > 1:  # batches and epochs up to the HW
+        if len({repr(view[:2]) for view in replicas.values()}) > 1:  # batches and epochs up to the HW
             anomalies.append(Anomaly("divergence", f"partition {p}: replicas differ: " + "; ".join(
-                f"broker {b}: LEO {v[2]}, epochs {v[1]}, {len(v[0])} batches" for b, v in sorted(views.items()))))
+                f"broker {b}: LEO {v[2]}, epochs {v[1]}, {len(v[0])} batches" for b, v in sorted(replicas.items()))))
     acked_values = set(history.acked)
     stats = {"acknowledged": len(history.acked), "failed": len(history.failed),
              "read": sum(len(p) for p in history.polls.values()),
