@@ -28,16 +28,17 @@ def kinds(history: History, state: FinalState) -> list[str]:
 
 def test_a_clean_history_has_no_anomaly() -> None:
     history = History()
-    history.acked = {"a": (0, 0), "b": (0, 1)}
+    history.acked = {"a": (0, 0), "b": (0, 1), "c": (0, -1)}  # DUPLICATE_SEQUENCE_NUMBER: offset unknown
     history.polls["c"] = [(0, 0, "a"), (0, 1, "b")]
     history.high_watermarks[0] = [(1.0, 1), (2.0, 2)]
-    anomalies, stats = check(history, final({0: [(0, "a"), (1, "b"), (2, "unacked")]}))
+    anomalies, stats = check(history, final({0: [(0, "a"), (1, "b"), (2, "c"), (3, "unacked")]}))
     assert anomalies == []
     assert stats["unacknowledged-appeared"] == 1
 
 
 @pytest.mark.parametrize("kind, acked, polls, log, hws", [
     ("lost-write", {"a": (0, 0), "b": (0, 1)}, [], [(0, "a"), (1, "c")], []),
+    ("lost-write", {"a": (0, 0), "b": (0, -1)}, [], [(0, "a"), (1, "c")], []),  # acked at an unknown offset
     ("duplicate", {"a": (0, 0)}, [], [(0, "a"), (1, "a")], []),
     ("inconsistent-offsets", {"a": (0, 1)}, [], [(0, "a"), (1, "x")], []),
     ("unseen", {"a": (0, 0), "b": (0, 5)}, [], [(0, "a"), (1, "b")], []),

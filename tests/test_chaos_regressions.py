@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
 from kafkalite.client import Producer
 from kafkalite.cluster import COORDINATION, Cluster
 from kafkalite.common import errors
-from kafkalite.common.records import Record
+from kafkalite.common.records import Record, RecordBatch
 from kafkalite.network.requests import InitProducerIdRequest, RequestContext
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 10000,
@@ -79,3 +80,45 @@ async def test_init_producer_id_on_a_broker_cut_off_from_the_service_is_retriabl
             await cluster.create_topic("pid", partitions=1, replication_factor=1)
             metadata = await (await producer.send("pid", b"v", partition=0))
             assert metadata.offset == 0 and producer.idempotent and producer.producer_id >= 0
+
+
+def idempotent_batch(sequence: int, *values: bytes, producer_id: int = 1000) -> RecordBatch:
+    return RecordBatch.from_records([Record(None, v) for v in values], producer_id=producer_id, producer_epoch=0,
+                                    base_sequence=sequence)
+
+
+async def test_a_retry_from_behind_the_last_five_batches_gets_its_original_offset(autojump_clock: Any) -> None:
+    """Its answer was lost, and five more batches were appended before the retry: it was refused as out of
+    order, the producer took that for "not appended" and renumbered later batches onto sequences the log held,
+    which were then acknowledged with the earlier batches' offsets (seeds 2850, 4109 and 6518 of 10,000)."""
+    async with Cluster(brokers=3, config=CONFIG, seed=6) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.wait_for_leader("t", 0)
+        first = idempotent_batch(0, b"a", b"b")
+        assert await cluster.produce("t", 0, first) == 0
+        for sequence in range(2, 14, 2):
+            await cluster.produce("t", 0, idempotent_batch(sequence, b"x", b"y"))
+        assert await cluster.produce("t", 0, first) == 0
+        assert cluster.high_watermark("t", 0) == 14
+        assert [r.value for _, r in await cluster.fetch("t", 0, 0)][:3] == [b"a", b"b", b"x"]
+
+
+async def test_a_leader_that_took_a_producer_for_new_does_not_claim_the_batches_before_it(
+        autojump_clock: Any) -> None:
+    """A new leader without a producer's earlier batch accepts its next batch at any sequence; a retry of the
+    earlier one is behind the last sequence, yet was never appended there, so it is out of order, not a
+    duplicate: answered as written, it would be acknowledged and lost."""
+    async with Cluster(brokers=3, config=CONFIG, seed=7) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        old = await cluster.wait_for_leader("t", 0)
+        followers = [b for b in cluster.broker_ids if b != old]
+        cluster.partition_network({old}, followers)
+        assert await cluster.produce("t", 0, idempotent_batch(0, b"lost"), acks=1) == 0  # on the old leader only
+        await cluster.kill_broker(old)
+        cluster.heal()
+        new = await cluster.wait_for_leader("t", 0, not_on=[old])
+        assert new in followers
+        assert await cluster.produce("t", 0, idempotent_batch(1, b"later")) == 0
+        with pytest.raises(errors.OutOfOrderSequenceNumberError, match="got 0, expected 2"):
+            await cluster.produce("t", 0, idempotent_batch(0, b"lost"))
+        assert [r.value for _, r in await cluster.fetch("t", 0, 0)] == [b"later"]

@@ -641,6 +641,11 @@ class Producer:
                 elif result.error_code == errors.NONE.code:
                     self._incomplete.discard(batch)
                     batch.complete(result.base_offset if self.acks else -1, result.log_append_time)
+                elif result.error_code == errors.DUPLICATE_SEQUENCE_NUMBER.code:
+                    # Appended by an attempt whose answer was lost, so long ago that the leader no longer holds
+                    # the batch to say where: written, at an unknown offset (Kafka's producer does the same).
+                    self._incomplete.discard(batch)
+                    batch.complete(-1, -1)
                 else:
                     error = errors.for_code(result.error_code).exception(result.error_message)
                     self._on_failure(batch, error)
@@ -684,40 +689,30 @@ class Producer:
             if error.code in STALE_METADATA_ERRORS:
                 self._refresh_metadata_soon()
             return
-        uncertain = batch.maybe_appended
         if retriable and now >= batch.deadline:
             batch.last_error = error
             error = self._expired(batch)
-        self._fail_batch(queue, batch, error, uncertain=uncertain)
+        self._fail_batch(batch, error)
 
-    def _fail_batch(self, queue: _PartitionQueue, batch: _ProducerBatch, error: KafkaError, *,
-                    uncertain: bool) -> None:
+    def _fail_batch(self, batch: _ProducerBatch, error: KafkaError) -> None:
         """Give up on a batch. Its sequence numbers must not leave a gap the broker would wait on forever.
 
-        `uncertain` when the broker may have appended the batch after all (a timeout, a lost connection).
+        So the producer moves to a new producer id, as Kafka's does since KIP-360, rather than renumber the later
+        batches down into the gap: some of them may be in flight already, or appended by a leader that took the
+        producer for new, and a sequence reused for other records is answered with the first records' offsets.
+        A batch numbered under an id already left behind leaves no gap in the current one.
         """
         self._incomplete.discard(batch)
         batch.fail(error)
-        if not self.idempotent or batch.base_sequence < 0:
-            return
-        if uncertain:  # the broker may or may not have it, so sequences cannot be trusted
+        if self.idempotent and batch.base_sequence >= 0 and \
+                _sequence_owner(batch) == (self.producer_id, self.producer_epoch):
             self._needs_producer_id = True
-            return
-        owner = _sequence_owner(batch)
-        if owner != (self.producer_id, self.producer_epoch):
-            return  # numbered under a producer id since left behind: the current sequence has no gap
-        count = len(batch.rows)  # refused outright: later batches close the gap
-        for later in (*queue.batches, *queue.retries, *queue.in_flight):
-            if later.base_sequence > batch.base_sequence and _sequence_owner(later) == owner:
-                later.base_sequence -= count
-                later.encoded = None
-        queue.next_sequence -= count
 
     def _expire_batches(self, now: float) -> None:
         for queue in self._queues.values():
             while queue.batches and queue.batches[0].deadline <= now:
                 batch = queue.pop()
-                self._fail_batch(queue, batch, self._expired(batch), uncertain=True)
+                self._fail_batch(batch, self._expired(batch))
 
     def _expired(self, batch: _ProducerBatch) -> KafkaError:
         """What a batch out of delivery.timeout.ms fails with: the error it was being retried after, if any.

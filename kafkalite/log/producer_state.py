@@ -4,7 +4,16 @@ A producer numbers its batches per partition (base sequence) under a producer id
 arrives for a batch the leader already appended, because the response was lost, the leader recognises it
 among the producer's last `MAX_CACHED_BATCHES` batches and answers with the original offset instead of
 appending it twice; a batch that skips a sequence number means one was lost, and is refused. Kafka's producer
-keeps at most five requests in flight per partition, which is why five batches are enough to remember.
+keeps at most five requests in flight per partition, which is why five batches are usually enough to remember.
+
+They are not always enough: a batch whose answer was lost may be retried after its producer has had more than
+five later batches appended (it kept the sequence because its outcome was unknown). Kafka answers that retry
+OUT_OF_ORDER_SEQUENCE_NUMBER, and a producer that takes it for "not appended" renumbers the batches behind it
+onto sequences the log already holds, whose retries are then acknowledged with another batch's offsets. Here a
+sequence the producer has already passed is looked up in the log, and answered with its offsets; if retention
+has removed it, with DUPLICATE_SEQUENCE_NUMBER, which Kafka's producer reads as "written, offset unknown".
+"Passed" counts only from the first sequence the log holds for the producer's epoch: a leader with no state for
+a producer accepts it at any sequence, so the sequences before that one may never have been appended.
 
 The state is derived from the batch headers in the log and nothing else, so any replica can rebuild it: a
 follower that becomes leader, or a log truncated to a leader epoch's end, has exactly the state of its log.
@@ -16,7 +25,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafkalite.common.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafkalite.common.errors import (
+    DuplicateSequenceNumberError, InvalidProducerEpochError, OutOfOrderSequenceNumberError)
 from kafkalite.common.records import RecordBatch
 from kafkalite.log.log import Log
 
@@ -37,6 +47,7 @@ class BatchMetadata:
 class ProducerStateEntry:
     producer_id: int
     producer_epoch: int
+    first_seq: int  # the log holds every sequence of this epoch from here to `last_seq`
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
 
     @property
@@ -46,6 +57,12 @@ class ProducerStateEntry:
     @property
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
+
+    def appended(self, batch: RecordBatch) -> bool:
+        """Whether every sequence of `batch` lies in the stretch this epoch's batches in the log cover."""
+        span = (self.last_seq - self.first_seq) % _SEQUENCE_SPACE
+        return ((batch.base_sequence - self.first_seq) % _SEQUENCE_SPACE <= span
+                and (_last_seq_of(batch) - self.first_seq) % _SEQUENCE_SPACE <= span)
 
     def find_duplicate(self, batch: RecordBatch) -> BatchMetadata | None:
         last_seq = _last_seq_of(batch)
@@ -59,6 +76,18 @@ def _last_seq_of(batch: RecordBatch) -> int:
     return (batch.base_sequence + batch.record_count - 1) % _SEQUENCE_SPACE
 
 
+def _find_in_log(log: Log, batch: RecordBatch) -> BatchMetadata | None:
+    """The offsets of the batch `log` holds with `batch`'s producer, epoch and sequences, newest first: a retry
+    from beyond the cache is rare, and a producer's recent batches are near the end."""
+    last_seq = _last_seq_of(batch)
+    for segment in reversed(log.segments):
+        for stored in reversed(segment.batches):
+            if (stored.producer_id == batch.producer_id and stored.producer_epoch == batch.producer_epoch
+                    and stored.base_sequence == batch.base_sequence and _last_seq_of(stored) == last_seq):
+                return BatchMetadata(stored.base_sequence, last_seq, stored.base_offset, stored.last_offset)
+    return None
+
+
 class ProducerStateManager:
     """Producer id -> epoch, last sequence and the offsets of its last batches, for one partition log."""
 
@@ -68,11 +97,12 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
-    def check(self, batch: RecordBatch) -> BatchMetadata | None:
+    def check(self, batch: RecordBatch, log: Log) -> BatchMetadata | None:
         """Validate a batch the leader is about to append: the original batch's offsets if it is a duplicate.
 
         Raises InvalidProducerEpochError for an epoch older than the producer's current one (a fenced
-        zombie) and OutOfOrderSequenceNumberError when the batch does not continue the producer's sequence.
+        zombie), OutOfOrderSequenceNumberError when the batch would leave a gap in the producer's sequence, and
+        DuplicateSequenceNumberError for a sequence already appended that `log` no longer holds.
         A producer the log has no state for is accepted at any sequence: its earlier batches may have been
         removed by retention, and refusing it would wedge it for good (Kafka does the same since KIP-360).
         """
@@ -95,11 +125,20 @@ class ProducerStateManager:
         if duplicate is not None:
             return duplicate
         expected = (entry.last_seq + 1) % _SEQUENCE_SPACE
-        if batch.base_sequence != expected:
-            raise OutOfOrderSequenceNumberError(
-                f"out of order sequence number for producer {batch.producer_id} at epoch {entry.producer_epoch}: "
-                f"got {batch.base_sequence}, expected {expected}")
-        return None
+        if batch.base_sequence == expected:
+            return None
+        if entry.appended(batch):
+            appended = _find_in_log(log, batch)
+            if appended is None:
+                raise DuplicateSequenceNumberError(
+                    f"producer {batch.producer_id} at epoch {entry.producer_epoch} resent sequence "
+                    f"{batch.base_sequence}, already appended (its last sequence is {entry.last_seq}); the log "
+                    f"no longer holds the batch, so its offset is unknown")
+            return appended
+        raise OutOfOrderSequenceNumberError(
+            f"out of order sequence number for producer {batch.producer_id} at epoch {entry.producer_epoch}: "
+            f"got {batch.base_sequence}, expected {expected} (the log holds sequences {entry.first_seq} to "
+            f"{entry.last_seq})")
 
     def update(self, stored: RecordBatch) -> None:
         """Remember a batch as the log holds it (offsets assigned): after a leader append, on followers, on load."""
@@ -107,8 +146,8 @@ class ProducerStateManager:
             return
         entry = self.producers.get(stored.producer_id)
         if entry is None or stored.producer_epoch != entry.producer_epoch:
-            entry = self.producers[stored.producer_id] = ProducerStateEntry(stored.producer_id,
-                                                                             stored.producer_epoch)
+            entry = self.producers[stored.producer_id] = ProducerStateEntry(
+                stored.producer_id, stored.producer_epoch, stored.base_sequence)
         entry.batches.append(BatchMetadata(stored.base_sequence, _last_seq_of(stored), stored.base_offset,
                                            stored.last_offset))
 

@@ -189,7 +189,7 @@ class Partition:
             batch.validate(deep=True)
         offsets = []
         for batch in batches:
-            duplicate = self.producer_state.check(batch)
+            duplicate = self.producer_state.check(batch, self.log)
             if duplicate is not None:
                 offsets.append((duplicate.first_offset, duplicate.last_offset + 1))
                 continue

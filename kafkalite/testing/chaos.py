@@ -175,7 +175,10 @@ def check(history: History, final: FinalState) -> tuple[list[Anomaly], dict[str,
             anomalies.append(Anomaly("duplicate", f"{value!r} at {places}"))
     for value, (p, offset) in sorted(history.acked.items()):
         found = at.get(p, {}).get(offset)
-        if offset >= final.high_watermarks.get(p, 0):
+        if offset < 0:  # acknowledged at an unknown offset (DUPLICATE_SEQUENCE_NUMBER): it must be there somewhere
+            if value not in where:
+                anomalies.append(Anomaly("lost-write", f"{value!r} acknowledged at {p} (offset unknown), never read"))
+        elif offset >= final.high_watermarks.get(p, 0):
             anomalies.append(Anomaly("unseen", f"{value!r} acknowledged at {p}:{offset}, above the final high "
                                                f"watermark {final.high_watermarks.get(p)}"))
         elif value not in where:
