@@ -1,4 +1,4 @@
-"""Scripted failure sequences from Kafka's history of replication bugs, each under many seeds of timing jitter.
+"""Scripted failure sequences from Kafka's history of replication bugs, each under 100 seeds of timing jitter.
 
 Each test drives the real `Cluster` on the mock clock through one known-bad order of events (KIP-101's two
 cases, KIP-279's fast failovers with unclean elections, Jepsen's 2013 Kafka analysis and KAFKA-14704's high
@@ -7,8 +7,10 @@ heals, reads back a `FinalState` and hands both to the chaos checker. The seed d
 (and seeds the cluster): the order of the steps is fixed, the timing around them is not.
 
 KAFKA-7164 (truncation on an epoch change with the same leader) and KAFKA-7128 (ISR expansion only from the
-start of the leader's epoch) need the controller's messages at exact moments, so they are scripted on the
-broker harness, with the test in the controller's seat: tests/server/test_replication.py.
+start of the leader's epoch) are scripted here too: a follower cut off from the controller until a new one
+has taken over, and a spy on the leader's ISR update that cuts the joining follower off at that moment. Both
+fail with their rule removed (checked by hand: 7164 stalls the follower, 7128 admits it at offset 0); they
+also have broker-harness versions, with the test in the controller's seat, in tests/server/test_replication.py.
 
 The negative control: `kafkalite.follower.truncation=high-watermark` makes a new follower truncate to its own
 high watermark, as the seeds' pre-KIP-101 code does. Under it the KIP-101 sequences must fail the checker for
@@ -36,7 +38,7 @@ from kafkalite.network.requests import UNCLEAN_ELECTION
 from kafkalite.server.partition import Partition
 from kafkalite.testing.chaos import Anomaly, History, check, final_state
 
-SEEDS = range(20)
+SEEDS = range(100)
 TOPIC = "t"
 LEADER_EPOCH = {"kafkalite.follower.truncation": "leader-epoch"}
 HIGH_WATERMARK = {"kafkalite.follower.truncation": "high-watermark"}
@@ -144,6 +146,14 @@ def kinds(anomalies: list[Anomaly]) -> set[str]:
     return {a.kind for a in anomalies}
 
 
+async def first_seed_showing(kind: str, script: Any, brokers: int = 3) -> int:
+    """The negative control: the first seed under which the script, with high-watermark truncation, shows `kind`."""
+    for seed in SEEDS:
+        if kind in kinds(await run_script(script, seed, HIGH_WATERMARK, brokers=brokers)):
+            return seed
+    raise AssertionError(f"no seed of {len(SEEDS)} shows {kind} with high-watermark truncation")
+
+
 async def run_script(script: Any, seed: int, config: dict[str, Any], brokers: int = 3) -> list[Anomaly]:
     with trio.fail_after(900):  # virtual seconds: a script that cannot progress fails instead of hanging
         async with Cluster(brokers=brokers, config={**BASE_CONFIG, **config}, seed=seed) as cluster:
@@ -194,8 +204,7 @@ async def test_kip101_case1_truncation_by_epoch_keeps_the_acknowledged_write(aut
 
 async def test_kip101_case1_fails_the_checker_when_followers_truncate_to_the_high_watermark(autojump_clock: Any
                                                                                            ) -> None:
-    found = {seed: await run_script(kip101_case1, seed, HIGH_WATERMARK, brokers=4) for seed in SEEDS}
-    assert any("lost-write" in kinds(anomalies) for anomalies in found.values()), found
+    assert await first_seed_showing("lost-write", kip101_case1, brokers=4) in SEEDS
 
 
 # -- the switch itself -------------------------------------------------------------------------------------------
@@ -257,8 +266,7 @@ async def test_kip101_case2_truncation_by_epoch_avoids_divergence(autojump_clock
 
 
 async def test_kip101_case2_diverges_when_followers_truncate_to_the_high_watermark(autojump_clock: Any) -> None:
-    found = {seed: await run_script(kip101_case2, seed, HIGH_WATERMARK) for seed in SEEDS}
-    assert any("divergence" in kinds(anomalies) for anomalies in found.values()), found
+    assert await first_seed_showing("divergence", kip101_case2) in SEEDS
 
 
 # -- KIP-279: fast failovers by unclean election, a follower with an epoch its leader never had ------------------
@@ -308,8 +316,7 @@ async def test_kip279_a_follower_with_an_epoch_the_leader_never_had_truncates(au
 
 
 async def test_kip279_diverges_when_followers_truncate_to_the_high_watermark(autojump_clock: Any) -> None:
-    found = {seed: await run_script(kip279, seed, HIGH_WATERMARK) for seed in SEEDS}
-    assert any("divergence" in kinds(anomalies) for anomalies in found.values()), found
+    assert await first_seed_showing("divergence", kip279) in SEEDS
 
 
 # -- Jepsen 2013: an ISR of one, then an unclean election --------------------------------------------------------
@@ -400,3 +407,103 @@ async def kafka14704(s: Script) -> list[Anomaly]:
 async def test_kafka14704_a_follower_truncates_before_it_applies_the_high_watermark(autojump_clock: Any, seed: int
                                                                                      ) -> None:
     assert await run_script(kafka14704, seed, LEADER_EPOCH, brokers=4) == []
+
+
+# -- KAFKA-7164: a follower told of a new epoch under the leader it already follows truncates all the same -------
+
+async def kafka7164(s: Script) -> list[Anomaly]:
+    """KAFKA-7164: a follower must truncate on every new leader epoch, also when the leader has not changed.
+
+    Replicas A (leader), B and C in assignment order, the controller on a fourth broker, min ISR 1. B is frozen
+    and `x` is written with acks=1: A and C have it. C is cut off from the controller, so it hears nothing of the
+    next two epochs. A dies and B leads epoch 1, taking `y` at the offset `x` had; A comes back, follows B and
+    truncates `x`; a preferred election makes A leader of epoch 2. The controller dies before it could reach C,
+    and its successor tells C only of epoch 2: led by A, as epoch 0 was. C must ask A where epoch 0 ends and
+    truncate `x`; skipping the truncation because the leader is unchanged (the bug) leaves C with `x` where A
+    and B have `y`, and the replicas diverge.
+    """
+    cluster = s.cluster
+    a, b, c = await s.create(partitions=4, replication_factor=3)
+    controller = cluster.controller_id
+    await s.write("v0")
+    await s.jitter()
+    cluster.pause_broker(b)
+    offset = await s.write("x", acks=1)
+    await s.wait_for(lambda: s.local(c).log.log_end_offset > offset, "C to copy x")
+    cluster.partition_network({c}, {controller})
+    await cluster.kill_broker(a)
+    cluster.resume_broker(b)
+    await s.leader_is(b)
+    assert await s.write("y", acks=1) == offset
+    await s.jitter()
+    await cluster.restart_broker(a)
+    await s.wait_for(lambda: a in s.state().isr, "A to follow B back into the ISR")
+    assert await cluster.elect_preferred_leaders([s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+    await s.leader_is(a)
+    assert s.state().leader_epoch == 2 and s.local(c).leader_epoch == 0  # C has heard of neither epoch
+    await s.jitter()
+    await cluster.kill_broker(controller)
+    await s.wait_for(lambda: cluster.controller_id not in (None, controller), "a new controller")
+    cluster.heal()
+    await s.wait_for(lambda: s.local(c).leader_epoch == 2, "C to hear of epoch 2")
+    assert s.local(c).leader_replica_id == a
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kafka7164_a_follower_truncates_on_a_new_epoch_of_the_same_leader(autojump_clock: Any, seed: int
+                                                                                ) -> None:
+    assert await run_script(kafka7164, seed, LEADER_EPOCH, brokers=4) == []
+
+
+# -- KAFKA-7128: a follower rejoins the ISR only once it holds the start of the leader's epoch ------------------
+
+async def kafka7128(s: Script) -> list[Anomaly]:
+    """KAFKA-7128: a new leader's high watermark can lag the start of its epoch, and a follower that has only
+    reached that high watermark must not rejoin the ISR, or a clean election of it loses committed records.
+
+    Replicas reordered to B, C, A (B preferred) while A leads; C dies and leaves the ISR. `b` and `c` are
+    written with acks=all: A and B have them, but B learns the high watermark that covers them only on its next
+    fetch response, parked at A, and A is cut off from B and C before it comes. C comes back; a preferred
+    election makes B leader with a high watermark of 0 below its epoch's start, 2 (A cannot fetch to move it).
+    C follows B, and the moment B adds C to the ISR the script cuts C off too. B dies; the controller elects
+    the first live ISR member in assignment order, C. Admitted only at offset 2, C leads with `b` and `c`;
+    admitted at the high watermark (the pre-KAFKA-7128 rule) it would lead without them: lost writes.
+    """
+    cluster = s.cluster
+    a, b, c = await s.create(partitions=4, replication_factor=3)
+    await cluster.reassign_partitions({s.tp: [b, c, a]})
+    await cluster.kill_broker(c)
+    await s.wait_for(lambda: c not in s.state().isr, "C to leave the ISR")
+    await s.jitter()
+    offset = await cluster.produce(TOPIC, s.partition, [Record(None, b"b"), Record(None, b"c")])
+    s.history.acked.update({"b": (s.partition, offset), "c": (s.partition, offset + 1)})
+    cluster.partition_network({a}, {b, c})
+    assert (s.local(b).log.log_end_offset, s.local(b).high_watermark) == (2, 0)
+    await cluster.restart_broker(c)
+    await s.jitter()
+    leader = s.local(b)
+    joined_at: list[int] = []
+    update_isr = leader._update_isr
+
+    def cut_off_c_when_it_joins(new_isr: set[int]) -> bool:
+        if c in new_isr and c not in leader.isr:
+            joined_at.append(leader.follower_log_end_offsets()[c])
+            cluster.partition_network({a}, {b}, {c})
+        return update_isr(new_isr)
+
+    leader._update_isr = cut_off_c_when_it_joins  # type: ignore[method-assign]
+    assert await cluster.elect_preferred_leaders([s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+    await s.leader_is(b)
+    assert (leader.leader_epoch_start_offset, leader.high_watermark) == (2, 0)
+    await s.wait_for(lambda: bool(joined_at), "C to join the ISR")
+    await cluster.kill_broker(b)
+    await s.leader_is(c)
+    assert joined_at == [2] and s.values(c, 2) == [(0, b"b"), (1, b"c")]
+    return await s.heal_and_check()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kafka7128_a_follower_rejoins_the_isr_only_past_the_start_of_the_leaders_epoch(
+        autojump_clock: Any, seed: int) -> None:
+    assert await run_script(kafka7128, seed, LEADER_EPOCH, brokers=4) == []
