@@ -49,8 +49,11 @@ from kafkalite.network.requests import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    LATEST_TIMESTAMP,
     FetchPartition,
     FetchRequest,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
     MetadataRequest,
     ProducePartitionData,
     ProduceRequest,
@@ -598,6 +601,21 @@ class Cluster:
         result = response.partitions[0]
         raise_for(result.error_code, result.error_message)
         return [(o, r) for batch in result.batches for o, r in batch.offsets_and_records() if o >= offset]
+
+    async def list_offset(self, topic: str, partition: int, timestamp: int = LATEST_TIMESTAMP) -> int:
+        """Ask the partition's current leader what a consumer's ListOffsets gets: the high watermark (the default,
+        LATEST_TIMESTAMP), the log start (EARLIEST_TIMESTAMP) or the first offset at or after a timestamp in
+        milliseconds. The broker's error is raised: OFFSET_NOT_AVAILABLE while a new leader's high watermark
+        still lags its predecessor's (KIP-207)."""
+        _expect(timestamp, int, "timestamp")
+        leader = self.leader_for(topic, partition)
+        if leader < 0:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader")
+        response = await self._send(leader, ListOffsetsRequest(
+            CONSUMER_REPLICA_ID, [ListOffsetsPartition(topic, partition, timestamp)]))
+        result = response.partitions[0]
+        raise_for(result.error_code, result.error_message)
+        return result.offset
 
     async def fetch_all(self, topic: str, partition: int) -> list[tuple[int, Record]]:
         """Every committed record of the partition, following batches until the high watermark."""

@@ -77,6 +77,20 @@ async def test_acks_all_produce_is_replicated_before_it_is_acknowledged(autojump
         await assert_replicas_agree(cluster, "t")
 
 
+async def test_list_offset_answers_what_a_consumer_is_told_by_the_leader(autojump_clock) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        assert await cluster.list_offset("t", 0) == 0
+        await cluster.produce("t", 0, [Record(None, b"v", timestamp=1000 * i) for i in range(5)])
+        assert await cluster.list_offset("t", 0) == 5
+        assert await cluster.list_offset("t", 0, 2500) == 3  # the first offset at or after the timestamp
+        assert await cluster.list_offset("t", 0, -2) == 0  # EARLIEST_TIMESTAMP: the log start
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await cluster.list_offset("t", 1)
+        with pytest.raises(TypeError, match="timestamp"):
+            await cluster.list_offset("t", 0, "latest")  # type: ignore[arg-type]
+
+
 async def test_a_new_partition_replicates_without_waiting_out_a_parked_follower_fetch(autojump_clock) -> None:
     """A follower whose fetch to the leader is parked (nothing to read) must not hold a new partition of the same
     leader back for replica.fetch.wait.max.ms: the first acks=all produce to it is acknowledged at once."""

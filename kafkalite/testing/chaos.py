@@ -37,33 +37,21 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 import trio.testing
 
-from kafkalite.client import Consumer, Producer, TopicPartition
+from kafkalite.client import Admin, Consumer, Producer, TopicPartition
 from kafkalite.cluster import COORDINATION, Cluster
-from kafkalite.common import errors
 from kafkalite.common.clock import pin_epoch
 from kafkalite.common.errors import KafkaError
-from kafkalite.network.requests import (
-    LATEST_TIMESTAMP,
-    PREFERRED_ELECTION,
-    AlterPartitionReassignmentsRequest,
-    ElectLeadersRequest,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ReassignablePartition,
-    RequestContext,
-)
 from kafkalite.testing.watchdog import VirtualTimeStalled, run_with_watchdog
 
 TOPIC = "chaos"
 EPOCH_S = 1_700_000_000.0  # every run's clock starts here, so record timestamps replay too
-WATCHER = "chaos-watcher"
 
 FAULTS = ("kill", "shutdown", "expire", "pause-short", "pause-long", "split", "cut-controller", "cut-client",
           "zombie", "reassign", "prefer", "create-topic", "add-partitions")
@@ -364,21 +352,14 @@ class _Run:
 
     async def watch_high_watermarks(self) -> None:
         """What a client sees of each partition's high watermark (ListOffsets LATEST from its leader)."""
-        context = RequestContext(source=WATCHER)
         while not self.stopping.is_set():
             await trio.sleep(2)
             for p in range(self.config.partitions):
-                leader = self.cluster.leader_for(TOPIC, p)
-                if leader < 0:
-                    continue
                 try:
-                    response = await self.cluster.transport.send(WATCHER, leader, ListOffsetsRequest(
-                        -1, [ListOffsetsPartition(TOPIC, p, LATEST_TIMESTAMP)]), context)
+                    offset = await self.cluster.list_offset(TOPIC, p)
                 except KafkaError:
                     continue
-                answer = response.partitions[0]
-                if answer.error_code == errors.NONE.code:
-                    self.history.high_watermarks[p].append((trio.current_time(), answer.offset))
+                self.history.high_watermarks[p].append((trio.current_time(), offset))
 
     # -- nemesis ------------------------------------------------------------------------------------------------
 
@@ -454,10 +435,10 @@ class _Run:
             elif fault == "reassign" and len(live) >= 3:
                 p = rng.randrange(self.config.partitions)
                 target = rng.sample(live, 3)
-                await self.to_controller(AlterPartitionReassignmentsRequest(
-                    [ReassignablePartition(TOPIC, p, target)]))
+                await self.to_controller(lambda admin: admin.alter_partition_reassignments(
+                    {TopicPartition(TOPIC, p): target}))
             elif fault == "prefer":
-                await self.to_controller(ElectLeadersRequest(PREFERRED_ELECTION, None))
+                await self.to_controller(lambda admin: admin.elect_leaders("preferred"))
             elif fault == "create-topic" and live:
                 self.extra_topics += 1
                 await self.cluster_call(cluster.create_topic(f"extra-{self.extra_topics}", 2, min(3, len(live)),
@@ -478,12 +459,12 @@ class _Run:
         except KafkaError as exc:
             self.history.record("admin-failed", exc.error.name)
 
-    async def to_controller(self, request: Any) -> None:
-        controller = self.cluster.controller_id
-        if controller is not None and controller not in self.paused:
-            with trio.move_on_after(10):
-                await self.cluster.transport.send("chaos-admin", controller, request,
-                                                  RequestContext(source="chaos-admin"))
+    async def to_controller(self, call: Callable[[Admin], Awaitable[Any]]) -> None:
+        """An admin request as a client makes it: found the controller through metadata, retried, given up on
+        after 10 s (when the controller is paused, say)."""
+        with trio.move_on_after(10):
+            async with Admin(self.cluster, {"client.id": "chaos-admin"}) as admin:
+                await call(admin)
 
     async def restart(self, broker: int) -> None:
         if broker not in self.cluster.live_broker_ids:
