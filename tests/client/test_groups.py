@@ -1,0 +1,138 @@
+"""Consumer groups end to end on a real cluster: assignors, rebalances, eviction, static members, commits."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.client import Consumer
+from kafkalite.cluster import Cluster
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+GROUP_CLUSTER_CONFIG = {"offsets.topic.num.partitions": 5, "replica.lag.time.max.ms": 10000,
+                        "group.min.session.timeout.ms": 1000}
+ALL = {TopicPartition("events", p) for p in range(6)}
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    async with Cluster(brokers=3, config=GROUP_CLUSTER_CONFIG, seed=5) as running:
+        await running.create_topic("events", partitions=6, replication_factor=3)
+        yield running
+
+
+def member(cluster: Any, name: str, **config: Any) -> Consumer:
+    return Consumer(cluster, {"group.id": "g", "client.id": name, "auto.offset.reset": "earliest",
+                              "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **config})
+
+
+async def poll_until(consumers: list[Consumer], done: Any, timeout: float = 60) -> None:
+    """Poll every consumer (as concurrently running applications would) until `done()` holds."""
+    with trio.fail_after(timeout):
+        while not done():
+            async with trio.open_nursery() as nursery:
+                for consumer in consumers:
+                    nursery.start_soon(consumer.poll, 0.2)
+
+
+def disjoint_and_covering(consumers: list[Consumer]) -> bool:
+    assignments = [c.assignment() for c in consumers]
+    return all(assignments) and sum(map(len, assignments)) == len(ALL) and set().union(*assignments) == ALL
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+async def test_three_consumers_split_six_partitions(autojump_clock: Any, cluster: Cluster, strategy: str) -> None:
+    async with member(cluster, "a", partition_assignment_strategy=strategy) as a, \
+            member(cluster, "b", partition_assignment_strategy=strategy) as b, \
+            member(cluster, "c", partition_assignment_strategy=strategy) as c:
+        for consumer in (a, b, c):
+            consumer.subscribe(["events"])
+        await poll_until([a, b, c], lambda: disjoint_and_covering([a, b, c]))
+        assert sorted(len(x.assignment()) for x in (a, b, c)) == [2, 2, 2]
+
+
+
+async def test_cooperative_sticky_keeps_unaffected_partitions(autojump_clock: Any, cluster: Cluster) -> None:
+    revoked: dict[str, set[TopicPartition]] = {"a": set(), "b": set()}
+    async with member(cluster, "a", partition_assignment_strategy="cooperative-sticky") as a, \
+            member(cluster, "b", partition_assignment_strategy="cooperative-sticky") as b:
+        a.subscribe(["events"], on_revoke=revoked["a"].update)
+        b.subscribe(["events"], on_revoke=revoked["b"].update)
+        async with member(cluster, "c", partition_assignment_strategy="cooperative-sticky") as c:
+            c.subscribe(["events"])
+            await poll_until([a, b, c], lambda: disjoint_and_covering([a, b, c]))
+            kept_a, kept_b = a.assignment(), b.assignment()
+            revoked["a"].clear()
+            revoked["b"].clear()
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        assert kept_a <= a.assignment() and kept_b <= b.assignment()
+        assert revoked == {"a": set(), "b": set()}  # nothing of theirs stopped while c's partitions moved
+        assert sorted(len(x.assignment()) for x in (a, b)) == [3, 3]
+
+
+async def crashed(consumer: Consumer, nursery: trio.Nursery) -> trio.CancelScope:
+    """Run `consumer` polling in a task whose cancellation is a crash: no commit, no LeaveGroup."""
+    scope = trio.CancelScope()
+
+    async def run() -> None:
+        with scope:
+            async with consumer:
+                consumer.subscribe(["events"])
+                while True:
+                    await consumer.poll(0.2)
+
+    nursery.start_soon(run)
+    return scope
+
+
+async def test_a_crashed_consumer_is_evicted_after_its_session_timeout(autojump_clock: Any, cluster: Cluster) -> None:
+    async with member(cluster, "a") as a, member(cluster, "b") as b, trio.open_nursery() as nursery:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        c = member(cluster, "c")
+        scope = await crashed(c, nursery)
+        await poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        scope.cancel()
+        crashed_at = trio.current_time()
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        assert trio.current_time() - crashed_at >= 6  # session.timeout.ms
+
+
+async def test_a_consumer_that_stops_polling_is_evicted_and_told(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.client import PollIntervalExceededError
+
+    async with member(cluster, "a") as a, member(cluster, "b", max_poll_interval_ms=8000) as b:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        stopped_at = trio.current_time()
+        await poll_until([a], lambda: a.assignment() == ALL)  # b does not poll: it leaves, a takes everything
+        assert trio.current_time() - stopped_at >= 8
+        with pytest.raises(PollIntervalExceededError, match="max.poll.interval.ms"):
+            await b.poll(0)
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))  # the poll after the error rejoins
+
+
+async def test_a_static_member_restarting_within_its_session_keeps_its_partitions(autojump_clock: Any,
+                                                                                   cluster: Cluster) -> None:
+    async with member(cluster, "a", group_instance_id="a") as a, member(cluster, "b", group_instance_id="b") as b, \
+            trio.open_nursery() as nursery:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        scope = await crashed(member(cluster, "c1", group_instance_id="c"), nursery)
+        await poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        generation, before = a._coordinator.generation, ALL - a.assignment() - b.assignment()  # type: ignore
+        scope.cancel()
+        await trio.sleep(2)  # well within the 6 s session
+        async with member(cluster, "c2", group_instance_id="c") as c:
+            c.subscribe(["events"])
+            await poll_until([a, b, c], lambda: c.assignment() == before)
+            await poll_until([a, b, c], lambda: trio.current_time() > 20)  # past the old session's end
+            assert c.assignment() == before
+            assert a._coordinator.generation == b._coordinator.generation == generation  # type: ignore
