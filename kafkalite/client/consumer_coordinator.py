@@ -195,15 +195,15 @@ class ConsumerCoordinator:
     async def _ensure_coordinator(self) -> int:
         while self.coordinator_id is None:
             try:
-                response: FindCoordinatorResponse = await self._transport.send_to_any(
+                # Any broker answers, so the consumer's main connections serve: they follow the cluster's brokers.
+                response: FindCoordinatorResponse = await self.metadata.transport.send_to_any(
                     FindCoordinatorRequest(self.group_id))
             except KafkaError as exc:
                 error: ErrorCode = exc.error
             else:
                 error = errors.for_code(response.error_code)
                 if error is errors.NONE:
-                    self._transport.update_brokers([*self.metadata.brokers.values(),
-                                                    MetadataBroker(response.node_id, response.host, response.port)])
+                    self._transport.add_node(MetadataBroker(response.node_id, response.host, response.port))
                     self.coordinator_id = response.node_id
                     self._heartbeat_wake.set()
                     break

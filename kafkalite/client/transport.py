@@ -64,6 +64,9 @@ class ClientTransport(ABC):
     def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
         self._broker_ids = [broker.node_id for broker in brokers]
 
+    def add_node(self, broker: MetadataBroker) -> None:
+        """Learn where one broker is (a group coordinator) without changing the brokers requests go to."""
+
     def least_loaded_nodes(self) -> list[NodeKey]:
         """Nodes to try for a request any broker can answer, least busy first (Kafka's leastLoadedNode)."""
         nodes: list[NodeKey] = list(self._broker_ids) or self._bootstrap_nodes()
@@ -263,7 +266,10 @@ class TcpTransport(ClientTransport):
     def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
         super().update_brokers(brokers)
         for broker in brokers:
-            self._addresses[broker.node_id] = (broker.host, broker.port)
+            self.add_node(broker)
+
+    def add_node(self, broker: MetadataBroker) -> None:
+        self._addresses[broker.node_id] = (broker.host, broker.port)
 
     def _bootstrap_nodes(self) -> list[NodeKey]:
         return list(self._bootstrap)

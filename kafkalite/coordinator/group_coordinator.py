@@ -392,9 +392,10 @@ class GroupCoordinator:
             member.join_waiter.complete(JoinGroupResponse(errors.REBALANCE_IN_PROGRESS.code,
                                                           member_id=member.member_id))
         waiter = member.join_waiter = Waiter()
-        if not group.is_(_PREPARING):
+        if group.is_(_PREPARING):
+            self._try_complete_join(group)
+        else:
             self._prepare_rebalance(group, reason)
-        self._try_complete_join(group)
         return await waiter.wait()  # type: ignore[return-value]
 
     async def _replace_static_member(self, group: GroupMetadata, instance_id: str, old_member_id: str,
@@ -407,13 +408,28 @@ class GroupCoordinator:
                 waiter.complete(JoinGroupResponse(fenced.code, member_id=old_member_id)
                                 if waiter is member.join_waiter else SyncGroupResponse(fenced.code))
         member.join_waiter = member.sync_waiter = None
-        if group.is_(_STABLE) and member.matches(protocols):
+        if group.is_(_STABLE) and self._same_subscription(group, member, protocols):
+            member.supported_protocols = protocols
             self._complete_and_schedule_next_heartbeat(group, member)
             error = await self._finish(group, lambda: self._store_group(group))
             if error is not errors.NONE:
                 raise _fail(error, "the group could not store its new static member")
             return self._join_answer(group, member)
         return await self._update_member_and_rebalance(group, member, protocols)
+
+    @staticmethod
+    def _same_subscription(group: GroupMetadata, member: MemberMetadata, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a restarted static member asks for what its predecessor did. A consumer's metadata also says
+        what it owned in which generation, which a fresh process cannot know, so only its topics count."""
+        if [name for name, _ in protocols] != member.protocol_names:
+            return False
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return member.matches(protocols)
+        try:
+            return all(decode_subscription(data).topics == decode_subscription(member.metadata(name)).topics
+                       for name, data in protocols)
+        except KafkaError:
+            return False
 
     def _join_answer(self, group: GroupMetadata, member: MemberMetadata) -> JoinGroupResponse:
         is_leader = group.is_leader(member.member_id)
@@ -439,6 +455,7 @@ class GroupCoordinator:
             self._start(group, self._initial_delayed_join, group, group.rebalance_token, delay_s, timeout_s - delay_s)
         else:
             self._start(group, self._delayed_join, group, group.rebalance_token, trio.current_time() + timeout_s)
+        self._try_complete_join(group)  # the last member left: nobody to wait for
 
     async def _initial_delayed_join(self, group: GroupMetadata, token: int, delay_s: float,
                                     remaining_s: float) -> None:

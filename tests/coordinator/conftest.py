@@ -14,7 +14,8 @@ from kafkalite.network.requests import (
     FindCoordinatorRequest, FindCoordinatorResponse, JoinGroupProtocol, JoinGroupRequest, Request, RequestContext,
 )
 
-GROUP_CONFIG = {"offsets.topic.num.partitions": 3, "replica.lag.time.max.ms": 10000,
+GROUP_CONFIG = {"offsets.topic.num.partitions": 3, "replica.lag.time.max.ms": 10000, "zookeeper.session.timeout.ms": 6000,
+                "offsets.retention.minutes": 60,
                 "group.min.session.timeout.ms": 1000}
 
 
