@@ -118,8 +118,8 @@ class ConsumerCoordinator:
         self._pattern: re.Pattern[str] | None = None
         self._listeners: dict[str, Listener | None] = {}
         self._assigned_counts: dict[str, int] = {}  # partition counts the last assignment was made for
-        self._next_auto_commit = trio.current_time() + self._auto_commit_interval_s
-        self._last_poll = trio.current_time()
+        self._next_auto_commit: float | None = None  # from the first poll on
+        self._last_poll = 0.0
         self._polling = 0
         self._pending_error: KafkaError | None = None
         self._lost_pending = False  # the group dropped this member; its partitions await on_lost
@@ -180,8 +180,11 @@ class ConsumerCoordinator:
             self._check_partition_counts()
             if self._rejoin_needed or not self.stable:
                 await self._ensure_active_group()
-        if self._auto_commit and trio.current_time() >= self._next_auto_commit:
-            self._next_auto_commit = trio.current_time() + self._auto_commit_interval_s
+        now = trio.current_time()
+        if self._next_auto_commit is None:
+            self._next_auto_commit = now + self._auto_commit_interval_s
+        elif self._auto_commit and now >= self._next_auto_commit:
+            self._next_auto_commit = now + self._auto_commit_interval_s
             await self._commit_quietly("auto-commit")
 
     def _check_partition_counts(self) -> None:

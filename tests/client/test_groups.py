@@ -249,3 +249,63 @@ async def test_a_group_over_tcp(autojump_clock: Any, cluster: Cluster) -> None:
         await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
         await a.commit({tp: 1 for tp in a.assignment()})
         assert {o.offset for o in (await b.committed(a.assignment())).values()} == {1}
+
+
+async def test_admin_lists_describes_resets_and_deletes_groups(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.client import Admin
+    from kafkalite.common.errors import GroupIdNotFoundError, NonEmptyGroupError
+
+    for p in range(6):
+        await cluster.produce("events", p, [Record(None, b"x", 1000 + i) for i in range(10)])
+    async with Admin(cluster) as admin, member(cluster, "a", enable_auto_commit=False) as a:
+        a.subscribe(["events"])
+        await poll_until([a], lambda: a.assignment() == ALL)
+        await a.commit({tp: 4 for tp in ALL})
+        described = (await admin.describe_groups(["g"]))["g"]
+        assert described.state == "Stable" and described.protocol == "range"
+        assert set(described.members[0].assignment) == ALL and described.members[0].client_id == "a"
+        assert [(g.group_id, g.state) for g in await admin.list_groups()] == [("g", "Stable")]
+        offsets = await admin.list_group_offsets("g")
+        assert {(o.committed, o.log_end_offset, o.lag) for o in offsets.values()} == {(4, 10, 6)}
+        with pytest.raises(NonEmptyGroupError, match="Stable"):
+            await admin.reset_group_offsets("g", sorted(ALL), "earliest")
+        with pytest.raises(NonEmptyGroupError):
+            await admin.delete_groups(["g"])
+        assert (await admin.list_group_offsets("g"))[TopicPartition("events", 0)].committed == 4  # unchanged
+    async with Admin(cluster) as admin:
+        tp0 = TopicPartition("events", 0)
+        assert await admin.reset_group_offsets("g", [tp0], "shift", -3) == {tp0: 1}
+        assert await admin.reset_group_offsets("g", [tp0], "shift", -30) == {tp0: 0}  # clamped to the start
+        assert await admin.reset_group_offsets("g", [tp0], "latest") == {tp0: 10}
+        assert await admin.reset_group_offsets("g", [tp0], "offset", 7) == {tp0: 7}
+        assert await admin.reset_group_offsets("g", [tp0], "earliest", dry_run=True) == {tp0: 0}
+        assert await admin.reset_group_offsets("g", [tp0], "datetime", 1005) == {tp0: 5}
+        assert await admin.reset_group_offsets("g", [tp0], "datetime", 0) == {tp0: 0}
+        assert (await admin.list_group_offsets("g"))[tp0].committed == 0
+        with pytest.raises(ValueError, match="reset spec"):
+            await admin.reset_group_offsets("g", [tp0], "yesterday")
+        await admin.delete_groups(["g"])
+        assert await admin.list_group_offsets("g") == {}
+        with pytest.raises(GroupIdNotFoundError):
+            await admin.delete_groups(["g"])
+
+
+def test_the_embedded_cluster_serves_groups_synchronously() -> None:
+    from kafkalite.embedded import EmbeddedCluster
+
+    with EmbeddedCluster(brokers=1, config={"offsets.topic.num.partitions": 2}) as cluster:
+        cluster.create_topic("sync-events", partitions=2)
+        with cluster.producer(linger_ms=0) as producer:
+            for i in range(4):
+                producer.send("sync-events", b"%d" % i, partition=i % 2).result(10)
+        with cluster.consumer(group_id="sync", auto_offset_reset="earliest") as consumer:
+            consumer.subscribe(["sync-events"])
+            seen: list[bytes] = []
+            for record in consumer:
+                seen.append(record.value)
+                if len(seen) == 4:
+                    break
+            consumer.commit()
+        with cluster.admin() as admin:
+            assert {o.committed for o in admin.list_group_offsets("sync").values()} == {2}
+            assert admin.describe_groups(["sync"])["sync"].state == "Empty"
