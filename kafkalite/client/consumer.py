@@ -119,7 +119,7 @@ class Consumer:
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self.metadata.refresh_when_old)
         if self._coordinator is not None:
-            self._nursery.start_soon(self._coordinator.heartbeat_loop)
+            await self._nursery.start(self._coordinator.run)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

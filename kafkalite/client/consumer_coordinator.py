@@ -2,7 +2,8 @@
 
 Theory of operation, as in Kafka's consumer:
 - The application's `poll()` drives membership: each poll first finds the coordinator, (re)joins when needed
-  (JoinGroup, then SyncGroup with the assignment the leader computed), calls the rebalance callbacks, and
+  (JoinGroup, then SyncGroup with the assignment the leader computed, in a background task that outlives a
+  poll's timeout), calls the rebalance callbacks, and
   commits automatically every auto.commit.interval.ms. A consumer that does not poll does not rejoin: its
   rebalance timeout is max.poll.interval.ms.
 - A background task heartbeats every heartbeat.interval.ms while the member is stable. It learns of rebalances
@@ -74,6 +75,19 @@ RESET_GENERATION_ERRORS = frozenset({errors.ILLEGAL_GENERATION})
 RESET_MEMBER_ERRORS = frozenset({errors.UNKNOWN_MEMBER_ID})
 
 
+IMMEDIATE_REJOIN_ERRORS = frozenset({errors.MEMBER_ID_REQUIRED, errors.REBALANCE_IN_PROGRESS,
+                                     errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION})
+
+
+class _JoinRound:
+    """One JoinGroup-and-SyncGroup round under way: the assignment it got, or the error that ended it."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.assignment: set[TopicPartition] = set()
+        self.error: KafkaError | None = None
+
+
 class GroupMember(Protocol):
     """What the coordinator needs of its consumer: the assignment and the positions it commits."""
 
@@ -124,6 +138,8 @@ class ConsumerCoordinator:
         self._pending_error: KafkaError | None = None
         self._lost_pending = False  # the group dropped this member; its partitions await on_lost
         self._heartbeat_wake = trio.Event()
+        self._join: _JoinRound | None = None
+        self._nursery: trio.Nursery | None = None
 
     # -- subscription ---------------------------------------------------------------------------------------
 
@@ -237,18 +253,35 @@ class ConsumerCoordinator:
     # -- joining --------------------------------------------------------------------------------------------
 
     async def _ensure_active_group(self) -> None:
+        """Rejoin: callbacks run here, in poll(); the JoinGroup and SyncGroup run in a task of the consumer's,
+        which a poll that times out leaves running for the next poll to pick up, as Kafka's consumer leaves
+        its join in flight, rather than abandoning a request the coordinator would answer anyway."""
         await self._prepare_join()
-        while True:
-            try:
-                assignment = await self._join_and_sync()
-            except KafkaError as exc:
-                if not self._handle_join_error(exc.error):
-                    raise
-                await trio.sleep(self._retry_backoff_s)
-                continue
-            if assignment is not None:
-                await self._on_join_complete(assignment)
-                return
+        if self._join is None:
+            self._join = _JoinRound()
+            assert self._nursery is not None, "the consumer is not open"
+            self._nursery.start_soon(self._join_group, self._join)
+        join = self._join
+        await join.done.wait()
+        self._join = None
+        if join.error is not None:
+            raise join.error
+        await self._on_join_complete(join.assignment)
+
+    async def _join_group(self, join: _JoinRound) -> None:
+        try:
+            while True:
+                try:
+                    join.assignment = await self._join_and_sync()
+                    return
+                except KafkaError as exc:
+                    if not self._handle_join_error(exc.error):
+                        join.error = exc
+                        return
+                    if exc.error not in IMMEDIATE_REJOIN_ERRORS:
+                        await trio.sleep(self._retry_backoff_s)
+        finally:
+            join.done.set()
 
     async def _prepare_join(self) -> None:
         """Once per rebalance (Kafka's onJoinPrepare): commit what was consumed, and, eager, revoke it all."""
@@ -302,7 +335,8 @@ class ConsumerCoordinator:
         """The leader's work: every member's subscription, the partition counts, the chosen assignor."""
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in response.members}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
-        await self.metadata.refresh(topics)
+        if any(self.metadata.partition_count(t) is None for t in topics):  # known counts are kept up to date
+            await self.metadata.refresh(topics)  # by the metadata refresh, which triggers a rejoin on change
         counts = {t: self.metadata.partition_count(t) or 0 for t in topics}
         assignor = next(a for a in self._assignors if a.name == response.protocol_name)
         assigned = assignor.assign(counts, subscriptions)
@@ -350,7 +384,14 @@ class ConsumerCoordinator:
 
     # -- heartbeats -----------------------------------------------------------------------------------------
 
-    async def heartbeat_loop(self) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The member's background work, in the consumer's nursery: heartbeats, and joins started by poll()."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await self._heartbeat_loop()
+
+    async def _heartbeat_loop(self) -> None:
         """Heartbeat while stable; leave the group when the application stopped polling (max.poll.interval.ms)."""
         while True:
             with trio.move_on_after(self._heartbeat_interval_s):
