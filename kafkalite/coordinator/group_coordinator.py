@@ -247,10 +247,16 @@ class GroupCoordinator:
 
     # -- background steps ---------------------------------------------------------------------------------------
 
-    def _start(self, group: GroupMetadata, function: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def _start(self, group: GroupMetadata, function: Callable[..., Awaitable[Any]], *args: Any) -> bool:
+        """Start a timed step of the group's partition; False if the partition (or the broker) is going away."""
         owned = self._partitions.get(self.partition_for(group.group_id))
-        if owned is not None and owned.nursery is not None:
+        if owned is None or owned.nursery is None:
+            return False
+        try:
             owned.nursery.start_soon(function, *args)
+        except RuntimeError:  # the nursery is closing: the broker is stopping under a request still being served
+            return False
+        return True
 
     async def _finish(self, group: GroupMetadata, step: Callable[[], Awaitable[_T]]) -> _T:
         """Run `step` in the group's partition nursery and wait for it: it completes even if the requesting
@@ -266,10 +272,8 @@ class GroupCoordinator:
             finally:
                 done.set()
 
-        owned = self._partitions.get(self.partition_for(group.group_id))
-        if owned is None or owned.nursery is None:
+        if not self._start(group, run):
             raise _fail(errors.NOT_COORDINATOR, f"broker {self.broker_id} is no longer coordinator of {group.group_id}")
-        owned.nursery.start_soon(run)
         await done.wait()
         if not outcome:
             raise _fail(errors.NOT_COORDINATOR, f"broker {self.broker_id} lost group {group.group_id} meanwhile")
