@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.client.config import CONSUMER_CONFIG_KEYS, PRODUCER_CONFIG_KEYS
+from kafkalite.client.config import ClientConfig, consumer_config, producer_config
+from kafkalite.common.errors import InvalidConfigError
 from kafkalite.common.types import TopicPartition
 
 EARLIEST = -2
@@ -145,8 +146,8 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
                       "(EmbeddedCluster.bootstrap_servers)")
 
 
-def client_config(options: Mapping[str, str], known: Mapping[str, Any]) -> dict[str, str]:
-    """The `kafka.*` options for the client, without the prefix; keys the client lacks raise OptionError."""
+def client_config(options: Mapping[str, str], parse: Callable[[Mapping[str, Any]], ClientConfig]) -> dict[str, str]:
+    """The `kafka.*` options for the client, without the prefix, each checked by the client's config `parse`."""
     config = {}
     for option, value in options.items():
         if not option.startswith("kafka.") or option == "kafka.bootstrap.servers":
@@ -156,8 +157,10 @@ def client_config(options: Mapping[str, str], known: Mapping[str, Any]) -> dict[
             raise OptionError(option, value, f"not supported: {_OWNED_CLIENT_KEYS[key]}")
         if key in _IGNORED_CLIENT_KEYS:
             continue
-        if key not in known:
-            raise OptionError(option, value, f"kafkalite's client has no setting {key!r}")
+        try:
+            parse({key: value})
+        except InvalidConfigError as exc:
+            raise OptionError(option, value, exc.message) from None
         config[key] = value
     return config
 
@@ -191,7 +194,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         fail_on_data_loss=_boolean(options, "failondataloss", True),
         include_headers=_boolean(options, "includeheaders", False),
         poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or 120_000,
-        client_config=client_config(options, CONSUMER_CONFIG_KEYS),
+        client_config=client_config(options, consumer_config),
     )
 
 
@@ -199,15 +202,16 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("topic", repr(topic), "must name a topic")
-    return SinkOptions(bootstrap_servers(options), topic, client_config(options, PRODUCER_CONFIG_KEYS))
+    return SinkOptions(bootstrap_servers(options), topic, client_config(options, producer_config))
 
 
 def _subscription(options: Mapping[str, str]) -> Subscription:
     given = [name for name in ("subscribe", "subscribepattern", "assign") if options.get(name) is not None]
-    if len(given) != 1:
-        shown = ", ".join(f"{spelled(name)}={options[name]}" for name in given) or "none"
-        raise OptionError(given[1] if given else "subscribe", shown,
-                          "set exactly one of subscribe, subscribePattern and assign")
+    if not given:
+        raise OptionError("subscribe", "(missing)", "set exactly one of subscribe, subscribePattern and assign")
+    if len(given) > 1:
+        raise OptionError(given[1], options[given[1]], "set exactly one of subscribe, subscribePattern and assign; "
+                          f"{spelled(given[0])}={options[given[0]]} is set too")
     option = given[0]
     value = options[option]
     if option == "subscribe":
