@@ -13,21 +13,26 @@ message class (`ProduceResponse.TopicProduceResponse.PartitionProduceResponse`);
 from __future__ import annotations
 
 import struct
+import warnings
 from typing import Any, NamedTuple
 
-from kafka.protocol.admin import (
-    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-)
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+with warnings.catch_warnings():  # its schema loader uses importlib.resources calls deprecated in Python 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin import (
+        AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+        CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
+        DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    )
+    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+    from kafka.protocol.producer import (
+        InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+    )
 
 __all__ = [
     "AlterConfigsRequest", "AlterConfigsResponse", "ApiVersionsRequest", "ApiVersionsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
-    "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
     "FetchRequest", "FetchResponse", "InitProducerIdRequest", "InitProducerIdResponse", "ListOffsetsRequest",
     "ListOffsetsResponse", "Message", "MetadataRequest", "MetadataResponse", "ProduceRequest", "ProduceResponse",
