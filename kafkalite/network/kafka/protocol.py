@@ -12,6 +12,7 @@ message class (`ProduceResponse.TopicProduceResponse.PartitionProduceResponse`);
 
 from __future__ import annotations
 
+import io
 import struct
 import warnings
 from typing import Any, NamedTuple
@@ -61,13 +62,25 @@ def peek_header(frame: bytes) -> RequestHeader | None:
 
 
 def decode_request(request_type: Any, frame: bytes, version: int) -> tuple[Message, str | None]:
-    """(request, client id) from a whole frame, header included. Raises ValueError for anything malformed:
-    kafka-python raises several types for short or inconsistent input, all of which mean a bad frame."""
+    """(request, client id) from a whole frame, header included. Raises ValueError for anything malformed,
+    bytes left over after the body included (a length that does not match the request means the stream is out of
+    step); kafka-python raises several types for short or inconsistent input, all of which mean a bad frame.
+
+    Decodes in two steps, header then body, rather than with `decode`, which does not say where the body ended.
+    """
     try:
-        request = request_type.decode(frame, version=version, header=True)
+        reader = io.BytesIO(frame)
+        header = request_type.parse_header(reader, version=version)
+        flexible = request_type.flexible_version_q(version)
+        decode_body = request_type._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                                data_class=request_type)
+        request, end = decode_body(memoryview(frame), reader.tell())
     except Exception as exc:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
-    return request, request.header.client_id
+    if end != len(frame):
+        raise ValueError(f"{len(frame) - end} bytes follow the request body")
+    request._header = header
+    return request, header.client_id
 
 
 def encode_response(response: Message, version: int, correlation_id: int) -> bytes:
