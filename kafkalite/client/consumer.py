@@ -1,4 +1,9 @@
-"""The consumer, without groups: manual assignment, seeks, and polls served from a prefetch buffer.
+"""The consumer: manual assignment or group subscription, seeks, commits, and polls served from a prefetch buffer.
+
+With `group.id`, `subscribe()` makes the consumer a member of a consumer group whose coordinator assigns it
+partitions (see kafkalite.client.consumer_coordinator): partitions start at the group's committed offsets,
+and positions are committed with `commit()`, `commit_async()` or enable.auto.commit. `assign()` with a group.id
+still commits and reads committed offsets, as the group's only user.
 
 As in Kafka's Fetcher, fetching runs ahead of `poll()`: each poll sends one FetchRequest per leader for every
 assigned partition that has nothing buffered and no fetch in flight, and those fetches complete in the
@@ -23,16 +28,18 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple
 
 import trio
 
-from kafkalite.client.arguments import non_negative_int, topic_partition, topic_partitions
+from kafkalite.client.arguments import non_negative_int, topic_names, topic_partition, topic_partitions
 from kafkalite.client.config import consumer_config
+from kafkalite.client.consumer_coordinator import ConsumerCoordinator, Listener, OffsetAndMetadata
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
@@ -100,16 +107,28 @@ class Consumer:
         self._iterated: deque[ConsumerRecord] = deque()
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
+        self._coordinator: ConsumerCoordinator | None = None
+        if cfg["group.id"] is not None:
+            if not cfg["group.id"]:
+                raise errors.InvalidGroupIdError("group.id must not be empty")
+            self._coordinator = ConsumerCoordinator(cfg["group.id"], cfg, self._transport.sibling(), self.metadata,
+                                                    self)
 
     async def __aenter__(self) -> Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self.metadata.refresh_when_old)
+        if self._coordinator is not None:
+            await self._nursery.start(self._coordinator.run)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
+        """Leaving the block closes the consumer: a group member commits (enable.auto.commit) and leaves."""
         assert self._nursery is not None
+        if self._coordinator is not None and exc_type is None:
+            with trio.move_on_after(self._api_timeout_s):
+                await self._coordinator.close()
         self._nursery.cancel_scope.cancel()
         try:
             return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
@@ -120,12 +139,101 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept keep their positions and buffers."""
-        wanted = topic_partitions(partitions, "assign()")
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
-        self.metadata.add_topics(tp.topic for tp in wanted)
+        if self._coordinator is not None and self._coordinator.subscribed:
+            raise ValueError("assign() on a subscribed consumer: the group assigns its partitions; unsubscribe() "
+                             "first")
+        self._set_assignment(set(topic_partitions(partitions, "assign()")))
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
+
+    # -- groups -------------------------------------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | re.Pattern[str] | None = None,
+                  on_assign: Listener | None = None, on_revoke: Listener | None = None,
+                  on_lost: Listener | None = None) -> None:
+        """Join the group (at the next poll) for `topics`, or for every topic whose whole name matches `pattern`
+        (followed as topics come and go, every metadata.max.age.ms).
+
+        The callbacks, plain or async functions of a set of partitions, run inside poll(): `on_revoke` before
+        partitions are given up (commit there for at-least-once without auto-commit), `on_assign` with the
+        partitions added, `on_lost` with partitions the group took away after dropping this member (committing
+        them would fail).
+        """
+        coordinator = self._group_coordinator("subscribe()")
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes topics or a pattern")
+        names = None if topics is None else topic_names(topics, "subscribe()")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        coordinator.subscribe(names, compiled, {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost})
+
+    async def unsubscribe(self) -> None:
+        """Leave the group and drop the assignment."""
+        await self._group_coordinator("unsubscribe()").unsubscribe()
+
+    def subscription(self) -> set[str]:
+        return self._coordinator.subscription() if self._coordinator is not None else set()
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
+        """Commit `offsets` (the next offset to read, per partition), or every assigned partition's position.
+
+        Returns once the commit is stored on every in-sync replica of the group's offsets partition; raises
+        REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID if the group moved on (poll() rejoins).
+        """
+        await self._group_coordinator("commit()").commit(_offsets(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     on_complete: Callable[[KafkaError | None], Any] | None = None) -> None:
+        """Commit in the background: `on_complete(None)` or `on_complete(error)` when done (errors are logged
+        otherwise). The positions are taken now, not when the commit is sent."""
+        coordinator = self._group_coordinator("commit_async()")
+        taken = _offsets(offsets) or {tp: OffsetAndMetadata(p) for tp, p in self._consumed_positions().items()}
+
+        async def commit() -> None:
+            error: KafkaError | None = None
+            try:
+                await coordinator.commit(taken)
+            except KafkaError as exc:
+                error = exc
+                if on_complete is None:
+                    log.warning("%s: asynchronous commit failed: %s", self._transport.name, exc)
+            if on_complete is not None:
+                on_complete(error)
+
+        if self._nursery is None:
+            raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+        self._nursery.start_soon(commit)
+
+    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset of each partition, None where nothing is committed."""
+        return await self._group_coordinator("committed()").committed(topic_partitions(partitions, "committed()"))
+
+    def _group_coordinator(self, where: str) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise errors.InvalidGroupIdError(f"{where} needs a group.id")
+        return self._coordinator
+
+    # What the group coordinator uses (kafkalite.client.consumer_coordinator.GroupMember).
+
+    def _set_assignment(self, partitions: set[TopicPartition]) -> None:
+        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in sorted(partitions)}
+        self.metadata.add_topics(tp.topic for tp in partitions)
+        self._iterated.clear()
+
+    def _consumed_positions(self) -> dict[TopicPartition, int]:
+        return {tp: state.position for tp, state in self._states.items() if state.position is not None}
+
+    def _needs_position(self, tp: TopicPartition) -> bool:
+        state = self._states.get(tp)
+        return state is not None and state.position is None and state.reset is None
+
+    def _use_committed(self, tp: TopicPartition, offset: int) -> None:
+        state = self._states.get(tp)
+        if state is not None and state.position is None:
+            self._move(state, offset, None)
+
+    def _wake(self) -> None:
+        self._data_arrived.set()
 
     def _state(self, tp: TopicPartition, where: str) -> _PartitionState:
         state = self._states.get(topic_partition(tp, where))
@@ -259,8 +367,22 @@ class Consumer:
             raise TypeError(f"poll timeout must be a number of seconds, not {type(timeout).__name__}")
         if not timeout >= 0:  # NaN fails this too
             raise ValueError(f"poll timeout must not be negative, got {timeout}")
+        coordinator = self._coordinator
+        if coordinator is None:
+            return await self._poll(timeout)
+        coordinator.poll_started()
+        try:
+            return await self._poll(timeout)
+        finally:
+            coordinator.poll_ended()
+
+    async def _poll(self, timeout: float) -> list[ConsumerRecord]:
+        coordinator = self._coordinator
         with trio.move_on_after(timeout):
             while True:
+                if coordinator is not None:
+                    await coordinator.handle_lost_partitions()
+                    await coordinator.poll()
                 records = self._drain_buffers()  # what arrived before an error is the application's first
                 if records:
                     return records
@@ -442,3 +564,15 @@ class Consumer:
         while not self._iterated:
             self._iterated.extend(await self.poll(math.inf))
         return self._iterated.popleft()
+
+
+def _offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+             ) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    """Offsets to commit as given: an OffsetAndMetadata or a bare offset per partition."""
+    if offsets is None:
+        return None
+    checked = {}
+    for tp, value in offsets.items():
+        offset = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(non_negative_int(value, "offset"))
+        checked[topic_partition(tp, "commit()")] = offset
+    return checked
