@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--brokers", type=_positive, default=3, help="how many brokers (default 3)")
     serve.add_argument("--port", type=_port, default=0,
                        help="broker i listens on PORT+i-1 (default 0: a free port each, printed at start)")
+    serve.add_argument("--kafka-port", type=_port, default=0,
+                       help="broker i speaks Apache Kafka's protocol on KAFKA_PORT+i-1, for Kafka's own clients "
+                            "(default 0: a free port each, printed at start)")
     serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, e.g. --config min.insync.replicas=2")
 
@@ -220,11 +223,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.embedded import EmbeddedCluster
 
-    if args.port + args.brokers - 1 > MAX_PORT:
-        raise UsageError(f"--port {args.port} with {args.brokers} brokers would need ports up to "
-                         f"{args.port + args.brokers - 1}; the highest is {MAX_PORT}")
-    brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{args.port + b - 1}"} for b in range(1, args.brokers + 1)} \
-        if args.port else None
+    for option, first in (("--port", args.port), ("--kafka-port", args.kafka_port)):
+        if first + args.brokers - 1 > MAX_PORT:
+            raise UsageError(f"{option} {first} with {args.brokers} brokers would need ports up to "
+                             f"{first + args.brokers - 1}; the highest is {MAX_PORT}")
+
+    def port(first: int, broker: int) -> int:
+        return first + broker - 1 if first else 0
+
+    brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{port(args.port, b)},KAFKA://127.0.0.1:{port(args.kafka_port, b)}"}
+               for b in range(1, args.brokers + 1)}
     stop = threading.Event()
     console = Console()
     with EmbeddedCluster(args.brokers, dict(args.config), broker_configs=brokers) as cluster:
@@ -233,6 +241,7 @@ def _serve(args: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+            print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}", flush=True)
             console.print(_brokers_table(cluster.describe_brokers()))
             console.print("Press Ctrl-C to stop.")
             stop.wait()

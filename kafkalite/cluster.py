@@ -566,9 +566,19 @@ class Cluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        """`host:port,...` of the live brokers' NATIVE listeners, for clients that connect over TCP."""
+        """`host:port,...` of the live brokers' NATIVE listeners, for kafkalite's clients over TCP."""
+        return self.listener_bootstrap_servers("NATIVE")
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """`host:port,...` of the live brokers' KAFKA listeners: `bootstrap.servers` for Kafka's own clients
+        (kafka-python, aiokafka, confluent-kafka, kcat, the Java client)."""
+        return self.listener_bootstrap_servers("KAFKA")
+
+    def listener_bootstrap_servers(self, listener: str) -> str:
+        """`host:port,...` of the live brokers' endpoints for the listener named `listener` (empty if none)."""
         return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.live_broker_ids
-                        for ep in self.broker(broker_id).endpoints if ep.listener == "NATIVE")
+                        for ep in self.broker(broker_id).endpoints if ep.listener == listener)
 
     def topics(self) -> list[str]:
         return self._zk().get_all_topics()

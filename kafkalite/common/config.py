@@ -109,8 +109,9 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("broker.id", "int", 0, "The broker's id; the cluster numbers its brokers 1..N.", at_least=0),
     ConfigKey("broker.rack", "nullable string", None, "Rack of the broker, used for rack-aware replica assignment."),
-    ConfigKey("listeners", "string", "NATIVE://127.0.0.1:0",
-              "Comma-separated NAME://host:port listeners; port 0 picks a free port so parallel runs never clash."),
+    ConfigKey("listeners", "string", "NATIVE://127.0.0.1:0,KAFKA://127.0.0.1:0",
+              "Comma-separated NAME://host:port listeners: NATIVE speaks kafkalite's msgpack protocol, KAFKA "
+              "Apache Kafka's; port 0 picks a free port so parallel runs never clash."),
     ConfigKey("num.partitions", "int", 1, "Default partition count of new topics.", at_least=1),
     ConfigKey("default.replication.factor", "int", 1, "Default replication factor of new topics.", at_least=1),
     ConfigKey("min.insync.replicas", "int", 1,

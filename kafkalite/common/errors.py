@@ -142,6 +142,8 @@ NOT_CONTROLLER = _define(41, "NOT_CONTROLLER", True, "This is not the correct co
 INVALID_REQUEST = _define(42, "INVALID_REQUEST", False,
                           "This most likely occurs because of a request being malformed by the client library or "
                           "the message was sent to an incompatible broker.")
+UNSUPPORTED_FOR_MESSAGE_FORMAT = _define(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", False,
+                                         "The message format version on the broker does not support the request.")
 POLICY_VIOLATION = _define(44, "POLICY_VIOLATION", False, "Request parameters do not satisfy the configured policy.")
 OUT_OF_ORDER_SEQUENCE_NUMBER = _define(45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False,
                                        "The broker received an out of order sequence number.")
@@ -165,6 +167,9 @@ FENCED_LEADER_EPOCH = _define(74, "FENCED_LEADER_EPOCH", True,
                               "The leader epoch in the request is older than the epoch on the broker.")
 UNKNOWN_LEADER_EPOCH = _define(75, "UNKNOWN_LEADER_EPOCH", True,
                                "The leader epoch in the request is newer than the epoch on the broker.")
+UNSUPPORTED_COMPRESSION_TYPE = _define(76, "UNSUPPORTED_COMPRESSION_TYPE", False,
+                                       "The requesting client does not support the compression type of given "
+                                       "partition.")
 STALE_BROKER_EPOCH = _define(77, "STALE_BROKER_EPOCH", False, "Broker epoch has changed.")
 OFFSET_NOT_AVAILABLE = _define(78, "OFFSET_NOT_AVAILABLE", True,
                                "The leader high watermark has not caught up from a recent leader election so the "
@@ -244,6 +249,8 @@ EligibleLeadersNotAvailableError = ELIGIBLE_LEADERS_NOT_AVAILABLE.exception
 ElectionNotNeededError = ELECTION_NOT_NEEDED.exception
 NoReassignmentInProgressError = NO_REASSIGNMENT_IN_PROGRESS.exception
 InvalidRecordError = INVALID_RECORD.exception
+UnsupportedForMessageFormatError = UNSUPPORTED_FOR_MESSAGE_FORMAT.exception
+UnsupportedCompressionTypeError = UNSUPPORTED_COMPRESSION_TYPE.exception
 
 
 def for_code(code: int) -> ErrorCode:

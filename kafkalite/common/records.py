@@ -1,9 +1,17 @@
 """Records and record batches: the unit every layer moves around.
 
-A `RecordBatch` mirrors Kafka's RecordBatch v2 header, but its records travel as one msgpack payload encoded
-once by the producer. Brokers, logs and replicas only ever look at the header: appending, replicating and
-serving a batch of a thousand records costs the same as a batch of one, and only a consumer (or a timestamp
-lookup) decodes the payload.
+A `RecordBatch` mirrors Kafka's RecordBatch v2 header; its records are one payload encoded once by the producer.
+Brokers, logs and replicas only ever look at the header: appending, replicating and serving a batch of a
+thousand records costs the same as a batch of one, and only a consumer (or a timestamp lookup) decodes the
+payload.
+
+The payload comes in one of two encodings, and a batch keeps the one it arrived in. A native producer's batch
+holds a msgpack array of rows, checksummed with CRC-32; a batch produced over the Kafka protocol holds Kafka's
+v2 record section exactly as the client sent it (compressed or not), checksummed with CRC-32C as Kafka's
+header says, so it is stored and served without re-encoding. Both checksums cover the same header fields.
+A reader that needs the other encoding asks for `native()` or `kafka()`: the conversion keeps offsets, keys,
+values, headers and timestamps, is done once, and is cached on the batch (the log's, which every replica in
+the process shares).
 """
 
 from __future__ import annotations
@@ -11,11 +19,13 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgpack
 
-from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
+from kafkalite.common import kafka_records
+from kafkalite.common.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
+from kafkalite.common.kafka_records import Row
 
 RECORD_BATCH_OVERHEAD = 61
 """Kafka's v2 batch header size, counted so that byte limits (max.message.bytes, fetch sizes) mean what they
@@ -29,14 +39,17 @@ _DELTA_TYPES: frozenset[type] = frozenset({int})
 _BYTES_OR_NULL: frozenset[type] = frozenset({bytes, type(None)})
 _HEADERS_TYPES: frozenset[type] = frozenset({tuple})
 
-Row = tuple[int, bytes | None, bytes | None, tuple[Header, ...]]
-"""One record in a batch's payload: (timestamp delta, key, value, headers)."""
 
 # The fields Kafka's CRC covers: attributes, last offset delta, first and max timestamp, producer id, producer
 # epoch, base sequence, record count. Base offset and partition leader epoch are left out because the leader
 # rewrites them after the producer computed the checksum.
 _CRC_FIELDS = struct.Struct(">hiqqqhii")
 _WIRE_FIELDS = 11
+# Kafka's v2 header: base offset, batch length, partition leader epoch, magic, crc, then the CRC fields.
+_KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
+_KAFKA_PREFIX = struct.Struct(">qib")  # base offset, batch length, partition leader epoch, magic
+_KAFKA_LENGTH_OFFSET = 12  # batch length counts the bytes after itself
+_MAGIC = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +63,24 @@ class Record:
 
 
 def _checksum(payload: bytes, attributes: int, record_count: int, first_timestamp: int, max_timestamp: int,
-              producer_id: int, producer_epoch: int, base_sequence: int) -> int:
+              producer_id: int, producer_epoch: int, base_sequence: int, kafka: bool = False) -> int:
     try:
         header = _CRC_FIELDS.pack(attributes, record_count - 1, first_timestamp, max_timestamp, producer_id,
                                   producer_epoch, base_sequence, record_count)
     except struct.error as exc:
         raise CorruptMessageError(f"record batch header field out of range: {exc}") from None
+    if kafka:
+        return kafka_records.crc32c(payload, kafka_records.crc32c(header))
     return zlib.crc32(payload, zlib.crc32(header))
 
 
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
-    """Kafka's RecordBatch v2 header over a msgpack payload of records encoded once.
+    """Kafka's RecordBatch v2 header over a payload of records encoded once.
 
-    The payload is a msgpack array of `[timestamp_delta, key, value, headers]` arrays; timestamps are stored
-    as deltas from `first_timestamp`, as in Kafka, which keeps them small on the wire.
+    A native payload is a msgpack array of `[timestamp_delta, key, value, headers]` arrays; timestamps are
+    stored as deltas from `first_timestamp`, as in Kafka, which keeps them small on the wire. With
+    `kafka_format` the payload is Kafka's v2 record section instead and `crc` is its CRC-32C.
     """
 
     base_offset: int
@@ -78,6 +94,8 @@ class RecordBatch:
     attributes: int
     crc: int
     payload: bytes
+    kafka_format: bool = False
+    _other_format: RecordBatch | None = field(default=None, compare=False, repr=False)  # the cached conversion
 
     @property
     def last_offset(self) -> int:
@@ -138,6 +156,8 @@ class RecordBatch:
         `Record` in between. A row of the wrong shape surfaces when it is unpacked: catch ValueError and
         TypeError there and call `corrupt`.
         """
+        if self.kafka_format:
+            return self.native().rows()
         try:
             return msgpack.unpackb(self.payload, use_list=False)  # type: ignore[no-any-return]
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
@@ -161,7 +181,82 @@ class RecordBatch:
         """The batch as the leader stores it; the payload object is shared and the crc stays valid."""
         return RecordBatch(base_offset, partition_leader_epoch, self.producer_id, self.producer_epoch,
                            self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp,
-                           self.attributes, self.crc, self.payload)
+                           self.attributes, self.crc, self.payload, self.kafka_format)
+
+    # -- the two encodings ---------------------------------------------------------------------------------------
+
+    def native(self) -> RecordBatch:
+        """This batch with a native (msgpack) payload: itself, or its conversion, made once and cached.
+
+        The conversion drops the compression bits of the attributes, since its payload is not compressed.
+        CORRUPT_MESSAGE or UNSUPPORTED_COMPRESSION_TYPE if the Kafka records cannot be read.
+        """
+        if not self.kafka_format:
+            return self
+        if self._other_format is None:
+            rows = kafka_records.decode_records(self.payload, self.attributes, self.record_count)
+            self._cache(self._converted(msgpack.packb(rows), self.attributes & ~kafka_records.COMPRESSION_MASK,
+                                        kafka=False))
+        return self._other_format  # type: ignore[return-value]
+
+    def kafka(self) -> RecordBatch:
+        """This batch with a Kafka v2 record section as payload: itself, or its conversion, made once and cached."""
+        if self.kafka_format:
+            return self
+        if self._other_format is None:
+            self._cache(self._converted(kafka_records.encode_records(self.rows()), self.attributes, kafka=True))
+        return self._other_format  # type: ignore[return-value]
+
+    def _converted(self, payload: bytes, attributes: int, *, kafka: bool) -> RecordBatch:
+        crc = _checksum(payload, attributes, self.record_count, self.first_timestamp, self.max_timestamp,
+                        self.producer_id, self.producer_epoch, self.base_sequence, kafka)
+        return RecordBatch(self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
+                           self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp,
+                           attributes, crc, payload, kafka, self)
+
+    def _cache(self, converted: RecordBatch) -> None:
+        object.__setattr__(self, "_other_format", converted)  # a cache, not state: the batch stays immutable
+
+    def to_kafka_bytes(self) -> bytes:
+        """The batch as Kafka's RecordBatch v2 bytes, header included: what a Kafka client fetches."""
+        batch = self.kafka()
+        return _KAFKA_HEADER.pack(
+            batch.base_offset, RECORD_BATCH_OVERHEAD - _KAFKA_LENGTH_OFFSET + len(batch.payload),
+            batch.partition_leader_epoch, _MAGIC, batch.crc, batch.attributes, batch.record_count - 1,
+            batch.first_timestamp, batch.max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+            batch.record_count) + batch.payload
+
+    @classmethod
+    def from_kafka_bytes(cls, data: bytes) -> list[RecordBatch]:
+        """Split a Kafka record set (one or more v2 batches back to back, as a Produce request carries it).
+
+        Checks each header's framing and magic, but not the crc: `validate` does, where the broker decides to
+        pay for it. CORRUPT_MESSAGE for bytes that do not frame into whole batches; UNSUPPORTED_FOR_MESSAGE_FORMAT
+        for the pre-0.11 formats (magic 0 and 1), which no client speaking Produce v3 or later sends.
+        """
+        batches = []
+        pos = 0
+        size = len(data)
+        while pos < size:
+            if size - pos < RECORD_BATCH_OVERHEAD:
+                raise CorruptMessageError(f"a record batch header needs {RECORD_BATCH_OVERHEAD} bytes; "
+                                          f"{size - pos} remain at byte {pos}")
+            (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, first_timestamp, max_timestamp,
+             producer_id, producer_epoch, base_sequence, count) = _KAFKA_HEADER.unpack_from(data, pos)
+            if magic != _MAGIC:
+                raise UnsupportedForMessageFormatError(f"record batch magic {magic}: only v2 batches are accepted")
+            end = pos + _KAFKA_LENGTH_OFFSET + length
+            if length < RECORD_BATCH_OVERHEAD - _KAFKA_LENGTH_OFFSET or end > size:
+                raise CorruptMessageError(f"record batch at byte {pos} claims a length of {length} bytes; "
+                                          f"{size - pos - _KAFKA_LENGTH_OFFSET} follow")
+            if count < 1 or last_delta != count - 1:
+                raise CorruptMessageError(f"record batch at byte {pos} counts {count} records with last offset "
+                                          f"delta {last_delta}")
+            batches.append(cls(base_offset, leader_epoch, producer_id, producer_epoch, base_sequence, count,
+                               first_timestamp, max_timestamp, attributes, crc,
+                               data[pos + RECORD_BATCH_OVERHEAD:end], True))
+            pos = end
+        return batches
 
     def validate(self, *, deep: bool = False) -> None:
         """Check the crc (cheap, no decoding); `deep` also checks every record against the header, as Kafka's
@@ -172,14 +267,20 @@ class RecordBatch:
         claims, the `(timestamp delta, key, value, headers)` shape, bytes or null keys and values, `(str,
         bytes or null)` headers, and timestamps that agree with the header's first and max timestamp. The
         checks are C-level passes over the decoded rows (`map`, `zip`, `set`), not a Python loop per record.
+
+        A Kafka-format batch gets the crc check only, deep or not: its records were framed by the client library
+        that checksummed them, and walking them in Python on every produce would cost more than the rest of the
+        produce path. They are decoded when a native reader first asks (`native()`), which reports a malformed
+        one as CORRUPT_MESSAGE.
         """
         expected = _checksum(self.payload, self.attributes, self.record_count, self.first_timestamp,
-                             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence)
+                             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
+                             self.kafka_format)
         if expected != self.crc:
             raise CorruptMessageError(
                 f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
                 f"computed {expected})")
-        if deep:
+        if deep and not self.kafka_format:
             self._validate_records(self.rows())
 
     def _validate_records(self, rows: object) -> None:
@@ -224,6 +325,9 @@ class RecordBatch:
         return InvalidRecordError(f"record batch at offset {self.base_offset} {problem}")
 
     def to_wire(self) -> list[int | bytes]:
+        """The native wire form, always with a native payload: a native client never sees Kafka records."""
+        if self.kafka_format:
+            return self.native().to_wire()
         return [self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
                 self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp, self.attributes,
                 self.crc, self.payload]

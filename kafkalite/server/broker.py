@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from functools import partial
 
 import trio
@@ -23,8 +24,9 @@ from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, End
 from kafkalite.coordinator import GroupCoordinator
 from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
     RequestContext, Response
-from kafkalite.network.listener import serve_listener
-from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.network.kafka.wire import KAFKA_LISTENER, KafkaWire
+from kafkalite.network.listener import NativeWire, WireProtocol, serve_listener
+from kafkalite.network.transport import Handler, PauseGate, Transport
 from kafkalite.server.kafka_apis import Controller, KafkaApis
 from kafkalite.server.log_manager import LogManager
 from kafkalite.server.metadata_cache import MetadataCache
@@ -34,6 +36,8 @@ from kafkalite.server.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 NATIVE_LISTENER = "NATIVE"
+WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: NativeWire, KAFKA_LISTENER: KafkaWire}
+"""The protocol each listener name speaks: kafkalite's own, or Apache Kafka's for Kafka's clients."""
 
 
 def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
@@ -98,13 +102,16 @@ class Broker:
         nursery.start_soon(self.log_manager.run_retention, self.gate)
 
     async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint) -> EndPoint:
-        if endpoint.listener != NATIVE_LISTENER:
+        wire = WIRES.get(endpoint.listener)
+        if wire is None:
             raise errors.InvalidConfigError(
-                f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks {NATIVE_LISTENER}")
+                f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks "
+                f"{' and '.join(WIRES)}")
         port = await nursery.start(partial(serve_listener, self._handle_from_listener, endpoint.host, endpoint.port,
                                            max_request_bytes=self.config["socket.request.max.bytes"],
                                            max_idle_ms=self.config["connections.max.idle.ms"],
-                                           listener_name=endpoint.listener))
+                                           listener_name=endpoint.listener,
+                                           wire=wire(self._handle_from_listener, endpoint.listener)))
         return EndPoint(endpoint.listener, endpoint.host, port, endpoint.security_protocol)
 
     async def _register(self) -> None:
