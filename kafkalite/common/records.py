@@ -8,10 +8,12 @@ lookup) decodes the payload.
 
 from __future__ import annotations
 
+import operator
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import msgpack
 
@@ -23,11 +25,19 @@ mean in Kafka."""
 
 NO_TIMESTAMP = -1
 
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+"""Kafka's timestamp types, as consumers (and Spark's `timestampType` column) report them."""
+
+_LOG_APPEND_TIME_ATTRIBUTE = 0x08
+"""Kafka's attributes bit for a batch whose records all carry the leader's append time (its max timestamp)."""
+
 Header = tuple[str, bytes | None]
 
 _DELTA_TYPES: frozenset[type] = frozenset({int})
 _BYTES_OR_NULL: frozenset[type] = frozenset({bytes, type(None)})
 _HEADERS_TYPES: frozenset[type] = frozenset({tuple})
+_COLUMNS = tuple(map(operator.itemgetter, range(4)))
 
 Row = tuple[int, bytes | None, bytes | None, tuple[Header, ...]]
 """One record in a batch's payload: (timestamp delta, key, value, headers)."""
@@ -37,6 +47,22 @@ Row = tuple[int, bytes | None, bytes | None, tuple[Header, ...]]
 # rewrites them after the producer computed the checksum.
 _CRC_FIELDS = struct.Struct(">hiqqqhii")
 _WIRE_FIELDS = 11
+
+
+class Columns(NamedTuple):
+    """A run of a batch's records column by column (`RecordBatch.columns`), for readers that build columns.
+
+    Record i has offset `first_offset + i` and timestamp `base_timestamp + deltas[i]`, or `base_timestamp` when
+    `deltas` is None: the common case of records that share their batch's timestamp (the producer's default, and
+    every LogAppendTime batch) then costs nothing per record.
+    """
+
+    first_offset: int
+    base_timestamp: int
+    deltas: tuple[int, ...] | None
+    keys: tuple[bytes | None, ...]
+    values: tuple[bytes | None, ...]
+    headers: tuple[tuple[Header, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +116,12 @@ class RecordBatch:
     @property
     def size_in_bytes(self) -> int:
         return RECORD_BATCH_OVERHEAD + len(self.payload)
+
+    @property
+    def timestamp_type(self) -> int:
+        """CREATE_TIME (each record keeps the producer's timestamp) or LOG_APPEND_TIME (the leader stamped the
+        batch: every record's timestamp is the batch's max timestamp, as in Kafka)."""
+        return LOG_APPEND_TIME if self.attributes & _LOG_APPEND_TIME_ATTRIBUTE else CREATE_TIME
 
     @classmethod
     def from_records(cls, records: Sequence[Record], *, base_offset: int = 0, partition_leader_epoch: int = -1,
@@ -146,11 +178,32 @@ class RecordBatch:
     def corrupt(self, cause: Exception) -> CorruptMessageError:
         return CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {cause}")
 
+    def columns(self, start: int, stop: int) -> Columns:
+        """The records at offsets `start` to `stop` (exclusive, both inside the batch) as columns, with no object
+        per record beyond what msgpack decodes: a reader that builds columns (Spark's Arrow batches) transposes
+        the rows in C instead of looping over records in Python. CORRUPT_MESSAGE if the rows are not all
+        `(timestamp delta, key, value, headers)`; the columns' item types are the reader's to check as it
+        converts them.
+        """
+        rows = self.rows()[start - self.base_offset:stop - self.base_offset]
+        try:
+            if set(map(len, rows)) != {4}:
+                raise ValueError("rows of other than four fields")
+            deltas, keys, values, headers = (tuple(map(column, rows)) for column in _COLUMNS)
+        except (ValueError, TypeError) as exc:
+            raise self.corrupt(exc) from exc
+        if self.timestamp_type == LOG_APPEND_TIME:
+            return Columns(start, self.max_timestamp, None, keys, values, headers)
+        return Columns(start, self.first_timestamp, None if deltas.count(0) == len(deltas) else deltas, keys,
+                       values, headers)
+
     def records(self) -> list[Record]:
         """Decode the payload, the only place records come back to life (consumers and timestamp lookups)."""
-        base = self.first_timestamp
+        log_append_time = self.timestamp_type == LOG_APPEND_TIME
+        base = self.max_timestamp if log_append_time else self.first_timestamp
         try:
-            return [Record(key, value, base + delta, headers) for delta, key, value, headers in self.rows()]
+            return [Record(key, value, base if log_append_time else base + delta, headers)
+                    for delta, key, value, headers in self.rows()]
         except (ValueError, TypeError) as exc:
             raise self.corrupt(exc) from exc
 
