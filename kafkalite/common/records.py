@@ -210,6 +210,17 @@ class RecordBatch:
     def offsets_and_records(self) -> Iterator[tuple[int, Record]]:
         return enumerate(self.records(), self.base_offset)
 
+    def with_log_append_time(self, timestamp: int) -> RecordBatch:
+        """The batch stamped by a leader whose topic has message.timestamp.type=LogAppendTime, as Kafka stamps it:
+        the timestamp type bit set and `timestamp` as the max timestamp, which every record then reports; the
+        payload is untouched, the crc (which covers both fields) computed again."""
+        attributes = self.attributes | _LOG_APPEND_TIME_ATTRIBUTE
+        crc = _checksum(self.payload, attributes, self.record_count, self.first_timestamp, timestamp,
+                        self.producer_id, self.producer_epoch, self.base_sequence)
+        return RecordBatch(self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
+                           self.base_sequence, self.record_count, self.first_timestamp, timestamp, attributes, crc,
+                           self.payload)
+
     def with_offset(self, base_offset: int, partition_leader_epoch: int) -> RecordBatch:
         """The batch as the leader stores it; the payload object is shared and the crc stays valid."""
         return RecordBatch(base_offset, partition_leader_epoch, self.producer_id, self.producer_epoch,
@@ -269,7 +280,7 @@ class RecordBatch:
         if self.first_timestamp + min(distinct_deltas) < NO_TIMESTAMP:
             raise self._invalid(f"has a negative record timestamp (first timestamp {self.first_timestamp}, "
                                 f"smallest delta {min(distinct_deltas)})")
-        if self.first_timestamp + max(distinct_deltas) != self.max_timestamp:
+        if self.timestamp_type == CREATE_TIME and self.first_timestamp + max(distinct_deltas) != self.max_timestamp:
             raise self._invalid(f"says its max timestamp is {self.max_timestamp} but its records' is "
                                 f"{self.first_timestamp + max(distinct_deltas)}")
 

@@ -71,6 +71,26 @@ async def test_poll_batches_hands_out_fetched_batches_from_the_position(
         assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(99, b"99"), (100, b"late")]
 
 
+async def test_a_log_append_time_topic_gives_records_the_leader_s_time_and_says_so(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """message.timestamp.type=LogAppendTime: the leader's clock replaces the producer's timestamps, the produce
+    response reports it, and the consumer marks the records timestamp type 1 (CreateTime topics: 0)."""
+    await cluster.create_topic("stamped", 1, 3, {"message.timestamp.type": "LogAppendTime"})
+    await cluster.create_topic("created", 1, 3)
+    async with Producer(bootstrap) as producer:
+        handles = [await producer.send(topic, b"v", timestamp=1_000) for topic in ("stamped", "created")]
+        await producer.flush()
+        stamped, created = [await handle for handle in handles]
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("stamped", 0), TopicPartition("created", 0)])
+        records: dict[str, Any] = {}
+        while len(records) < 2:
+            records.update((r.topic, r) for r in await consumer.poll(5))
+    assert stamped.timestamp > 1_000 and created.timestamp == 1_000
+    assert (records["stamped"].timestamp, records["stamped"].timestamp_type) == (stamped.timestamp, 1)
+    assert (records["created"].timestamp, records["created"].timestamp_type) == (1_000, 0)
+
+
 async def test_a_seek_inside_a_batch_skips_the_records_before_it(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     await fill(cluster, 100)  # one batch of 100 records
     async with Consumer(bootstrap) as consumer:
