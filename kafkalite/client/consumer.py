@@ -462,6 +462,8 @@ class Consumer:
         return records
 
     def _drain_batches(self) -> list[FetchedBatch]:
+        """Every partition's fetched batches, the first from the position; decoded records pending are dropped, as
+        their batch goes out whole (or, after a corrupt batch, is fetched again from the position)."""
         fetched: list[FetchedBatch] = []
         for (topic, partition), state in self._states.items():
             if state.batches:
