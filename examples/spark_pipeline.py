@@ -66,12 +66,20 @@ def run(spark: Any, cluster: EmbeddedCluster) -> dict[tuple[str, str], int]:
 
 
 def read_totals(cluster: EmbeddedCluster) -> dict[tuple[str, str], int]:
-    """The latest total per (window, customer) on `order-totals`, printed as they are read."""
+    """The latest total per (window, customer) on `order-totals`, printed as they are read.
+
+    Reads up to the end offset the topic had once the query finished, so every total the query wrote is read
+    however slow a poll is: an empty poll says nothing arrived in time, not that nothing is left.
+    """
+    totals_partition = ("order-totals", 0)
     latest: dict[tuple[str, str], int] = {}
     with cluster.consumer(**{"auto.offset.reset": "earliest"}) as consumer:
-        consumer.assign([("order-totals", 0)])
-        while records := consumer.poll(2):
-            for record in records:
+        consumer.assign([totals_partition])
+        consumer.seek_to_end([totals_partition])
+        end = consumer.position(totals_partition)
+        consumer.seek_to_beginning([totals_partition])
+        while consumer.position(totals_partition) < end:
+            for record in consumer.poll(1):
                 total = json.loads(record.value)
                 print(f"{total['window']}  {total['customer']:<4} {total['total']:>5}")
                 latest[(total["window"], total["customer"])] = total["total"]
@@ -84,8 +92,8 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("kafkalite-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     with EmbeddedCluster(brokers=3) as cluster:
         run(spark, cluster)

@@ -7,9 +7,11 @@ still commits and reads committed offsets, as the group's only user.
 
 As in Kafka's Fetcher, fetching runs ahead of `poll()`: each poll sends one FetchRequest per leader for every
 assigned partition that has nothing buffered and no fetch in flight, and those fetches complete in the
-background into per-partition buffers. A poll returns as soon as any buffer holds records, at most
-`max.poll.records` of them, so a long-polling fetch on one leader never delays records another leader already
-returned, and records fetched but not yet returned are kept for the next poll instead of being fetched again.
+background into per-partition buffers of record batches, decoded only as `poll()` hands their records out. A
+poll returns as soon as any buffer holds records, at most `max.poll.records` of them, so a long-polling fetch
+on one leader never delays records another leader already returned, and records fetched but not yet returned
+are kept for the next poll instead of being fetched again. `poll_batches()` hands out the fetched batches
+themselves, undecoded, for readers that decode them column by column (the Spark connector).
 
 A partition's position is the offset of the next record `poll()` will return. A fetch that comes back after
 a seek is discarded (each seek starts a new "generation" of the partition), and records before the position
@@ -33,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import trio
 
@@ -45,7 +47,7 @@ from kafkalite.client.transport import ClientTransport, ClusterLike, open_transp
 from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
 from kafkalite.common.nursery import leave_nursery
-from kafkalite.common.records import Header
+from kafkalite.common.records import CREATE_TIME, LOG_APPEND_TIME, Header, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchPartition,
@@ -69,7 +71,20 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+    timestamp_type: int = CREATE_TIME
+    """CREATE_TIME (0) or LOG_APPEND_TIME (1, the topic's message.timestamp.type), as Kafka's ConsumerRecord."""
 
+
+class FetchedBatch(NamedTuple):
+    """A fetched record batch as `poll_batches()` hands it out: its records from offset `start` on are new."""
+
+    topic: str
+    partition: int
+    start: int
+    batch: RecordBatch
+
+
+_Drained = TypeVar("_Drained", ConsumerRecord, FetchedBatch)
 
 _new_consumer_record = functools.partial(tuple.__new__, ConsumerRecord)
 """`ConsumerRecord` from one tuple, without the Python-level `__new__` a NamedTuple call runs."""
@@ -80,6 +95,10 @@ class _PartitionState:
     position: int | None = None
     reset: str | None = None  # a pending seek_to_beginning/end ("earliest"/"latest"), done lazily as in Kafka
     generation: int = 0
+    # Fetched batches not yet handed out; the position lies in (or at the start of) the first. `buffer` holds the
+    # records of the first batch that poll() decoded and has yet to return, or, after a batch that cannot be
+    # decoded, the records before the bad one (and then `batches` is empty).
+    batches: deque[RecordBatch] = field(default_factory=deque)
     buffer: deque[ConsumerRecord] = field(default_factory=deque)
     fetching: bool = False
     backoff_until: float = 0.0
@@ -260,6 +279,7 @@ class Consumer:
     def _move(self, state: _PartitionState, position: int | None, reset: str | None) -> None:
         state.position, state.reset = position, reset
         state.generation += 1
+        state.batches.clear()
         state.buffer.clear()
         self._iterated.clear()
 
@@ -361,6 +381,20 @@ class Consumer:
 
     async def poll(self, timeout: float = 0) -> list[ConsumerRecord]:
         """Up to max.poll.records records, waiting up to `timeout` seconds (math.inf: forever) for some to arrive."""
+        return await self._poll_with(timeout, self._drain_buffers)
+
+    async def poll_batches(self, timeout: float = 0) -> list[FetchedBatch]:
+        """Every fetched record batch not yet handed out, undecoded, waiting up to `timeout` seconds for some.
+
+        For readers that decode batches their own way (columns for Arrow, with no object per record); the
+        positions move past the batches returned, as poll() moves them past its records, and max.poll.records
+        does not apply (fetch.max.bytes and max.partition.fetch.bytes bound what one poll returns). A batch that
+        poll() began is handed out whole with `start` at the position. Decoding is the caller's, so is
+        CORRUPT_MESSAGE.
+        """
+        return await self._poll_with(timeout, self._drain_batches)
+
+    async def _poll_with(self, timeout: float, drain: Callable[[], list[_Drained]]) -> list[_Drained]:
         if self._nursery is None:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
@@ -369,21 +403,21 @@ class Consumer:
             raise ValueError(f"poll timeout must not be negative, got {timeout}")
         coordinator = self._coordinator
         if coordinator is None:
-            return await self._poll(timeout)
+            return await self._poll(timeout, drain)
         coordinator.poll_started()
         try:
-            return await self._poll(timeout)
+            return await self._poll(timeout, drain)
         finally:
             coordinator.poll_ended()
 
-    async def _poll(self, timeout: float) -> list[ConsumerRecord]:
+    async def _poll(self, timeout: float, drain: Callable[[], list[_Drained]]) -> list[_Drained]:
         coordinator = self._coordinator
         with trio.move_on_after(timeout):
             while True:
                 if coordinator is not None:
                     await coordinator.handle_lost_partitions()
                     await coordinator.poll()
-                records = self._drain_buffers()  # what arrived before an error is the application's first
+                records = drain()  # what arrived before an error is the application's first
                 if records:
                     return records
                 self._raise_pending_error()
@@ -394,7 +428,7 @@ class Consumer:
                 wake_at = self._send_fetches()
                 with trio.move_on_at(wake_at):
                     await self._data_arrived.wait()
-        records = self._drain_buffers()
+        records = drain()
         if not records:
             self._raise_pending_error()
         return records
@@ -405,21 +439,41 @@ class Consumer:
             raise error
 
     def _drain_buffers(self) -> list[ConsumerRecord]:
+        """Up to max.poll.records records off the partitions' buffers, decoding fetched batches one at a time."""
         records: list[ConsumerRecord] = []
-        for state in self._states.values():
-            room = self._max_poll_records - len(records)
+        for tp, state in self._states.items():
+            buffer = state.buffer
+            while (room := self._max_poll_records - len(records)) > 0:
+                if not buffer:
+                    if not state.batches:
+                        break
+                    self._decode_first(tp, state)
+                    continue
+                if len(buffer) <= room:
+                    records.extend(buffer)
+                    buffer.clear()
+                    if state.batches:
+                        state.batches.popleft()
+                else:
+                    records.extend(buffer.popleft() for _ in range(room))
+                state.position = records[-1].offset + 1
             if room <= 0:
                 break
-            buffer = state.buffer
-            if not buffer:
-                continue
-            if len(buffer) <= room:
-                records.extend(buffer)
-                buffer.clear()
-            else:
-                records.extend(buffer.popleft() for _ in range(room))
-            state.position = records[-1].offset + 1
         return records
+
+    def _drain_batches(self) -> list[FetchedBatch]:
+        """Every partition's fetched batches, the first from the position; decoded records pending are dropped, as
+        their batch goes out whole (or, after a corrupt batch, is fetched again from the position)."""
+        fetched: list[FetchedBatch] = []
+        for (topic, partition), state in self._states.items():
+            if state.batches:
+                assert state.position is not None
+                fetched.append(FetchedBatch(topic, partition, state.position, state.batches.popleft()))
+                fetched.extend(FetchedBatch(topic, partition, batch.base_offset, batch) for batch in state.batches)
+                state.position = fetched[-1].batch.next_offset
+            state.batches.clear()
+            state.buffer.clear()  # records of the first batch, handed out again whole; or of a bad batch, refetched
+        return fetched
 
     def _send_fetches(self) -> float:
         """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again."""
@@ -428,7 +482,7 @@ class Consumer:
         by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale = False
         for tp, state in self._states.items():
-            if state.fetching or state.buffer:
+            if state.fetching or state.batches or state.buffer:
                 continue
             if state.backoff_until > now:
                 wake_at = min(wake_at, state.backoff_until)
@@ -493,10 +547,9 @@ class Consumer:
                     continue  # unassigned or sought while the fetch was in flight
                 if result.error_code == errors.NONE.code:
                     state.high_watermark = result.high_watermark
-                    try:
-                        self._buffer(tp, state, result.batches)
-                    except CorruptMessageError as exc:  # this partition's alone: the others' records are fine
-                        self._error = exc
+                    position = state.position
+                    assert position is not None
+                    state.batches.extend(batch for batch in result.batches if batch.next_offset > position)
                 else:
                     self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
                         result.error_message))
@@ -508,33 +561,39 @@ class Consumer:
                 state.fetching = False
             self._data_arrived.set()
 
-    def _buffer(self, tp: TopicPartition, state: _PartitionState, batches: list[Any]) -> None:
-        """Turn the fetched batches into ConsumerRecords from the position on.
+    def _decode_first(self, tp: TopicPartition, state: _PartitionState) -> None:
+        """Decode the first fetched batch into ConsumerRecords from the position on.
 
-        A batch that cannot be decoded raises CORRUPT_MESSAGE naming the partition, the batch's offsets, the
-        decoding error and the offset to seek to past it; its records before the bad one are buffered already.
-        Refetching would return the same bytes, so the application decides, as with Kafka's consumer.
+        A batch that cannot be decoded leaves CORRUPT_MESSAGE pending, naming the partition, the batch's offsets,
+        the decoding error and the offset to seek to past it; its records before the bad one stay buffered, and
+        the fetched batches are dropped, so the next fetch brings the bad one back. Refetching returns the same
+        bytes, so the application decides, as with Kafka's consumer: this partition's alone, the others' records
+        are fine.
         """
         position = state.position
         assert position is not None
         topic, partition = tp
         append = state.buffer.append
-        for batch in batches:  # the consumer's hottest loop: rows straight into ConsumerRecords, no Record between
-            if batch.next_offset <= position:
-                continue
-            base_timestamp, offset = batch.first_timestamp, batch.base_offset
-            try:
-                for delta, key, value, headers in batch.rows():
-                    if offset >= position:
-                        append(_new_consumer_record((topic, partition, offset, base_timestamp + delta, key, value,
-                                                     headers)))
-                    offset += 1
-            except (ValueError, TypeError, CorruptMessageError) as exc:
-                cause = exc.__cause__ if isinstance(exc, CorruptMessageError) and exc.__cause__ is not None else exc
-                detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
-                raise CorruptMessageError(
-                    f"{tp}: the record batch at offsets {batch.base_offset} to {batch.last_offset} cannot be decoded "
-                    f"({detail}); seek to {batch.next_offset} to skip it") from cause
+        batch = state.batches[0]
+        timestamp_type = batch.timestamp_type
+        log_append_time = timestamp_type == LOG_APPEND_TIME
+        base_timestamp = batch.max_timestamp if log_append_time else batch.first_timestamp
+        offset = batch.base_offset
+        try:
+            for delta, key, value, headers in batch.rows():  # the consumer's hottest loop: no Record between
+                if offset >= position:
+                    timestamp = base_timestamp if log_append_time else base_timestamp + delta
+                    append(_new_consumer_record((topic, partition, offset, timestamp, key, value, headers,
+                                                 timestamp_type)))
+                offset += 1
+        except (ValueError, TypeError, CorruptMessageError) as exc:
+            state.batches.clear()
+            cause = exc.__cause__ if isinstance(exc, CorruptMessageError) and exc.__cause__ is not None else exc
+            detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+            self._error = CorruptMessageError(
+                f"{tp}: the record batch at offsets {batch.base_offset} to {batch.last_offset} cannot be decoded "
+                f"({detail}); seek to {batch.next_offset} to skip it")
+            self._error.__cause__ = cause
 
     def _on_partition_error(self, tp: TopicPartition, state: _PartitionState, error: KafkaError) -> None:
         if isinstance(error, OffsetOutOfRangeError):

@@ -9,6 +9,7 @@ sees each micro-batch in order.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -185,6 +186,16 @@ def test_batch_read_with_ending_offsets_and_by_timestamp(spark: Any, cluster: Em
         assert int(row.timestamp.timestamp() * 1000) == base + 1000 * i and row.timestampType == 0
         assert row.key == (None if i % 5 == 0 else b"k%d" % i) and row.value == (None if i == 3 else b"v%d" % i)
         assert [(h.key, bytes(h.value)) for h in row.headers] == ([("trace", b"t%d" % i)] if i % 2 else [])
+
+
+def test_timestamp_type_is_1_on_a_log_append_time_topic(spark: Any, cluster: EmbeddedCluster) -> None:
+    """As Spark's Kafka source: timestampType 1 and the leader's append time on a LogAppendTime topic."""
+    cluster.create_topic("appended", 1, 3, {"message.timestamp.type": "LogAppendTime"})
+    before = time.time()
+    produce(cluster, "appended", [(0, None, b"v%d" % i, 1_000, ()) for i in range(3)])
+    rows = reader(spark, cluster.bootstrap_servers, streaming=False, subscribe="appended").load().collect()
+    assert [row.timestampType for row in rows] == [1, 1, 1]
+    assert all(before - 1 <= row.timestamp.timestamp() <= time.time() + 1 for row in rows)
 
 
 def test_min_partitions_splits_ranges_without_gaps(spark: Any, cluster: EmbeddedCluster) -> None:
