@@ -48,7 +48,7 @@ from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
 from kafkalite.common.nursery import leave_nursery
 from kafkalite.common.records import CREATE_TIME, LOG_APPEND_TIME, Header, RecordBatch
-from kafkalite.common.types import TopicPartition
+from kafkalite.common.types import TopicPartition, validate_topic_name
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchPartition,
     FetchRequest, FetchResponse, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
@@ -104,6 +104,19 @@ class _PartitionState:
     backoff_until: float = 0.0
     high_watermark: int = -1
     missing_since: float | None = None  # when the partition was first found absent from metadata
+
+
+def _compiled(pattern: object) -> re.Pattern[str]:
+    """A subscription pattern, or the reason it is not one, raised before the consumer joins anything."""
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    if not isinstance(pattern, str):
+        raise TypeError(f"subscribe(pattern=) takes a regular expression (str or re.Pattern), not "
+                        f"{type(pattern).__name__} {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"subscribe(pattern={pattern!r}) is not a regular expression: {exc}") from None
 
 
 class Consumer:
@@ -182,8 +195,8 @@ class Consumer:
         coordinator = self._group_coordinator("subscribe()")
         if (topics is None) == (pattern is None):
             raise ValueError("subscribe() takes topics or a pattern")
-        names = None if topics is None else topic_names(topics, "subscribe()")
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        names = None if topics is None else [validate_topic_name(name) for name in topic_names(topics, "subscribe()")]
+        compiled = None if pattern is None else _compiled(pattern)
         coordinator.subscribe(names, compiled, {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost})
 
     async def unsubscribe(self) -> None:

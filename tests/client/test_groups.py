@@ -10,6 +10,7 @@ import trio
 
 from kafkalite.client import Consumer
 from kafkalite.cluster import Cluster
+from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 
@@ -309,3 +310,20 @@ def test_the_embedded_cluster_serves_groups_synchronously() -> None:
         with cluster.admin() as admin:
             assert {o.committed for o in admin.list_group_offsets("sync").values()} == {2}
             assert admin.describe_groups(["sync"])["sync"].state == "Empty"
+
+
+async def test_a_bad_subscription_is_refused_before_the_consumer_joins(autojump_clock: Any, cluster: Cluster) -> None:
+    async with member(cluster, "a") as consumer:
+        with pytest.raises(errors.InvalidTopicError, match="illegal"):
+            consumer.subscribe(["orders", "no spaces allowed"])
+        with pytest.raises(errors.InvalidTopicError, match="empty"):
+            consumer.subscribe([""])
+        with pytest.raises(ValueError, match="is not a regular expression"):
+            consumer.subscribe(pattern="(")
+        with pytest.raises(TypeError, match="regular expression"):
+            consumer.subscribe(pattern=42)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="topics or a pattern"):
+            consumer.subscribe(["orders"], pattern="orders")
+        assert consumer.subscription() == set() and consumer.assignment() == set()
+        consumer.subscribe(["orders"])  # the consumer is still usable
+        assert consumer.subscription() == {"orders"}
