@@ -1,4 +1,4 @@
-"""The `kafkalite` command: serve a cluster, manage topics, produce, consume, describe, demo.
+"""The `kafkalite` command: serve a cluster, manage topics and consumer groups, produce, consume, describe, demo.
 
 Client commands talk to brokers over their NATIVE TCP listeners (`--bootstrap-server`, or the
 KAFKALITE_BOOTSTRAP_SERVER environment variable). Errors print one line and exit non-zero: a traceback tells a
@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--brokers", type=_positive, default=3, help="how many brokers (default 3)")
     serve.add_argument("--port", type=_port, default=0,
                        help="broker i listens on PORT+i-1 (default 0: a free port each, printed at start)")
+    serve.add_argument("--kafka-port", type=_port, default=0,
+                       help="broker i speaks Apache Kafka's protocol on KAFKA_PORT+i-1, for Kafka's own clients "
+                            "(default 0: a free port each, printed at start)")
     serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, e.g. --config min.insync.replicas=2")
 
@@ -129,6 +132,28 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--max", type=int, default=None, help="stop after this many records (default: no limit)")
     consume.add_argument("--timeout", type=float, default=None,
                          help="stop once no record arrived for this many seconds (default: wait until Ctrl-C)")
+
+    consume.add_argument("--group", default=None,
+                         help="consume as a member of this consumer group: partitions come from the group, start at "
+                              "its committed offsets, and positions are committed as the consumer goes and on exit")
+
+    groups = client("groups", "list, describe or delete consumer groups, or reset their offsets")
+    groups.add_argument("action", choices=["list", "describe", "delete", "reset-offsets"])
+    groups.add_argument("group", nargs="?", help="the group (describe, delete and reset-offsets need one)")
+    groups.add_argument("--topic", action="append", default=[],
+                        help="reset-offsets: a topic whose partitions to reset (repeatable; default: every topic the "
+                             "group has offsets for)")
+    reset = groups.add_mutually_exclusive_group()
+    reset.add_argument("--to-earliest", action="store_true", help="reset-offsets to each partition's first offset")
+    reset.add_argument("--to-latest", action="store_true", help="reset-offsets to each partition's end")
+    reset.add_argument("--to-offset", type=_offset, default=None, help="reset-offsets to this offset")
+    reset.add_argument("--shift-by", type=int, default=None, help="reset-offsets by moving each committed offset "
+                                                                  "by this many (negative: back)")
+    reset.add_argument("--to-datetime", default=None, metavar="YYYY-MM-DDTHH:MM:SS[.mmm][+00:00]",
+                       help="reset-offsets to the first record at or after this time (UTC unless an offset is given)")
+    groups.add_argument("--execute", action="store_true",
+                        help="reset-offsets: apply the new offsets (default: only show them, as kafka-consumer-groups "
+                             "does)")
 
     describe = client("describe", "brokers, controller and partitions (leader, ISR, high watermark)")
     describe.add_argument("--json", action="store_true", help="machine-readable output")
@@ -198,11 +223,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kafkalite.embedded import EmbeddedCluster
 
-    if args.port + args.brokers - 1 > MAX_PORT:
-        raise UsageError(f"--port {args.port} with {args.brokers} brokers would need ports up to "
-                         f"{args.port + args.brokers - 1}; the highest is {MAX_PORT}")
-    brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{args.port + b - 1}"} for b in range(1, args.brokers + 1)} \
-        if args.port else None
+    for option, first in (("--port", args.port), ("--kafka-port", args.kafka_port)):
+        if first + args.brokers - 1 > MAX_PORT:
+            raise UsageError(f"{option} {first} with {args.brokers} brokers would need ports up to "
+                             f"{first + args.brokers - 1}; the highest is {MAX_PORT}")
+
+    def port(first: int, broker: int) -> int:
+        return first + broker - 1 if first else 0
+
+    brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{port(args.port, b)},KAFKA://127.0.0.1:{port(args.kafka_port, b)}"}
+               for b in range(1, args.brokers + 1)}
     stop = threading.Event()
     console = Console()
     with EmbeddedCluster(args.brokers, dict(args.config), broker_configs=brokers) as cluster:
@@ -211,6 +241,7 @@ def _serve(args: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+            print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}", flush=True)
             console.print(_brokers_table(cluster.describe_brokers()))
             console.print("Press Ctrl-C to stop.")
             stop.wait()
@@ -277,6 +308,8 @@ async def _produce(args: argparse.Namespace) -> int:
 
 
 async def _consume(args: argparse.Namespace) -> int:
+    if args.group is not None:
+        return await _consume_in_group(args)
     from kafkalite.client import Admin, Consumer, TopicPartition
     from kafkalite.common.errors import CorruptMessageError
 
@@ -316,6 +349,119 @@ async def _consume(args: argparse.Namespace) -> int:
                 print(_record_line(record, args), flush=True)
                 printed += 1
     return 0
+
+
+async def _consume_in_group(args: argparse.Namespace) -> int:
+    """`consume --group`: subscribe, print, and commit what was printed (every poll, and on the way out)."""
+    from kafkalite.client import Consumer
+
+    if args.partition is not None or args.offset is not None or args.skip_undecodable:
+        raise UsageError("--group takes its partitions and offsets from the group: leave out --partition, --offset "
+                         "and --skip-undecodable")
+    printed = 0
+    async with Consumer(args.bootstrap_server, {"group.id": args.group, "enable.auto.commit": False,
+                                                "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+                                                "default.api.timeout.ms": int(args.api_timeout * 1000)}) as consumer:
+        consumer.subscribe([args.topic])
+        while args.max is None or printed < args.max:
+            records = await consumer.poll(args.timeout if args.timeout is not None else 1.0)
+            if not records and args.timeout is not None:
+                break
+            shown = records[: None if args.max is None else args.max - printed]
+            for record in shown:
+                print(_record_line(record, args), flush=True)
+            printed += len(shown)
+            if shown:
+                await consumer.commit({_tp(r): r.offset + 1 for r in shown})
+    return 0
+
+
+def _tp(record: Any) -> Any:
+    from kafkalite.client import TopicPartition
+
+    return TopicPartition(record.topic, record.partition)
+
+
+async def _groups(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from kafkalite.client import Admin
+
+    console = Console()
+    async with Admin(args.bootstrap_server, _admin_config(args)) as admin:
+        if args.action == "list":
+            for listing in await admin.list_groups():
+                print(f"{listing.group_id}\t{listing.state}")
+            return 0
+        if not args.group:
+            raise UsageError(f"groups {args.action} needs a group id")
+        if args.action == "delete":
+            await admin.delete_groups([args.group])
+            print(f"deleted group {args.group}")
+        elif args.action == "describe":
+            description = (await admin.describe_groups([args.group]))[args.group]
+            offsets = await admin.list_group_offsets(args.group)
+            console.print(_group_table(description, offsets))
+        else:
+            return await _reset_offsets(admin, args, console)
+    return 0
+
+
+async def _reset_offsets(admin: Any, args: argparse.Namespace, console: Any) -> int:
+    import datetime
+
+    from kafkalite.client import TopicPartition
+
+    spec, value = ("earliest", 0) if args.to_earliest else ("latest", 0) if args.to_latest else \
+        ("offset", args.to_offset) if args.to_offset is not None else \
+        ("shift", args.shift_by) if args.shift_by is not None else (None, 0)
+    if args.to_datetime is not None:
+        try:
+            moment = datetime.datetime.fromisoformat(args.to_datetime)
+        except ValueError:
+            raise UsageError(f"--to-datetime {args.to_datetime!r} is not an ISO date and time") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.timezone.utc)
+        spec, value = "datetime", int(moment.timestamp() * 1000)
+    if spec is None:
+        raise UsageError("reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --shift-by, "
+                         "--to-datetime")
+    if args.topic:
+        described = await admin.describe_topics(args.topic)
+        partitions = [TopicPartition(t, p.partition) for t, d in described.items() for p in d.partitions]
+    else:
+        partitions = sorted(await admin.list_group_offsets(args.group))
+    if not partitions:
+        raise UsageError(f"group {args.group} has no offsets; name the topics with --topic")
+    new = await admin.reset_group_offsets(args.group, partitions, spec, value, dry_run=not args.execute)
+    from rich.table import Table
+
+    table = Table(title=f"{args.group}: new offsets" + ("" if args.execute else " (dry run: add --execute)"))
+    for column in ("topic", "partition", "new offset"):
+        table.add_column(column)
+    for tp, offset in sorted(new.items()):
+        table.add_row(tp.topic, str(tp.partition), str(offset))
+    console.print(table)
+    return 0
+
+
+def _group_table(description: Any, offsets: dict[Any, Any]) -> Any:
+    """kafka-consumer-groups --describe: per partition the committed offset, the end, the lag and the owner."""
+    from rich.table import Table
+
+    owners = {tp: member for member in description.members for tp in member.assignment}
+    table = Table(title=f"{description.group_id} ({description.state}, {description.protocol or 'no assignor'}, "
+                        f"coordinator {description.coordinator})")
+    for column in ("topic", "partition", "current offset", "log end offset", "lag", "consumer id", "host",
+                   "client id"):
+        table.add_column(column)
+    for tp in sorted(set(offsets) | set(owners)):
+        found, member = offsets.get(tp), owners.get(tp)
+        table.add_row(tp.topic, str(tp.partition), "-" if found is None else str(found.committed),
+                      "-" if found is None else str(found.log_end_offset), "-" if found is None else str(found.lag),
+                      member.member_id if member else "-", member.host if member else "-",
+                      member.client_id if member else "-")
+    return table
 
 
 def _record_line(record: Any, args: argparse.Namespace) -> str:
@@ -395,7 +541,8 @@ def _admin_config(args: argparse.Namespace) -> dict[str, Any]:
     return {"default.api.timeout.ms": int(args.api_timeout * 1000)}
 
 
-_CLIENT_COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "describe": _describe}
+_CLIENT_COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume, "describe": _describe,
+                    "groups": _groups}
 
 
 def _brokers_table(brokers: list[dict[str, Any]]) -> Any:

@@ -145,6 +145,7 @@ class _Node:
     broker: Broker | None = None
     controller: KafkaController | None = None
     stopped: trio.Event = field(default_factory=trio.Event)
+    starts: int = 0
 
     @property
     def alive(self) -> bool:
@@ -267,6 +268,7 @@ class Cluster:
     async def _start_node(self, node: _Node) -> None:
         assert self._nursery is not None
         node.stopped = trio.Event()
+        node.starts += 1
         await self._nursery.start(self._run_node, node)
 
     async def _run_node(self, node: _Node, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -279,7 +281,10 @@ class Cluster:
                         await trio.sleep(RECONNECT_S)  # it starts once it can reach the service, as Kafka's does
                     node.zk = KafkaZkClient(self.service, f"broker-{node.broker_id}", node.config.session_timeout_ms)
                     self.service.set_reachable(node.zk.owner, self.transport.link_up(node.broker_id, COORDINATION))
-                    node.broker = Broker(node.config, node.zk, self.transport, node.log_manager, node.gate)
+                    # Its own stream per incarnation, drawn without touching the cluster's (which seeds the
+                    # controllers): member ids stay reproducible and never repeat across restarts.
+                    node.broker = Broker(node.config, node.zk, self.transport, node.log_manager, node.gate,
+                                         rng=random.Random(f"{self.seed}-{node.broker_id}-{node.starts}"))
                     node.controller = KafkaController(node.config, node.zk, self.transport, node.gate,
                                                       rng=random.Random(self.random.random()))
                     node.broker.set_controller(node.controller)
@@ -561,9 +566,19 @@ class Cluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        """`host:port,...` of the live brokers' NATIVE listeners, for clients that connect over TCP."""
+        """`host:port,...` of the live brokers' NATIVE listeners, for kafkalite's clients over TCP."""
+        return self.listener_bootstrap_servers("NATIVE")
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """`host:port,...` of the live brokers' KAFKA listeners: `bootstrap.servers` for Kafka's own clients
+        (kafka-python, aiokafka, confluent-kafka, kcat, the Java client)."""
+        return self.listener_bootstrap_servers("KAFKA")
+
+    def listener_bootstrap_servers(self, listener: str) -> str:
+        """`host:port,...` of the live brokers' endpoints for the listener named `listener` (empty if none)."""
         return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.live_broker_ids
-                        for ep in self.broker(broker_id).endpoints if ep.listener == "NATIVE")
+                        for ep in self.broker(broker_id).endpoints if ep.listener == listener)
 
     def topics(self) -> list[str]:
         return self._zk().get_all_topics()

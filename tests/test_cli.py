@@ -134,9 +134,10 @@ def test_bad_arguments_are_one_line_and_status_1(capsys: pytest.CaptureFixture[s
 
 
 def test_serve_refuses_a_bad_cluster_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    handler = signal.getsignal(signal.SIGINT)  # not always Python's own: a SparkSession in the run installs one
     code, _, err = run(capsys, "serve", "--brokers", "1", "--config", "min.insync.replicas=many")
     assert code == 1 and err.count("\n") == 1 and "min.insync.replicas" in err
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 class Served:
@@ -374,3 +375,31 @@ def test_help_says_what_minus_one_and_the_defaults_mean(capsys: pytest.CaptureFi
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert all(phrase in text for phrase in explained), text
+
+
+def test_groups_consume_describe_reset_and_delete(server: list[str], capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    run(capsys, "topics", "create", "cli-grouped", "--partitions", "2", "--replication-factor", "3", *server)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{i}\n" for i in range(10))))
+    run(capsys, "produce", "cli-grouped", *server)
+    code, out, _ = run(capsys, "consume", "cli-grouped", "--group", "cli-g", "--from-beginning", "--max", "10",
+                       *server)
+    assert code == 0 and sorted(out.split(), key=int) == [str(i) for i in range(10)]
+    code, out, _ = run(capsys, "consume", "cli-grouped", "--group", "cli-g", "--timeout", "0.5", *server)
+    assert code == 0 and out == ""  # the group's committed offsets: nothing is read twice
+    code, out, _ = run(capsys, "groups", "list", *server)
+    assert code == 0 and "cli-g\tEmpty" in out
+    code, out, _ = run(capsys, "groups", "describe", "cli-g", *server)
+    assert code == 0 and "lag" in out and "Empty" in out
+    code, out, _ = run(capsys, "groups", "reset-offsets", "cli-g", "--to-earliest", *server)
+    assert code == 0 and "dry run" in out
+    code, out, _ = run(capsys, "groups", "reset-offsets", "cli-g", "--to-earliest", "--execute", *server)
+    assert code == 0 and "new offsets" in out
+    code, out, _ = run(capsys, "consume", "cli-grouped", "--group", "cli-g", "--max", "10", *server)
+    assert code == 0 and len(out.split()) == 10  # everything again, from the reset offsets
+    code, _, err = run(capsys, "groups", "reset-offsets", "cli-g", *server)
+    assert code == 1 and "--to-earliest" in err
+    code, out, _ = run(capsys, "groups", "delete", "cli-g", *server)
+    assert code == 0 and "deleted group cli-g" in out
+    code, _, err = run(capsys, "groups", "delete", "cli-g", *server)
+    assert code == 1 and "GROUP_ID_NOT_FOUND" in err

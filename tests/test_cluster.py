@@ -593,8 +593,9 @@ async def test_a_trio_cluster_lists_its_bootstrap_servers_for_tcp_clients(autoju
 
     async with Cluster(brokers=3, config=CONFIG, seed=19) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=3)
-        assert cluster.bootstrap_servers == ",".join(
-            endpoint.removeprefix("NATIVE://") for b in cluster.describe_cluster().brokers for endpoint in b.endpoints)
+        for listener, servers in (("NATIVE", cluster.bootstrap_servers), ("KAFKA", cluster.kafka_bootstrap_servers)):
+            assert servers == ",".join(endpoint.removeprefix(f"{listener}://") for b in cluster.describe_cluster().brokers
+                                       for endpoint in b.endpoints if endpoint.startswith(f"{listener}://"))
         async with Admin(cluster.bootstrap_servers) as admin:
             assert await admin.list_topics() == ["t"]
         await cluster.kill_broker(3)

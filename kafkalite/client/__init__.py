@@ -9,14 +9,16 @@ from kafkalite.client.admin import (
     Admin, BrokerNode, ClusterDescription, ListOffsetsResultInfo, NewTopic, PartitionDescription,
     TopicDescription,
 )
-from kafkalite.client.consumer import Consumer, ConsumerRecord, NoOffsetForPartitionError
+from kafkalite.client.consumer import Consumer, ConsumerRecord, FetchedBatch, NoOffsetForPartitionError
+from kafkalite.client.consumer_coordinator import OffsetAndMetadata, PollIntervalExceededError
 from kafkalite.client.partitioner import murmur2
 from kafkalite.client.producer import Producer, RecordHandle, RecordMetadata
 from kafkalite.client.transport import ClientTransport, InProcessTransport, TcpTransport
 from kafkalite.common.types import TopicPartition
 
 __all__ = [
-    "Admin", "BrokerNode", "ClientTransport", "ClusterDescription", "Consumer", "ConsumerRecord",
-    "InProcessTransport", "ListOffsetsResultInfo", "NewTopic", "NoOffsetForPartitionError", "PartitionDescription",
+    "Admin", "BrokerNode", "ClientTransport", "ClusterDescription", "Consumer", "ConsumerRecord", "FetchedBatch",
+    "InProcessTransport", "ListOffsetsResultInfo", "NewTopic", "NoOffsetForPartitionError", "OffsetAndMetadata",
+    "PartitionDescription", "PollIntervalExceededError",
     "Producer", "RecordHandle", "RecordMetadata", "TcpTransport", "TopicDescription", "TopicPartition", "murmur2",
 ]

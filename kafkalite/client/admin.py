@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import trio
 
@@ -31,9 +31,13 @@ from kafkalite.network.requests import (
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, CreatableTopic,
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListPartitionReassignmentsRequest,
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListPartitionReassignmentsRequest, MetadataBroker,
     ListPartitionReassignmentsResponse, OngoingReassignment, ReassignablePartition, Request,
+    NO_GENERATION, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitPartition,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
 )
+from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 
 _T = TypeVar("_T")
 
@@ -83,6 +87,43 @@ class ListOffsetsResultInfo(NamedTuple):
     leader_epoch: int
 
 
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str
+    coordinator: int
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...]
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, or Dead (no such group)
+    protocol_type: str
+    protocol: str  # the assignor in use
+    members: tuple[MemberDescription, ...]
+    coordinator: int
+
+
+class GroupOffset(NamedTuple):
+    """A group's committed offset of a partition, the partition's end (high watermark) and the difference."""
+
+    committed: int
+    log_end_offset: int
+    lag: int
+    metadata: str | None
+
+
+# kafka-consumer-groups' --reset-offsets specs: what each resets to.
+RESET_SPECS = ("earliest", "latest", "offset", "shift", "datetime")
+
+
 class _Retry(Exception):
     """A retriable outcome inside one attempt; carries the error to raise if time runs out."""
 
@@ -91,7 +132,127 @@ class _Retry(Exception):
         self.error = error
 
 
-class Admin:
+class _GroupAdmin:
+    """The admin's consumer-group calls, mixed into Admin: each finds the group's coordinator and asks it."""
+
+    metadata: ClusterMetadata
+    _transport: ClientTransport
+    _with_retries: Callable[..., Awaitable[Any]]
+    list_offsets: Callable[..., Awaitable[dict[TopicPartition, ListOffsetsResultInfo]]]
+
+    async def _coordinator_of(self, group_id: str) -> int:
+        response: FindCoordinatorResponse = await self._transport.send_to_any(FindCoordinatorRequest(group_id))
+        errors.raise_for(response.error_code, response.error_message)
+        self._transport.add_node(MetadataBroker(response.node_id, response.host, response.port))
+        return response.node_id
+
+    async def _ask_coordinator(self, group_id: str, request: Request, what: str) -> tuple[int, Any]:
+        async def attempt() -> tuple[int, Any]:
+            coordinator = await self._coordinator_of(group_id)
+            response = await self._transport.send(coordinator, request)
+            errors.raise_for(getattr(response, "error_code", 0), getattr(response, "error_message", None))
+            return coordinator, response
+
+        return await self._with_retries(attempt, what)  # type: ignore[no-any-return]
+
+    async def list_groups(self, states: Sequence[str] = ()) -> list[GroupListing]:
+        """Every group of every broker (in the given states), as kafka-consumer-groups --list shows them."""
+        await self._with_retries(self.metadata.refresh, "list_groups")
+        listed: list[GroupListing] = []
+        for broker in sorted(self.metadata.brokers):
+            async def attempt(broker: int = broker) -> ListGroupsResponse:
+                response: ListGroupsResponse = await self._transport.send(broker, ListGroupsRequest(list(states)))
+                errors.raise_for(response.error_code, response.error_message)
+                return response
+
+            response = await self._with_retries(attempt, "list_groups")
+            listed += [GroupListing(g.group_id, g.protocol_type, g.group_state, broker) for g in response.groups]
+        return sorted(listed)
+
+    async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
+        """State, assignor and members (with their assignments, for consumer groups) of each group."""
+        described = {}
+        for group_id in topic_names(group_ids, "describe_groups()"):
+            coordinator, response = await self._ask_coordinator(group_id, DescribeGroupsRequest([group_id]),
+                                                                "describe_groups")
+            response = cast(DescribeGroupsResponse, response)
+            group = response.groups[0]
+            if group.error_code in (errors.NOT_COORDINATOR.code, errors.COORDINATOR_LOAD_IN_PROGRESS.code):
+                coordinator, response = await self._ask_coordinator(group_id, DescribeGroupsRequest([group_id]),
+                                                                    "describe_groups")
+                group = response.groups[0]
+            errors.raise_for(group.error_code, group.error_message)
+            described[group_id] = GroupDescription(group_id, group.group_state, group.protocol_type,
+                                                   group.protocol_data, tuple(
+                MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                  tuple(decode_assignment(m.member_assignment).partitions)
+                                  if group.protocol_type == CONSUMER_PROTOCOL_TYPE and m.member_assignment else ())
+                for m in group.members), coordinator)
+        return described
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> None:
+        """Delete empty groups with their offsets (NON_EMPTY_GROUP while a group has members)."""
+        for group_id in topic_names(group_ids, "delete_groups()"):
+            _, response = await self._ask_coordinator(group_id, DeleteGroupsRequest([group_id]), "delete_groups")
+            result = cast(DeleteGroupsResponse, response).results[0]
+            errors.raise_for(result.error_code, result.error_message)
+
+    async def list_group_offsets(self, group_id: str) -> dict[TopicPartition, GroupOffset]:
+        """The group's committed offsets, each with its partition's end offset and the lag between them."""
+        _, response = await self._ask_coordinator(group_id, OffsetFetchRequest(group_id), "list_group_offsets")
+        committed = {TopicPartition(p.topic, p.partition): p for p in cast(OffsetFetchResponse, response).partitions
+                     if p.committed_offset >= 0}
+        ends = await self.list_offsets({tp: "latest" for tp in committed}) if committed else {}
+        return {tp: GroupOffset(p.committed_offset, ends[tp].offset, max(ends[tp].offset - p.committed_offset, 0),
+                                p.metadata) for tp, p in sorted(committed.items())}
+
+    async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set an empty group's committed offsets (a group with members would overwrite them: NON_EMPTY_GROUP)."""
+        wanted = {topic_partition(tp, "alter_group_offsets()"): non_negative_int(o, "offset")
+                  for tp, o in mapping(offsets, "alter_group_offsets()", "TopicPartition to offsets").items()}
+        await self._require_empty(group_id)
+        request = OffsetCommitRequest(group_id, NO_GENERATION, "", [
+            OffsetCommitPartition(tp.topic, tp.partition, offset) for tp, offset in sorted(wanted.items())])
+        _, response = await self._ask_coordinator(group_id, request, "alter_group_offsets")
+        for result in cast(OffsetCommitResponse, response).partitions:
+            if result.error_code == errors.UNKNOWN_MEMBER_ID.code:  # members joined since the check
+                raise errors.NonEmptyGroupError(f"group {group_id} has active members; stop them first")
+            errors.raise_for(result.error_code, result.error_message)
+
+    async def _require_empty(self, group_id: str) -> None:
+        state = (await self.describe_groups([group_id]))[group_id].state
+        if state not in ("Empty", "Dead"):
+            raise errors.NonEmptyGroupError(f"group {group_id} is {state}: offsets can be reset only while it has no "
+                                            "members; stop its consumers first")
+
+    async def reset_group_offsets(self, group_id: str, partitions: Sequence[TopicPartition], spec: str,
+                                  value: int = 0, *, dry_run: bool = False) -> dict[TopicPartition, int]:
+        """kafka-consumer-groups --reset-offsets for an empty group: to the "earliest" or "latest" offset, to
+        "offset" `value`, "shift" by `value` from the committed offset, or to the first offset at "datetime"
+        `value` (epoch ms). Results are clamped to each partition's range. Returns the new offsets."""
+        if spec not in RESET_SPECS:
+            raise ValueError(f"reset spec must be one of {', '.join(RESET_SPECS)}, not {spec!r}")
+        wanted = topic_partitions(partitions, "reset_group_offsets()")
+        await self._require_empty(group_id)
+        earliest = await self.list_offsets({tp: "earliest" for tp in wanted})
+        latest = await self.list_offsets({tp: "latest" for tp in wanted})
+        targets: dict[TopicPartition, int] = {}
+        if spec == "datetime":
+            found = await self.list_offsets({tp: non_negative_int(value, "datetime") for tp in wanted})
+            targets = {tp: found[tp].offset if found[tp].offset >= 0 else latest[tp].offset for tp in wanted}
+        elif spec == "shift":
+            current = await self.list_group_offsets(group_id)
+            targets = {tp: (current[tp].committed if tp in current else latest[tp].offset) + value for tp in wanted}
+        else:
+            fixed = {"earliest": earliest, "latest": latest}
+            targets = {tp: fixed[spec][tp].offset if spec in fixed else value for tp in wanted}
+        clamped = {tp: min(max(offset, earliest[tp].offset), latest[tp].offset) for tp, offset in targets.items()}
+        if not dry_run:
+            await self.alter_group_offsets(group_id, clamped)
+        return clamped
+
+
+class Admin(_GroupAdmin):
     """`async with Admin(cluster_or_bootstrap_servers) as admin:`."""
 
     def __init__(self, bootstrap: ClusterLike | str | ClientTransport, config: Mapping[str, Any] | None = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalite.client.assignors import ASSIGNORS
 from kafkalite.common.config import ConfigKey, _Config, _keys
 from kafkalite.common.errors import InvalidConfigError
 
@@ -29,6 +30,20 @@ class _AcksKey(ConfigKey):
         if text in ("-1", "0", "1"):
             return int(text)
         raise InvalidConfigError(f"Invalid value {value!r} for configuration acks: must be one of all, -1, 0, 1")
+
+
+class _AssignorsKey(ConfigKey):
+    """`partition.assignment.strategy`: a comma-separated text or a list of assignor names, parsed to a tuple."""
+
+    __slots__ = ()
+
+    def parse(self, value: Any) -> Any:
+        names = [n.strip() for n in value.split(",")] if isinstance(value, str) else \
+            list(value) if isinstance(value, (list, tuple)) else None
+        if not names or not all(isinstance(n, str) and n in ASSIGNORS for n in names):
+            raise InvalidConfigError(f"Invalid value {value!r} for configuration {self.name}: expected assignor "
+                                     f"names from {', '.join(ASSIGNORS)}")
+        return tuple(names)
 
 
 def _key(name: str, type_: str, default: Any, doc: str, **limits: Any) -> ConfigKey:
@@ -80,6 +95,22 @@ CONSUMER_CONFIG_KEYS = _keys(
          at_least=0),
     _key("allow.auto.create.topics", "boolean", True, "Whether asking for an unknown topic may create it (if the "
          "broker's auto.create.topics.enable allows)."),
+    _key("group.id", "nullable string", None, "The consumer group: needed by subscribe() and for committing offsets."),
+    _key("group.instance.id", "nullable string", None, "Makes the consumer a static member (KIP-345): restarted "
+         "within session.timeout.ms it gets its partitions back without a rebalance."),
+    _key("session.timeout.ms", "int", 45000, "A member that sends no heartbeat for this long is dropped from "
+         "its group (within the brokers' group.min/max.session.timeout.ms).", at_least=1),
+    _key("heartbeat.interval.ms", "int", 3000, "How often a member heartbeats; well below session.timeout.ms.",
+         at_least=1),
+    _key("max.poll.interval.ms", "int", 300000, "A consumer that does not call poll() for this long leaves its "
+         "group; also the rebalance timeout.", at_least=1),
+    _key("enable.auto.commit", "boolean", True, "Commit the positions of a group's consumer from poll() every "
+         "auto.commit.interval.ms, before a rebalance and on close."),
+    _key("auto.commit.interval.ms", "int", 5000, "How often positions are committed with enable.auto.commit.",
+         at_least=0),
+    _AssignorsKey("partition.assignment.strategy", "string", ("range", "cooperative-sticky"),
+                  "Assignors in order of preference: range, roundrobin, sticky, cooperative-sticky; the group "
+                  "uses the first that every member supports.", aliases=("partition_assignment_strategy",)),
 )
 
 ADMIN_CONFIG_KEYS = _keys(

@@ -1,10 +1,17 @@
-"""The consumer, without groups: manual assignment, seeks, and polls served from a prefetch buffer.
+"""The consumer: manual assignment or group subscription, seeks, commits, and polls served from a prefetch buffer.
+
+With `group.id`, `subscribe()` makes the consumer a member of a consumer group whose coordinator assigns it
+partitions (see kafkalite.client.consumer_coordinator): partitions start at the group's committed offsets,
+and positions are committed with `commit()`, `commit_async()` or enable.auto.commit. `assign()` with a group.id
+still commits and reads committed offsets, as the group's only user.
 
 As in Kafka's Fetcher, fetching runs ahead of `poll()`: each poll sends one FetchRequest per leader for every
 assigned partition that has nothing buffered and no fetch in flight, and those fetches complete in the
-background into per-partition buffers. A poll returns as soon as any buffer holds records, at most
-`max.poll.records` of them, so a long-polling fetch on one leader never delays records another leader already
-returned, and records fetched but not yet returned are kept for the next poll instead of being fetched again.
+background into per-partition buffers of record batches, decoded only as `poll()` hands their records out. A
+poll returns as soon as any buffer holds records, at most `max.poll.records` of them, so a long-polling fetch
+on one leader never delays records another leader already returned, and records fetched but not yet returned
+are kept for the next poll instead of being fetched again. `poll_batches()` hands out the fetched batches
+themselves, undecoded, for readers that decode them column by column (the Spark connector).
 
 A partition's position is the offset of the next record `poll()` will return. A fetch that comes back after
 a seek is discarded (each seek starts a new "generation" of the partition), and records before the position
@@ -23,23 +30,25 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import trio
 
-from kafkalite.client.arguments import non_negative_int, topic_partition, topic_partitions
+from kafkalite.client.arguments import non_negative_int, topic_names, topic_partition, topic_partitions
 from kafkalite.client.config import consumer_config
+from kafkalite.client.consumer_coordinator import ConsumerCoordinator, Listener, OffsetAndMetadata
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
 from kafkalite.common.nursery import leave_nursery
-from kafkalite.common.records import Header
-from kafkalite.common.types import TopicPartition
+from kafkalite.common.records import CREATE_TIME, LOG_APPEND_TIME, Header, RecordBatch
+from kafkalite.common.types import TopicPartition, validate_topic_name
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchPartition,
     FetchRequest, FetchResponse, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
@@ -62,7 +71,20 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+    timestamp_type: int = CREATE_TIME
+    """CREATE_TIME (0) or LOG_APPEND_TIME (1, the topic's message.timestamp.type), as Kafka's ConsumerRecord."""
 
+
+class FetchedBatch(NamedTuple):
+    """A fetched record batch as `poll_batches()` hands it out: its records from offset `start` on are new."""
+
+    topic: str
+    partition: int
+    start: int
+    batch: RecordBatch
+
+
+_Drained = TypeVar("_Drained", ConsumerRecord, FetchedBatch)
 
 _new_consumer_record = functools.partial(tuple.__new__, ConsumerRecord)
 """`ConsumerRecord` from one tuple, without the Python-level `__new__` a NamedTuple call runs."""
@@ -73,11 +95,28 @@ class _PartitionState:
     position: int | None = None
     reset: str | None = None  # a pending seek_to_beginning/end ("earliest"/"latest"), done lazily as in Kafka
     generation: int = 0
+    # Fetched batches not yet handed out; the position lies in (or at the start of) the first. `buffer` holds the
+    # records of the first batch that poll() decoded and has yet to return, or, after a batch that cannot be
+    # decoded, the records before the bad one (and then `batches` is empty).
+    batches: deque[RecordBatch] = field(default_factory=deque)
     buffer: deque[ConsumerRecord] = field(default_factory=deque)
     fetching: bool = False
     backoff_until: float = 0.0
     high_watermark: int = -1
     missing_since: float | None = None  # when the partition was first found absent from metadata
+
+
+def _compiled(pattern: object) -> re.Pattern[str]:
+    """A subscription pattern, or the reason it is not one, raised before the consumer joins anything."""
+    if isinstance(pattern, re.Pattern):
+        return pattern
+    if not isinstance(pattern, str):
+        raise TypeError(f"subscribe(pattern=) takes a regular expression (str or re.Pattern), not "
+                        f"{type(pattern).__name__} {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"subscribe(pattern={pattern!r}) is not a regular expression: {exc}") from None
 
 
 class Consumer:
@@ -100,16 +139,28 @@ class Consumer:
         self._iterated: deque[ConsumerRecord] = deque()
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
+        self._coordinator: ConsumerCoordinator | None = None
+        if cfg["group.id"] is not None:
+            if not cfg["group.id"]:
+                raise errors.InvalidGroupIdError("group.id must not be empty")
+            self._coordinator = ConsumerCoordinator(cfg["group.id"], cfg, self._transport.sibling(), self.metadata,
+                                                    self)
 
     async def __aenter__(self) -> Consumer:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self.metadata.refresh_when_old)
+        if self._coordinator is not None:
+            await self._nursery.start(self._coordinator.run)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
+        """Leaving the block closes the consumer: a group member commits (enable.auto.commit) and leaves."""
         assert self._nursery is not None
+        if self._coordinator is not None and exc_type is None:
+            with trio.move_on_after(self._api_timeout_s):
+                await self._coordinator.close()
         self._nursery.cancel_scope.cancel()
         try:
             return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
@@ -120,12 +171,101 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; partitions kept keep their positions and buffers."""
-        wanted = topic_partitions(partitions, "assign()")
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
-        self.metadata.add_topics(tp.topic for tp in wanted)
+        if self._coordinator is not None and self._coordinator.subscribed:
+            raise ValueError("assign() on a subscribed consumer: the group assigns its partitions; unsubscribe() "
+                             "first")
+        self._set_assignment(set(topic_partitions(partitions, "assign()")))
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
+
+    # -- groups -------------------------------------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | re.Pattern[str] | None = None,
+                  on_assign: Listener | None = None, on_revoke: Listener | None = None,
+                  on_lost: Listener | None = None) -> None:
+        """Join the group (at the next poll) for `topics`, or for every topic whose whole name matches `pattern`
+        (followed as topics come and go, every metadata.max.age.ms).
+
+        The callbacks, plain or async functions of a set of partitions, run inside poll(): `on_revoke` before
+        partitions are given up (commit there for at-least-once without auto-commit), `on_assign` with the
+        partitions added, `on_lost` with partitions the group took away after dropping this member (committing
+        them would fail).
+        """
+        coordinator = self._group_coordinator("subscribe()")
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes topics or a pattern")
+        names = None if topics is None else [validate_topic_name(name) for name in topic_names(topics, "subscribe()")]
+        compiled = None if pattern is None else _compiled(pattern)
+        coordinator.subscribe(names, compiled, {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost})
+
+    async def unsubscribe(self) -> None:
+        """Leave the group and drop the assignment."""
+        await self._group_coordinator("unsubscribe()").unsubscribe()
+
+    def subscription(self) -> set[str]:
+        return self._coordinator.subscription() if self._coordinator is not None else set()
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
+        """Commit `offsets` (the next offset to read, per partition), or every assigned partition's position.
+
+        Returns once the commit is stored on every in-sync replica of the group's offsets partition; raises
+        REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID if the group moved on (poll() rejoins).
+        """
+        await self._group_coordinator("commit()").commit(_offsets(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     on_complete: Callable[[KafkaError | None], Any] | None = None) -> None:
+        """Commit in the background: `on_complete(None)` or `on_complete(error)` when done (errors are logged
+        otherwise). The positions are taken now, not when the commit is sent."""
+        coordinator = self._group_coordinator("commit_async()")
+        taken = _offsets(offsets) or {tp: OffsetAndMetadata(p) for tp, p in self._consumed_positions().items()}
+
+        async def commit() -> None:
+            error: KafkaError | None = None
+            try:
+                await coordinator.commit(taken)
+            except KafkaError as exc:
+                error = exc
+                if on_complete is None:
+                    log.warning("%s: asynchronous commit failed: %s", self._transport.name, exc)
+            if on_complete is not None:
+                on_complete(error)
+
+        if self._nursery is None:
+            raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+        self._nursery.start_soon(commit)
+
+    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset of each partition, None where nothing is committed."""
+        return await self._group_coordinator("committed()").committed(topic_partitions(partitions, "committed()"))
+
+    def _group_coordinator(self, where: str) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise errors.InvalidGroupIdError(f"{where} needs a group.id")
+        return self._coordinator
+
+    # What the group coordinator uses (kafkalite.client.consumer_coordinator.GroupMember).
+
+    def _set_assignment(self, partitions: set[TopicPartition]) -> None:
+        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in sorted(partitions)}
+        self.metadata.add_topics(tp.topic for tp in partitions)
+        self._iterated.clear()
+
+    def _consumed_positions(self) -> dict[TopicPartition, int]:
+        return {tp: state.position for tp, state in self._states.items() if state.position is not None}
+
+    def _needs_position(self, tp: TopicPartition) -> bool:
+        state = self._states.get(tp)
+        return state is not None and state.position is None and state.reset is None
+
+    def _use_committed(self, tp: TopicPartition, offset: int) -> None:
+        state = self._states.get(tp)
+        if state is not None and state.position is None:
+            self._move(state, offset, None)
+
+    def _wake(self) -> None:
+        self._data_arrived.set()
 
     def _state(self, tp: TopicPartition, where: str) -> _PartitionState:
         state = self._states.get(topic_partition(tp, where))
@@ -152,6 +292,7 @@ class Consumer:
     def _move(self, state: _PartitionState, position: int | None, reset: str | None) -> None:
         state.position, state.reset = position, reset
         state.generation += 1
+        state.batches.clear()
         state.buffer.clear()
         self._iterated.clear()
 
@@ -253,15 +394,43 @@ class Consumer:
 
     async def poll(self, timeout: float = 0) -> list[ConsumerRecord]:
         """Up to max.poll.records records, waiting up to `timeout` seconds (math.inf: forever) for some to arrive."""
+        return await self._poll_with(timeout, self._drain_buffers)
+
+    async def poll_batches(self, timeout: float = 0) -> list[FetchedBatch]:
+        """Every fetched record batch not yet handed out, undecoded, waiting up to `timeout` seconds for some.
+
+        For readers that decode batches their own way (columns for Arrow, with no object per record); the
+        positions move past the batches returned, as poll() moves them past its records, and max.poll.records
+        does not apply (fetch.max.bytes and max.partition.fetch.bytes bound what one poll returns). A batch that
+        poll() began is handed out whole with `start` at the position. Decoding is the caller's, so is
+        CORRUPT_MESSAGE.
+        """
+        return await self._poll_with(timeout, self._drain_batches)
+
+    async def _poll_with(self, timeout: float, drain: Callable[[], list[_Drained]]) -> list[_Drained]:
         if self._nursery is None:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(f"poll timeout must be a number of seconds, not {type(timeout).__name__}")
         if not timeout >= 0:  # NaN fails this too
             raise ValueError(f"poll timeout must not be negative, got {timeout}")
+        coordinator = self._coordinator
+        if coordinator is None:
+            return await self._poll(timeout, drain)
+        coordinator.poll_started()
+        try:
+            return await self._poll(timeout, drain)
+        finally:
+            coordinator.poll_ended()
+
+    async def _poll(self, timeout: float, drain: Callable[[], list[_Drained]]) -> list[_Drained]:
+        coordinator = self._coordinator
         with trio.move_on_after(timeout):
             while True:
-                records = self._drain_buffers()  # what arrived before an error is the application's first
+                if coordinator is not None:
+                    await coordinator.handle_lost_partitions()
+                    await coordinator.poll()
+                records = drain()  # what arrived before an error is the application's first
                 if records:
                     return records
                 self._raise_pending_error()
@@ -272,7 +441,7 @@ class Consumer:
                 wake_at = self._send_fetches()
                 with trio.move_on_at(wake_at):
                     await self._data_arrived.wait()
-        records = self._drain_buffers()
+        records = drain()
         if not records:
             self._raise_pending_error()
         return records
@@ -283,21 +452,41 @@ class Consumer:
             raise error
 
     def _drain_buffers(self) -> list[ConsumerRecord]:
+        """Up to max.poll.records records off the partitions' buffers, decoding fetched batches one at a time."""
         records: list[ConsumerRecord] = []
-        for state in self._states.values():
-            room = self._max_poll_records - len(records)
+        for tp, state in self._states.items():
+            buffer = state.buffer
+            while (room := self._max_poll_records - len(records)) > 0:
+                if not buffer:
+                    if not state.batches:
+                        break
+                    self._decode_first(tp, state)
+                    continue
+                if len(buffer) <= room:
+                    records.extend(buffer)
+                    buffer.clear()
+                    if state.batches:
+                        state.batches.popleft()
+                else:
+                    records.extend(buffer.popleft() for _ in range(room))
+                state.position = records[-1].offset + 1
             if room <= 0:
                 break
-            buffer = state.buffer
-            if not buffer:
-                continue
-            if len(buffer) <= room:
-                records.extend(buffer)
-                buffer.clear()
-            else:
-                records.extend(buffer.popleft() for _ in range(room))
-            state.position = records[-1].offset + 1
         return records
+
+    def _drain_batches(self) -> list[FetchedBatch]:
+        """Every partition's fetched batches, the first from the position; decoded records pending are dropped, as
+        their batch goes out whole (or, after a corrupt batch, is fetched again from the position)."""
+        fetched: list[FetchedBatch] = []
+        for (topic, partition), state in self._states.items():
+            if state.batches:
+                assert state.position is not None
+                fetched.append(FetchedBatch(topic, partition, state.position, state.batches.popleft()))
+                fetched.extend(FetchedBatch(topic, partition, batch.base_offset, batch) for batch in state.batches)
+                state.position = fetched[-1].batch.next_offset
+            state.batches.clear()
+            state.buffer.clear()  # records of the first batch, handed out again whole; or of a bad batch, refetched
+        return fetched
 
     def _send_fetches(self) -> float:
         """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again."""
@@ -306,7 +495,7 @@ class Consumer:
         by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale = False
         for tp, state in self._states.items():
-            if state.fetching or state.buffer:
+            if state.fetching or state.batches or state.buffer:
                 continue
             if state.backoff_until > now:
                 wake_at = min(wake_at, state.backoff_until)
@@ -371,10 +560,9 @@ class Consumer:
                     continue  # unassigned or sought while the fetch was in flight
                 if result.error_code == errors.NONE.code:
                     state.high_watermark = result.high_watermark
-                    try:
-                        self._buffer(tp, state, result.batches)
-                    except CorruptMessageError as exc:  # this partition's alone: the others' records are fine
-                        self._error = exc
+                    position = state.position
+                    assert position is not None
+                    state.batches.extend(batch for batch in result.batches if batch.next_offset > position)
                 else:
                     self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
                         result.error_message))
@@ -386,33 +574,39 @@ class Consumer:
                 state.fetching = False
             self._data_arrived.set()
 
-    def _buffer(self, tp: TopicPartition, state: _PartitionState, batches: list[Any]) -> None:
-        """Turn the fetched batches into ConsumerRecords from the position on.
+    def _decode_first(self, tp: TopicPartition, state: _PartitionState) -> None:
+        """Decode the first fetched batch into ConsumerRecords from the position on.
 
-        A batch that cannot be decoded raises CORRUPT_MESSAGE naming the partition, the batch's offsets, the
-        decoding error and the offset to seek to past it; its records before the bad one are buffered already.
-        Refetching would return the same bytes, so the application decides, as with Kafka's consumer.
+        A batch that cannot be decoded leaves CORRUPT_MESSAGE pending, naming the partition, the batch's offsets,
+        the decoding error and the offset to seek to past it; its records before the bad one stay buffered, and
+        the fetched batches are dropped, so the next fetch brings the bad one back. Refetching returns the same
+        bytes, so the application decides, as with Kafka's consumer: this partition's alone, the others' records
+        are fine.
         """
         position = state.position
         assert position is not None
         topic, partition = tp
         append = state.buffer.append
-        for batch in batches:  # the consumer's hottest loop: rows straight into ConsumerRecords, no Record between
-            if batch.next_offset <= position:
-                continue
-            base_timestamp, offset = batch.first_timestamp, batch.base_offset
-            try:
-                for delta, key, value, headers in batch.rows():
-                    if offset >= position:
-                        append(_new_consumer_record((topic, partition, offset, base_timestamp + delta, key, value,
-                                                     headers)))
-                    offset += 1
-            except (ValueError, TypeError, CorruptMessageError) as exc:
-                cause = exc.__cause__ if isinstance(exc, CorruptMessageError) and exc.__cause__ is not None else exc
-                detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
-                raise CorruptMessageError(
-                    f"{tp}: the record batch at offsets {batch.base_offset} to {batch.last_offset} cannot be decoded "
-                    f"({detail}); seek to {batch.next_offset} to skip it") from cause
+        batch = state.batches[0]
+        timestamp_type = batch.timestamp_type
+        log_append_time = timestamp_type == LOG_APPEND_TIME
+        base_timestamp = batch.max_timestamp if log_append_time else batch.first_timestamp
+        offset = batch.base_offset
+        try:
+            for delta, key, value, headers in batch.rows():  # the consumer's hottest loop: no Record between
+                if offset >= position:
+                    timestamp = base_timestamp if log_append_time else base_timestamp + delta
+                    append(_new_consumer_record((topic, partition, offset, timestamp, key, value, headers,
+                                                 timestamp_type)))
+                offset += 1
+        except (ValueError, TypeError, CorruptMessageError) as exc:
+            state.batches.clear()
+            cause = exc.__cause__ if isinstance(exc, CorruptMessageError) and exc.__cause__ is not None else exc
+            detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+            self._error = CorruptMessageError(
+                f"{tp}: the record batch at offsets {batch.base_offset} to {batch.last_offset} cannot be decoded "
+                f"({detail}); seek to {batch.next_offset} to skip it")
+            self._error.__cause__ = cause
 
     def _on_partition_error(self, tp: TopicPartition, state: _PartitionState, error: KafkaError) -> None:
         if isinstance(error, OffsetOutOfRangeError):
@@ -442,3 +636,15 @@ class Consumer:
         while not self._iterated:
             self._iterated.extend(await self.poll(math.inf))
         return self._iterated.popleft()
+
+
+def _offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+             ) -> dict[TopicPartition, OffsetAndMetadata] | None:
+    """Offsets to commit as given: an OffsetAndMetadata or a bare offset per partition."""
+    if offsets is None:
+        return None
+    checked = {}
+    for tp, value in offsets.items():
+        offset = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(non_negative_int(value, "offset"))
+        checked[topic_partition(tp, "commit()")] = offset
+    return checked

@@ -64,16 +64,19 @@ class ClientTransport(ABC):
     def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
         self._broker_ids = [broker.node_id for broker in brokers]
 
+    def add_node(self, broker: MetadataBroker) -> None:
+        """Learn where one broker is (a group coordinator) without changing the brokers requests go to."""
+
     def least_loaded_nodes(self) -> list[NodeKey]:
         """Nodes to try for a request any broker can answer, least busy first (Kafka's leastLoadedNode)."""
         nodes: list[NodeKey] = list(self._broker_ids) or self._bootstrap_nodes()
         return sorted(nodes, key=lambda node: self._in_flight[node])
 
-    async def send(self, node: NodeKey, request: Request) -> Any:
+    async def send(self, node: NodeKey, request: Request, timeout_s: float | None = None) -> Any:
         """The response, NETWORK_EXCEPTION if the broker cannot be reached, or REQUEST_TIMED_OUT after
-        request.timeout.ms."""
+        request.timeout.ms (or `timeout_s`, for a request the broker may rightly hold longer, as a JoinGroup)."""
         self._in_flight[node] += 1
-        deadline = trio.current_time() + self.request_timeout_s
+        deadline = trio.current_time() + (self.request_timeout_s if timeout_s is None else timeout_s)
         try:
             return await self._send(node, request, deadline)
         except NetworkExceptionError:
@@ -86,6 +89,12 @@ class ClientTransport(ABC):
     def timed_out(self, node: NodeKey, request: Request | None = None) -> RequestTimedOutError:
         what = "" if request is None else f" to {type(request).__name__}"
         return RequestTimedOutError(f"no response from {node}{what} within {self.request_timeout_s * 1000:.0f} ms")
+
+    def sibling(self) -> ClientTransport:
+        """A second connection to each broker under the same client name, as Kafka's consumer opens one to its
+        group coordinator: a JoinGroup parked there for a whole rebalance must not hold up the fetches queued
+        behind it on the first. A transport handed in by the application has no second one, and shares."""
+        return self
 
     def stream(self, node: NodeKey) -> RequestStream:
         """Requests to one broker one after another, as a producer's lane sends them: `with transport.stream(n)`.
@@ -221,6 +230,9 @@ class InProcessTransport(ClientTransport):
     def _bootstrap_nodes(self) -> list[NodeKey]:
         return list(self._bootstrap)
 
+    def sibling(self) -> ClientTransport:
+        return InProcessTransport(self._transport, self._bootstrap, self.name, int(self.request_timeout_s * 1000))
+
     def stream(self, node: NodeKey) -> RequestStream:
         return _InProcessStream(self, node)
 
@@ -247,16 +259,25 @@ class TcpTransport(ClientTransport):
         if not self._addresses:
             raise ValueError("bootstrap servers must name at least one host:port")
         self._bootstrap = list(self._addresses)
+        self._bootstrap_servers = bootstrap_servers
         self._connections: dict[NodeKey, Connection] = {}
         self._opening: defaultdict[NodeKey, trio.Lock] = defaultdict(trio.Lock)
 
     def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
         super().update_brokers(brokers)
         for broker in brokers:
-            self._addresses[broker.node_id] = (broker.host, broker.port)
+            self.add_node(broker)
+
+    def add_node(self, broker: MetadataBroker) -> None:
+        self._addresses[broker.node_id] = (broker.host, broker.port)
 
     def _bootstrap_nodes(self) -> list[NodeKey]:
         return list(self._bootstrap)
+
+    def sibling(self) -> ClientTransport:
+        other = TcpTransport(self._bootstrap_servers, self.name, int(self.request_timeout_s * 1000))
+        other._addresses.update(self._addresses)
+        return other
 
     def node_name(self, node: NodeKey) -> str:
         address = self._addresses.get(node)

@@ -109,8 +109,9 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("broker.id", "int", 0, "The broker's id; the cluster numbers its brokers 1..N.", at_least=0),
     ConfigKey("broker.rack", "nullable string", None, "Rack of the broker, used for rack-aware replica assignment."),
-    ConfigKey("listeners", "string", "NATIVE://127.0.0.1:0",
-              "Comma-separated NAME://host:port listeners; port 0 picks a free port so parallel runs never clash."),
+    ConfigKey("listeners", "string", "NATIVE://127.0.0.1:0,KAFKA://127.0.0.1:0",
+              "Comma-separated NAME://host:port listeners: NATIVE speaks kafkalite's msgpack protocol, KAFKA "
+              "Apache Kafka's; port 0 picks a free port so parallel runs never clash."),
     ConfigKey("num.partitions", "int", 1, "Default partition count of new topics.", at_least=1),
     ConfigKey("default.replication.factor", "int", 1, "Default replication factor of new topics.", at_least=1),
     ConfigKey("min.insync.replicas", "int", 1,
@@ -160,6 +161,29 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("controlled.shutdown.max.retries", "int", 3, "Tries of a controlled shutdown.", at_least=0),
     ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Pause between controlled-shutdown tries.",
               at_least=0),
+    ConfigKey("offsets.topic.num.partitions", "int", 50,
+              "Partitions of __consumer_offsets, created on the first FindCoordinator; a group's coordinator is the "
+              "leader of partition abs(hash(group id)) % this, so it must not change once the topic exists.",
+              at_least=1),
+    ConfigKey("offsets.topic.replication.factor", "int", 3,
+              "Replicas of each __consumer_offsets partition, capped at the live brokers when it is created.",
+              at_least=1),
+    ConfigKey("offsets.commit.timeout.ms", "int", 5000,
+              "How long a commit (or a group's new assignment) waits for every in-sync replica of its offsets "
+              "partition.", at_least=1),
+    ConfigKey("offsets.retention.minutes", "int", 7 * 24 * 60,
+              "An empty group's committed offsets are deleted this long after they were committed.", at_least=1),
+    ConfigKey("offsets.retention.check.interval.ms", "long", 600000,
+              "How often the coordinator looks for expired offsets.", at_least=1),
+    ConfigKey("offset.metadata.max.bytes", "int", 4096, "Largest metadata string a commit may carry.",
+              at_least=0),
+    ConfigKey("group.min.session.timeout.ms", "int", 6000,
+              "Shortest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT.", at_least=0),
+    ConfigKey("group.max.session.timeout.ms", "int", 1800000,
+              "Longest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT.", at_least=0),
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 0,
+              "How long the first rebalance of an empty group waits for more members to join (Kafka's default "
+              "is 3000; kafkalite's is 0 so that tests form groups at once).", at_least=0),
     ConfigKey("kafkalite.follower.truncation", "string", "leader-epoch",
               "A negative control for tests, never for use: how a follower truncates on becoming follower. "
               "leader-epoch (the default) asks the leader with OffsetsForLeaderEpoch (KIP-101 / KIP-279); "

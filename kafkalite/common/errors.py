@@ -142,6 +142,8 @@ NOT_CONTROLLER = _define(41, "NOT_CONTROLLER", True, "This is not the correct co
 INVALID_REQUEST = _define(42, "INVALID_REQUEST", False,
                           "This most likely occurs because of a request being malformed by the client library or "
                           "the message was sent to an incompatible broker.")
+UNSUPPORTED_FOR_MESSAGE_FORMAT = _define(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", False,
+                                         "The message format version on the broker does not support the request.")
 POLICY_VIOLATION = _define(44, "POLICY_VIOLATION", False, "Request parameters do not satisfy the configured policy.")
 OUT_OF_ORDER_SEQUENCE_NUMBER = _define(45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False,
                                        "The broker received an out of order sequence number.")
@@ -155,6 +157,7 @@ UNKNOWN_PRODUCER_ID = _define(59, "UNKNOWN_PRODUCER_ID", False,
                               "associated with the producerId in question.")
 REASSIGNMENT_IN_PROGRESS = _define(60, "REASSIGNMENT_IN_PROGRESS", False,
                                    "A partition reassignment is in progress.")
+NON_EMPTY_GROUP = _define(68, "NON_EMPTY_GROUP", False, "The group is not empty.")
 GROUP_ID_NOT_FOUND = _define(69, "GROUP_ID_NOT_FOUND", False, "The group id does not exist.")
 FETCH_SESSION_ID_NOT_FOUND = _define(70, "FETCH_SESSION_ID_NOT_FOUND", True,
                                      "The fetch session ID was not found.")
@@ -168,17 +171,28 @@ FENCED_LEADER_EPOCH = _define(74, "FENCED_LEADER_EPOCH", True,
                               "The leader epoch in the request is older than the epoch on the broker.")
 UNKNOWN_LEADER_EPOCH = _define(75, "UNKNOWN_LEADER_EPOCH", True,
                                "The leader epoch in the request is newer than the epoch on the broker.")
+UNSUPPORTED_COMPRESSION_TYPE = _define(76, "UNSUPPORTED_COMPRESSION_TYPE", False,
+                                       "The requesting client does not support the compression type of given "
+                                       "partition.")
 STALE_BROKER_EPOCH = _define(77, "STALE_BROKER_EPOCH", False, "Broker epoch has changed.")
 OFFSET_NOT_AVAILABLE = _define(78, "OFFSET_NOT_AVAILABLE", True,
                                "The leader high watermark has not caught up from a recent leader election so the "
                                "offsets cannot be guaranteed to be monotonically increasing.")
+MEMBER_ID_REQUIRED = _define(79, "MEMBER_ID_REQUIRED", False,
+                              "The group member needs to have a valid member id before actually entering a "
+                              "consumer group.")
 PREFERRED_LEADER_NOT_AVAILABLE = _define(80, "PREFERRED_LEADER_NOT_AVAILABLE", True,
                                          "The preferred leader was not available.")
+FENCED_INSTANCE_ID = _define(82, "FENCED_INSTANCE_ID", False,
+                              "The broker rejected this static consumer since another consumer with the same "
+                              "group.instance.id has registered with a different member.id.")
 ELIGIBLE_LEADERS_NOT_AVAILABLE = _define(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True,
                                          "Eligible topic partition leaders are not available.")
 ELECTION_NOT_NEEDED = _define(84, "ELECTION_NOT_NEEDED", False, "Leader election not needed for topic partition.")
 NO_REASSIGNMENT_IN_PROGRESS = _define(85, "NO_REASSIGNMENT_IN_PROGRESS", False,
                                       "No partition reassignment is in progress.")
+GROUP_SUBSCRIBED_TO_TOPIC = _define(86, "GROUP_SUBSCRIBED_TO_TOPIC", False,
+                                    "The consumer group is actively subscribed to the topic.")
 INVALID_RECORD = _define(87, "INVALID_RECORD", False,
                          "This record has failed the validation on broker and hence will be rejected.")
 
@@ -201,9 +215,19 @@ RecordListTooLargeError = RECORD_LIST_TOO_LARGE.exception
 NotEnoughReplicasError = NOT_ENOUGH_REPLICAS.exception
 NotEnoughReplicasAfterAppendError = NOT_ENOUGH_REPLICAS_AFTER_APPEND.exception
 InvalidRequiredAcksError = INVALID_REQUIRED_ACKS.exception
+CoordinatorLoadInProgressError = COORDINATOR_LOAD_IN_PROGRESS.exception
 IllegalGenerationError = ILLEGAL_GENERATION.exception
+InconsistentGroupProtocolError = INCONSISTENT_GROUP_PROTOCOL.exception
+InvalidGroupIdError = INVALID_GROUP_ID.exception
 UnknownMemberIdError = UNKNOWN_MEMBER_ID.exception
+InvalidSessionTimeoutError = INVALID_SESSION_TIMEOUT.exception
 RebalanceInProgressError = REBALANCE_IN_PROGRESS.exception
+OffsetMetadataTooLargeError = OFFSET_METADATA_TOO_LARGE.exception
+NonEmptyGroupError = NON_EMPTY_GROUP.exception
+GroupIdNotFoundError = GROUP_ID_NOT_FOUND.exception
+MemberIdRequiredError = MEMBER_ID_REQUIRED.exception
+FencedInstanceIdError = FENCED_INSTANCE_ID.exception
+GroupSubscribedToTopicError = GROUP_SUBSCRIBED_TO_TOPIC.exception
 InvalidTimestampError = INVALID_TIMESTAMP.exception
 ClusterAuthorizationFailedError = CLUSTER_AUTHORIZATION_FAILED.exception
 UnsupportedVersionError = UNSUPPORTED_VERSION.exception
@@ -229,6 +253,8 @@ EligibleLeadersNotAvailableError = ELIGIBLE_LEADERS_NOT_AVAILABLE.exception
 ElectionNotNeededError = ELECTION_NOT_NEEDED.exception
 NoReassignmentInProgressError = NO_REASSIGNMENT_IN_PROGRESS.exception
 InvalidRecordError = INVALID_RECORD.exception
+UnsupportedForMessageFormatError = UNSUPPORTED_FOR_MESSAGE_FORMAT.exception
+UnsupportedCompressionTypeError = UNSUPPORTED_COMPRESSION_TYPE.exception
 
 
 def for_code(code: int) -> ErrorCode:

@@ -1,21 +1,33 @@
 """Records and record batches: the unit every layer moves around.
 
-A `RecordBatch` mirrors Kafka's RecordBatch v2 header, but its records travel as one msgpack payload encoded
-once by the producer. Brokers, logs and replicas only ever look at the header: appending, replicating and
-serving a batch of a thousand records costs the same as a batch of one, and only a consumer (or a timestamp
-lookup) decodes the payload.
+A `RecordBatch` mirrors Kafka's RecordBatch v2 header; its records are one payload encoded once by the producer.
+Brokers, logs and replicas only ever look at the header: appending, replicating and serving a batch of a
+thousand records costs the same as a batch of one, and only a consumer (or a timestamp lookup) decodes the
+payload.
+
+The payload comes in one of two encodings, and a batch keeps the one it arrived in. A native producer's batch
+holds a msgpack array of rows, checksummed with CRC-32; a batch produced over the Kafka protocol holds Kafka's
+v2 record section exactly as the client sent it (compressed or not), checksummed with CRC-32C as Kafka's
+header says, so it is stored and served without re-encoding. Both checksums cover the same header fields.
+A reader that needs the other encoding asks for `native()` or `kafka()`: the conversion keeps offsets, keys,
+values, headers and timestamps, is done once, and is cached on the batch (the log's, which every replica in
+the process shares).
 """
 
 from __future__ import annotations
 
+import operator
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgpack
 
-from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
+from kafkalite.common import kafka_records
+from kafkalite.common.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
+from kafkalite.common.kafka_records import Row
 
 RECORD_BATCH_OVERHEAD = 61
 """Kafka's v2 batch header size, counted so that byte limits (max.message.bytes, fetch sizes) mean what they
@@ -23,20 +35,47 @@ mean in Kafka."""
 
 NO_TIMESTAMP = -1
 
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+"""Kafka's timestamp types, as consumers (and Spark's `timestampType` column) report them."""
+
+_LOG_APPEND_TIME_ATTRIBUTE = 0x08
+"""Kafka's attributes bit for a batch whose records all carry the leader's append time (its max timestamp)."""
+
 Header = tuple[str, bytes | None]
 
 _DELTA_TYPES: frozenset[type] = frozenset({int})
 _BYTES_OR_NULL: frozenset[type] = frozenset({bytes, type(None)})
 _HEADERS_TYPES: frozenset[type] = frozenset({tuple})
+_COLUMNS = tuple(map(operator.itemgetter, range(4)))
 
-Row = tuple[int, bytes | None, bytes | None, tuple[Header, ...]]
-"""One record in a batch's payload: (timestamp delta, key, value, headers)."""
 
 # The fields Kafka's CRC covers: attributes, last offset delta, first and max timestamp, producer id, producer
 # epoch, base sequence, record count. Base offset and partition leader epoch are left out because the leader
 # rewrites them after the producer computed the checksum.
 _CRC_FIELDS = struct.Struct(">hiqqqhii")
 _WIRE_FIELDS = 11
+# Kafka's v2 header: base offset, batch length, partition leader epoch, magic, crc, then the CRC fields.
+_KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
+_KAFKA_PREFIX = struct.Struct(">qib")  # base offset, batch length, partition leader epoch, magic
+_KAFKA_LENGTH_OFFSET = 12  # batch length counts the bytes after itself
+_MAGIC = 2
+
+
+class Columns(NamedTuple):
+    """A run of a batch's records column by column (`RecordBatch.columns`), for readers that build columns.
+
+    Record i has offset `first_offset + i` and timestamp `base_timestamp + deltas[i]`, or `base_timestamp` when
+    `deltas` is None: the common case of records that share their batch's timestamp (the producer's default, and
+    every LogAppendTime batch) then costs nothing per record.
+    """
+
+    first_offset: int
+    base_timestamp: int
+    deltas: tuple[int, ...] | None
+    keys: tuple[bytes | None, ...]
+    values: tuple[bytes | None, ...]
+    headers: tuple[tuple[Header, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +89,24 @@ class Record:
 
 
 def _checksum(payload: bytes, attributes: int, record_count: int, first_timestamp: int, max_timestamp: int,
-              producer_id: int, producer_epoch: int, base_sequence: int) -> int:
+              producer_id: int, producer_epoch: int, base_sequence: int, kafka: bool = False) -> int:
     try:
         header = _CRC_FIELDS.pack(attributes, record_count - 1, first_timestamp, max_timestamp, producer_id,
                                   producer_epoch, base_sequence, record_count)
     except struct.error as exc:
         raise CorruptMessageError(f"record batch header field out of range: {exc}") from None
+    if kafka:
+        return kafka_records.crc32c(payload, kafka_records.crc32c(header))
     return zlib.crc32(payload, zlib.crc32(header))
 
 
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
-    """Kafka's RecordBatch v2 header over a msgpack payload of records encoded once.
+    """Kafka's RecordBatch v2 header over a payload of records encoded once.
 
-    The payload is a msgpack array of `[timestamp_delta, key, value, headers]` arrays; timestamps are stored
-    as deltas from `first_timestamp`, as in Kafka, which keeps them small on the wire.
+    A native payload is a msgpack array of `[timestamp_delta, key, value, headers]` arrays; timestamps are
+    stored as deltas from `first_timestamp`, as in Kafka, which keeps them small on the wire. With
+    `kafka_format` the payload is Kafka's v2 record section instead and `crc` is its CRC-32C.
     """
 
     base_offset: int
@@ -78,6 +120,8 @@ class RecordBatch:
     attributes: int
     crc: int
     payload: bytes
+    kafka_format: bool = False
+    _other_format: RecordBatch | None = field(default=None, compare=False, repr=False)  # the cached conversion
 
     @property
     def last_offset(self) -> int:
@@ -90,6 +134,12 @@ class RecordBatch:
     @property
     def size_in_bytes(self) -> int:
         return RECORD_BATCH_OVERHEAD + len(self.payload)
+
+    @property
+    def timestamp_type(self) -> int:
+        """CREATE_TIME (each record keeps the producer's timestamp) or LOG_APPEND_TIME (the leader stamped the
+        batch: every record's timestamp is the batch's max timestamp, as in Kafka)."""
+        return LOG_APPEND_TIME if self.attributes & _LOG_APPEND_TIME_ATTRIBUTE else CREATE_TIME
 
     @classmethod
     def from_records(cls, records: Sequence[Record], *, base_offset: int = 0, partition_leader_epoch: int = -1,
@@ -138,6 +188,8 @@ class RecordBatch:
         `Record` in between. A row of the wrong shape surfaces when it is unpacked: catch ValueError and
         TypeError there and call `corrupt`.
         """
+        if self.kafka_format:
+            return self.native().rows()
         try:
             return msgpack.unpackb(self.payload, use_list=False)  # type: ignore[no-any-return]
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
@@ -146,22 +198,129 @@ class RecordBatch:
     def corrupt(self, cause: Exception) -> CorruptMessageError:
         return CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {cause}")
 
+    def columns(self, start: int, stop: int) -> Columns:
+        """The records at offsets `start` to `stop` (exclusive, both inside the batch) as columns, with no object
+        per record beyond what msgpack decodes: a reader that builds columns (Spark's Arrow batches) transposes
+        the rows in C instead of looping over records in Python. CORRUPT_MESSAGE if the rows are not all
+        `(timestamp delta, key, value, headers)`; the columns' item types are the reader's to check as it
+        converts them.
+        """
+        rows = self.rows()[start - self.base_offset:stop - self.base_offset]
+        try:
+            if set(map(len, rows)) != {4}:
+                raise ValueError("rows of other than four fields")
+            deltas, keys, values, headers = (tuple(map(column, rows)) for column in _COLUMNS)
+        except (ValueError, TypeError) as exc:
+            raise self.corrupt(exc) from exc
+        if self.timestamp_type == LOG_APPEND_TIME:
+            return Columns(start, self.max_timestamp, None, keys, values, headers)
+        return Columns(start, self.first_timestamp, None if deltas.count(0) == len(deltas) else deltas, keys,
+                       values, headers)
+
     def records(self) -> list[Record]:
         """Decode the payload, the only place records come back to life (consumers and timestamp lookups)."""
-        base = self.first_timestamp
+        log_append_time = self.timestamp_type == LOG_APPEND_TIME
+        base = self.max_timestamp if log_append_time else self.first_timestamp
         try:
-            return [Record(key, value, base + delta, headers) for delta, key, value, headers in self.rows()]
+            return [Record(key, value, base if log_append_time else base + delta, headers)
+                    for delta, key, value, headers in self.rows()]
         except (ValueError, TypeError) as exc:
             raise self.corrupt(exc) from exc
 
     def offsets_and_records(self) -> Iterator[tuple[int, Record]]:
         return enumerate(self.records(), self.base_offset)
 
+    def with_log_append_time(self, timestamp: int) -> RecordBatch:
+        """The batch stamped by a leader whose topic has message.timestamp.type=LogAppendTime, as Kafka stamps it:
+        the timestamp type bit set and `timestamp` as the max timestamp, which every record then reports; the
+        payload is untouched, the crc (which covers both fields) computed again."""
+        attributes = self.attributes | _LOG_APPEND_TIME_ATTRIBUTE
+        crc = _checksum(self.payload, attributes, self.record_count, self.first_timestamp, timestamp,
+                        self.producer_id, self.producer_epoch, self.base_sequence, self.kafka_format)
+        return RecordBatch(self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
+                           self.base_sequence, self.record_count, self.first_timestamp, timestamp, attributes, crc,
+                           self.payload, self.kafka_format)
+
     def with_offset(self, base_offset: int, partition_leader_epoch: int) -> RecordBatch:
         """The batch as the leader stores it; the payload object is shared and the crc stays valid."""
         return RecordBatch(base_offset, partition_leader_epoch, self.producer_id, self.producer_epoch,
                            self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp,
-                           self.attributes, self.crc, self.payload)
+                           self.attributes, self.crc, self.payload, self.kafka_format)
+
+    # -- the two encodings ---------------------------------------------------------------------------------------
+
+    def native(self) -> RecordBatch:
+        """This batch with a native (msgpack) payload: itself, or its conversion, made once and cached.
+
+        The conversion drops the compression bits of the attributes, since its payload is not compressed.
+        CORRUPT_MESSAGE or UNSUPPORTED_COMPRESSION_TYPE if the Kafka records cannot be read.
+        """
+        if not self.kafka_format:
+            return self
+        if self._other_format is None:
+            rows = kafka_records.decode_records(self.payload, self.attributes, self.record_count)
+            self._cache(self._converted(msgpack.packb(rows), self.attributes & ~kafka_records.COMPRESSION_MASK,
+                                        kafka=False))
+        return self._other_format  # type: ignore[return-value]
+
+    def kafka(self) -> RecordBatch:
+        """This batch with a Kafka v2 record section as payload: itself, or its conversion, made once and cached."""
+        if self.kafka_format:
+            return self
+        if self._other_format is None:
+            self._cache(self._converted(kafka_records.encode_records(self.rows()), self.attributes, kafka=True))
+        return self._other_format  # type: ignore[return-value]
+
+    def _converted(self, payload: bytes, attributes: int, *, kafka: bool) -> RecordBatch:
+        crc = _checksum(payload, attributes, self.record_count, self.first_timestamp, self.max_timestamp,
+                        self.producer_id, self.producer_epoch, self.base_sequence, kafka)
+        return RecordBatch(self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
+                           self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp,
+                           attributes, crc, payload, kafka, self)
+
+    def _cache(self, converted: RecordBatch) -> None:
+        object.__setattr__(self, "_other_format", converted)  # a cache, not state: the batch stays immutable
+
+    def to_kafka_bytes(self) -> bytes:
+        """The batch as Kafka's RecordBatch v2 bytes, header included: what a Kafka client fetches."""
+        batch = self.kafka()
+        return _KAFKA_HEADER.pack(
+            batch.base_offset, RECORD_BATCH_OVERHEAD - _KAFKA_LENGTH_OFFSET + len(batch.payload),
+            batch.partition_leader_epoch, _MAGIC, batch.crc, batch.attributes, batch.record_count - 1,
+            batch.first_timestamp, batch.max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence,
+            batch.record_count) + batch.payload
+
+    @classmethod
+    def from_kafka_bytes(cls, data: bytes) -> list[RecordBatch]:
+        """Split a Kafka record set (one or more v2 batches back to back, as a Produce request carries it).
+
+        Checks each header's framing and magic, but not the crc: `validate` does, where the broker decides to
+        pay for it. CORRUPT_MESSAGE for bytes that do not frame into whole batches; UNSUPPORTED_FOR_MESSAGE_FORMAT
+        for the pre-0.11 formats (magic 0 and 1), which no client speaking Produce v3 or later sends.
+        """
+        batches = []
+        pos = 0
+        size = len(data)
+        while pos < size:
+            if size - pos < RECORD_BATCH_OVERHEAD:
+                raise CorruptMessageError(f"a record batch header needs {RECORD_BATCH_OVERHEAD} bytes; "
+                                          f"{size - pos} remain at byte {pos}")
+            (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, first_timestamp, max_timestamp,
+             producer_id, producer_epoch, base_sequence, count) = _KAFKA_HEADER.unpack_from(data, pos)
+            if magic != _MAGIC:
+                raise UnsupportedForMessageFormatError(f"record batch magic {magic}: only v2 batches are accepted")
+            end = pos + _KAFKA_LENGTH_OFFSET + length
+            if length < RECORD_BATCH_OVERHEAD - _KAFKA_LENGTH_OFFSET or end > size:
+                raise CorruptMessageError(f"record batch at byte {pos} claims a length of {length} bytes; "
+                                          f"{size - pos - _KAFKA_LENGTH_OFFSET} follow")
+            if count < 1 or last_delta != count - 1:
+                raise CorruptMessageError(f"record batch at byte {pos} counts {count} records with last offset "
+                                          f"delta {last_delta}")
+            batches.append(cls(base_offset, leader_epoch, producer_id, producer_epoch, base_sequence, count,
+                               first_timestamp, max_timestamp, attributes, crc,
+                               data[pos + RECORD_BATCH_OVERHEAD:end], True))
+            pos = end
+        return batches
 
     def validate(self, *, deep: bool = False) -> None:
         """Check the crc (cheap, no decoding); `deep` also checks every record against the header, as Kafka's
@@ -172,14 +331,20 @@ class RecordBatch:
         claims, the `(timestamp delta, key, value, headers)` shape, bytes or null keys and values, `(str,
         bytes or null)` headers, and timestamps that agree with the header's first and max timestamp. The
         checks are C-level passes over the decoded rows (`map`, `zip`, `set`), not a Python loop per record.
+
+        A Kafka-format batch gets the crc check only, deep or not: its records were framed by the client library
+        that checksummed them, and walking them in Python on every produce would cost more than the rest of the
+        produce path. They are decoded when a native reader first asks (`native()`), which reports a malformed
+        one as CORRUPT_MESSAGE.
         """
         expected = _checksum(self.payload, self.attributes, self.record_count, self.first_timestamp,
-                             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence)
+                             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
+                             self.kafka_format)
         if expected != self.crc:
             raise CorruptMessageError(
                 f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
                 f"computed {expected})")
-        if deep:
+        if deep and not self.kafka_format:
             self._validate_records(self.rows())
 
     def _validate_records(self, rows: object) -> None:
@@ -216,7 +381,7 @@ class RecordBatch:
         if self.first_timestamp + min(distinct_deltas) < NO_TIMESTAMP:
             raise self._invalid(f"has a negative record timestamp (first timestamp {self.first_timestamp}, "
                                 f"smallest delta {min(distinct_deltas)})")
-        if self.first_timestamp + max(distinct_deltas) != self.max_timestamp:
+        if self.timestamp_type == CREATE_TIME and self.first_timestamp + max(distinct_deltas) != self.max_timestamp:
             raise self._invalid(f"says its max timestamp is {self.max_timestamp} but its records' is "
                                 f"{self.first_timestamp + max(distinct_deltas)}")
 
@@ -224,6 +389,9 @@ class RecordBatch:
         return InvalidRecordError(f"record batch at offset {self.base_offset} {problem}")
 
     def to_wire(self) -> list[int | bytes]:
+        """The native wire form, always with a native payload: a native client never sees Kafka records."""
+        if self.kafka_format:
+            return self.native().to_wire()
         return [self.base_offset, self.partition_leader_epoch, self.producer_id, self.producer_epoch,
                 self.base_sequence, self.record_count, self.first_timestamp, self.max_timestamp, self.attributes,
                 self.crc, self.payload]

@@ -8,6 +8,9 @@ from typing import NamedTuple
 from kafkalite.common.errors import InvalidTopicError
 
 MAX_TOPIC_NAME_LENGTH = 249
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+"""Where group coordinators keep groups and committed offsets (Kafka's name, so tools recognise it)."""
+INTERNAL_TOPICS: frozenset[str] = frozenset({GROUP_METADATA_TOPIC_NAME})
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 

@@ -1,4 +1,8 @@
-"""A broker's native TCP listener: frames in, handler calls, frames out.
+"""A broker's TCP listeners: frames in, handler calls, frames out.
+
+Both wire protocols a broker speaks frame requests the same way (a 4-byte big-endian length, then the
+payload), so one connection loop serves both and a `WireProtocol` turns each frame into its answer: the native
+msgpack protocol here, Apache Kafka's in `kafkalite.network.kafka`.
 
 Requests on one connection are handled one at a time and answered in order, as Kafka mutes a channel while
 its request is in flight: clients rely on responses arriving in request order, and a slow request (a
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import NamedTuple, Protocol
 
 import trio
 
@@ -34,11 +39,44 @@ DEFAULT_MAX_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
 _RECEIVE_BYTES = 256 * 1024
 
 
+class Answer(NamedTuple):
+    """What a connection does with one frame: send `data` (None: nothing), then close unless `keep_open`."""
+
+    data: bytes | bytearray | None
+    keep_open: bool
+
+
+class WireProtocol(Protocol):
+    """One listener's protocol: the answer to each request frame, given the peer's `host:port`.
+
+    Called one frame at a time per connection, in order. It must not raise for anything a peer can send: bad
+    input is an `Answer` that closes the connection.
+    """
+
+    async def answer(self, frame: bytes, peer: str) -> Answer: ...
+
+
+async def call_handler(handler: Handler, request: Request, context: RequestContext) -> Response | None:
+    """The handler's response; a failure becomes the request's own response type carrying the error (None if
+    that type cannot carry it), so a bug costs one request, never the listener."""
+    try:
+        return await handler(request, context)
+    except KafkaError as exc:
+        log.warning("%s listener: %s from %s failed: %s", context.listener, type(request).__name__,
+                    context.source, exc)
+        return error_response(request, exc.code, exc.message)
+    except Exception as exc:
+        log.exception("%s listener: %s from %s failed", context.listener, type(request).__name__, context.source)
+        return error_response(request, UNKNOWN_SERVER_ERROR.code, f"{type(exc).__name__}: {exc}")
+
+
 async def serve_listener(handler: Handler, host: str, port: int, *,
                          max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, listener_name: str = "NATIVE",
-                         max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
+                         max_idle_ms: int = DEFAULT_MAX_IDLE_MS, wire: WireProtocol | None = None,
                          task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve `handler` on host:port until cancelled; `task_status.started` reports the bound port.
+
+    `wire` is the protocol spoken there; by default the native one, calling `handler` directly.
 
     Port 0 binds an ephemeral port, so tests and embedded clusters never collide; `host` should be a literal
     address, since a name resolving to several addresses would bind each on a different ephemeral port. A
@@ -49,14 +87,14 @@ async def serve_listener(handler: Handler, host: str, port: int, *,
     bound_port: int = listeners[0].socket.getsockname()[1]
     log.info("%s listener on %s:%d", listener_name, host, bound_port)
     task_status.started(bound_port)
-    connection = _ConnectionServer(handler, max_request_bytes, listener_name,
+    connection = _ConnectionServer(wire or NativeWire(handler, listener_name), max_request_bytes, listener_name,
                                    math.inf if max_idle_ms < 0 else max_idle_ms / 1000)
     await trio.serve_listeners(connection.serve, listeners)
 
 
 class _ConnectionServer:
-    def __init__(self, handler: Handler, max_request_bytes: int, listener_name: str, max_idle_s: float) -> None:
-        self._handler = handler
+    def __init__(self, wire: WireProtocol, max_request_bytes: int, listener_name: str, max_idle_s: float) -> None:
+        self._wire = wire
         self._max_request_bytes = max_request_bytes
         self._listener_name = listener_name
         self._max_idle_s = max_idle_s
@@ -103,34 +141,16 @@ class _ConnectionServer:
 
     async def _serve_frame(self, stream: trio.SocketStream, peer: str, frame: bytes, decoder: FrameDecoder) -> bool:
         """Answer one frame; False when the connection must be closed."""
-        try:
-            header, request = decode_request(frame)
-        except (MalformedRequestError, UnsupportedRequestVersionError) as exc:
-            return await self._reject(stream, peer, exc)
-        context = RequestContext(source=f"client:{peer}", listener=self._listener_name,
-                                 client_id=header.client_id, correlation_id=header.correlation_id)
-        left, response = await self._handle_while_connected(stream, decoder, request, context)
+        left, answer = await self._answer_while_connected(stream, decoder, frame, peer)
         if left:
             return False
-        if response is None:
-            log.warning("%s listener: closing connection from %s: %s failed and its response type cannot "
-                        "carry the error", self._listener_name, peer, type(request).__name__)
-            return False
-        try:
-            data = encode_response(header.correlation_id, response)
-        except Exception:
-            log.exception("%s listener: cannot encode %s for %s", self._listener_name, type(response).__name__,
-                          peer)
-            fallback = error_response(request, UNKNOWN_SERVER_ERROR.code, "the response could not be encoded")
-            if fallback is None:
-                return False
-            data = encode_response(header.correlation_id, fallback)
-        await stream.send_all(data)
-        return True
+        if answer.data:
+            await stream.send_all(answer.data)
+        return answer.keep_open
 
-    async def _handle_while_connected(self, stream: trio.SocketStream, decoder: FrameDecoder, request: Request,
-                                      context: RequestContext) -> tuple[bool, Response | None]:
-        """(whether the peer left, the response): a peer that closes its connection abandons its request, as a
+    async def _answer_while_connected(self, stream: trio.SocketStream, decoder: FrameDecoder, frame: bytes,
+                                      peer: str) -> tuple[bool, Answer]:
+        """(whether the peer left, the answer): a peer that closes its connection abandons its request, as a
         caller of the in-process transport does by cancelling it. What the handler did before its first wait (an
         append) stays done; what it waits for (replication, a long-polling fetch) is no longer awaited, so a
         client that leaves holds no task. Bytes the peer pipelines meanwhile are kept for the next frames, up to
@@ -153,9 +173,40 @@ class _ConnectionServer:
                 await trio.sleep_forever()
 
             nursery.start_soon(watch)
-            response = await self._handle(request, context)
+            answer = await self._wire.answer(frame, peer)
             nursery.cancel_scope.cancel()
-        return left, (None if left else response)
+        return left, (Answer(None, False) if left else answer)
+
+
+class NativeWire:
+    """The native protocol: msgpack frames decoded into the request dataclasses the handler serves as they are."""
+
+    def __init__(self, handler: Handler, listener_name: str = "NATIVE") -> None:
+        self._handler = handler
+        self._listener_name = listener_name
+
+    async def answer(self, frame: bytes, peer: str) -> Answer:
+        try:
+            header, request = decode_request(frame)
+        except (MalformedRequestError, UnsupportedRequestVersionError) as exc:
+            return self._reject(peer, exc)
+        context = RequestContext(source=f"client:{peer}", listener=self._listener_name,
+                                 client_id=header.client_id, correlation_id=header.correlation_id)
+        response = await self._handle(request, context)
+        if response is None:
+            log.warning("%s listener: closing connection from %s: %s failed and its response type cannot "
+                        "carry the error", self._listener_name, peer, type(request).__name__)
+            return Answer(None, False)
+        try:
+            data = encode_response(header.correlation_id, response)
+        except Exception:
+            log.exception("%s listener: cannot encode %s for %s", self._listener_name, type(response).__name__,
+                          peer)
+            fallback = error_response(request, UNKNOWN_SERVER_ERROR.code, "the response could not be encoded")
+            if fallback is None:
+                return Answer(None, False)
+            data = encode_response(header.correlation_id, fallback)
+        return Answer(data, True)
 
     async def _handle(self, request: Request, context: RequestContext) -> Response | None:
         if request.api_key is ApiKey.API_VERSIONS:
@@ -166,34 +217,25 @@ class _ConnectionServer:
             return error_response(request, CLUSTER_AUTHORIZATION_FAILED.code,
                                   f"{type(request).__name__} is sent only by the cluster itself, never through a "
                                   f"client listener")
-        try:
-            return await self._handler(request, context)
-        except KafkaError as exc:
-            log.warning("%s listener: %s from %s failed: %s", self._listener_name, type(request).__name__,
-                        context.source, exc)
-            return error_response(request, exc.code, exc.message)
-        except Exception as exc:
-            log.exception("%s listener: %s from %s failed", self._listener_name, type(request).__name__,
-                          context.source)
-            return error_response(request, UNKNOWN_SERVER_ERROR.code, f"{type(exc).__name__}: {exc}")
+        return await call_handler(self._handler, request, context)
 
-    async def _reject(self, stream: trio.SocketStream, peer: str,
-                      exc: MalformedRequestError | UnsupportedRequestVersionError) -> bool:
-        """Answer a request that failed to decode if its type allows; False to close the connection.
+    def _reject(self, peer: str, exc: MalformedRequestError | UnsupportedRequestVersionError) -> Answer:
+        """Answer a request that failed to decode if its type allows, and close the connection.
 
         The connection is closed in every case except an ApiVersions request at a version we do not speak:
         answering that with our version table and staying open is how Kafka clients negotiate a version.
         """
         header: RequestHeader | None = exc.header
+        data = None
         if header is not None and header.api_key in REQUEST_TYPES:
             request_type: type[Request] | None = REQUEST_TYPES[ApiKey(header.api_key)]
             response = error_response(request_type, exc.code, exc.message)
             if response is not None:
-                await stream.send_all(encode_response(header.correlation_id, response))
+                data = encode_response(header.correlation_id, response)
         else:
             request_type = None
         negotiating = isinstance(exc, UnsupportedRequestVersionError) and request_type is not None \
             and request_type.api_key is ApiKey.API_VERSIONS
         if not negotiating:
             log.warning("%s listener: closing connection from %s: %s", self._listener_name, peer, exc)
-        return negotiating
+        return Answer(data, negotiating)

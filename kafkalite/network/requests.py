@@ -27,6 +27,15 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
     CREATE_TOPICS = 19
@@ -36,8 +45,10 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
+    DELETE_GROUPS = 42
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
 
 
 CLUSTER_ACTIONS: frozenset[ApiKey] = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
@@ -632,6 +643,285 @@ class AlterConfigsResponse(Response):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Consumer groups and committed offsets (served by the group coordinator of each group)
+
+GROUP_KEY_TYPE = 0  # FindCoordinator for a group; 1 (transactions) is not served
+NO_GENERATION = -1  # an OffsetCommit from outside group management (assign() or an admin)
+
+
+@dataclass(slots=True)
+class FindCoordinatorRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.FIND_COORDINATOR
+    key: str  # the group id
+    key_type: int = GROUP_KEY_TYPE
+
+
+@dataclass(slots=True)
+class FindCoordinatorResponse(Response):
+    error_code: int
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class JoinGroupProtocol:
+    name: str  # an assignor: "range", "roundrobin", "sticky", "cooperative-sticky"
+    metadata: bytes  # for protocol type "consumer", a ConsumerProtocolSubscription
+
+
+@dataclass(slots=True)
+class JoinGroupRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.JOIN_GROUP
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    member_id: str  # "" on the first join: the coordinator answers MEMBER_ID_REQUIRED with one
+    protocol_type: str
+    protocols: list[JoinGroupProtocol]
+    group_instance_id: str | None = None  # static membership (KIP-345)
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class JoinGroupResponseMember:
+    member_id: str
+    metadata: bytes
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class JoinGroupResponse(Response):
+    error_code: int
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[JoinGroupResponseMember] = field(default_factory=list)  # only the leader gets them
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class SyncGroupAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class SyncGroupRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.SYNC_GROUP
+    group_id: str
+    generation_id: int
+    member_id: str
+    assignments: list[SyncGroupAssignment] = field(default_factory=list)  # from the leader only
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass(slots=True)
+class SyncGroupResponse(Response):
+    error_code: int
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class HeartbeatRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.HEARTBEAT
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class HeartbeatResponse(Response):
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class MemberIdentity:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class LeaveGroupRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.LEAVE_GROUP
+    group_id: str
+    members: list[MemberIdentity]
+
+
+@dataclass(slots=True)
+class LeaveGroupMemberResponse:
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+@dataclass(slots=True)
+class LeaveGroupResponse(Response):
+    error_code: int
+    members: list[LeaveGroupMemberResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class OffsetCommitPartition:
+    topic: str
+    partition: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = None
+
+
+@dataclass(slots=True)
+class OffsetCommitRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.OFFSET_COMMIT
+    group_id: str
+    generation_id: int  # NO_GENERATION with member_id "" from outside group management
+    member_id: str
+    partitions: list[OffsetCommitPartition]
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class OffsetCommitPartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class OffsetCommitResponse(Response):
+    partitions: list[OffsetCommitPartitionResponse]
+
+
+@dataclass(slots=True)
+class OffsetFetchRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.OFFSET_FETCH
+    group_id: str
+    partitions: list[tuple[str, int]] | None = None  # None: every partition the group committed
+
+
+@dataclass(slots=True)
+class OffsetFetchPartitionResponse:
+    topic: str
+    partition: int
+    committed_offset: int  # -1: nothing committed
+    committed_leader_epoch: int = -1
+    metadata: str | None = None
+    error_code: int = 0
+
+
+@dataclass(slots=True)
+class OffsetFetchResponse(Response):
+    error_code: int
+    partitions: list[OffsetFetchPartitionResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DescribeGroupsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.DESCRIBE_GROUPS
+    groups: list[str]
+
+
+@dataclass(slots=True)
+class DescribedGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@dataclass(slots=True)
+class DescribedGroup:
+    error_code: int
+    group_id: str
+    group_state: str = ""  # Empty, PreparingRebalance, CompletingRebalance, Stable or Dead
+    protocol_type: str = ""
+    protocol_data: str = ""  # the chosen protocol (assignor) while the group has members
+    members: list[DescribedGroupMember] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DescribeGroupsResponse(Response):
+    groups: list[DescribedGroup]
+
+
+@dataclass(slots=True)
+class ListGroupsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.LIST_GROUPS
+    states_filter: list[str] = field(default_factory=list)  # empty: every state
+
+
+@dataclass(slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    group_state: str
+
+
+@dataclass(slots=True)
+class ListGroupsResponse(Response):
+    error_code: int
+    groups: list[ListedGroup] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteGroupsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.DELETE_GROUPS
+    groups_names: list[str]
+
+
+@dataclass(slots=True)
+class DeletableGroupResult:
+    group_id: str
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteGroupsResponse(Response):
+    results: list[DeletableGroupResult]
+
+
+@dataclass(slots=True)
+class OffsetDeleteRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.OFFSET_DELETE
+    group_id: str
+    partitions: list[tuple[str, int]]
+
+
+@dataclass(slots=True)
+class OffsetDeletePartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class OffsetDeleteResponse(Response):
+    error_code: int
+    partitions: list[OffsetDeletePartitionResponse] = field(default_factory=list)
+    error_message: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Version negotiation: answered by a TCP listener itself, before any handler sees a request
 
 
@@ -661,7 +951,9 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
         CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
         CreatePartitionsRequest, ElectLeadersRequest, AlterPartitionReassignmentsRequest,
-        ListPartitionReassignmentsRequest, DescribeConfigsRequest, AlterConfigsRequest,
+        ListPartitionReassignmentsRequest, DescribeConfigsRequest, AlterConfigsRequest, FindCoordinatorRequest,
+        JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest,
+        OffsetFetchRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest, OffsetDeleteRequest,
     )
 }
 
@@ -685,6 +977,17 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsResponse,
     ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
+    ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
+    ApiKey.JOIN_GROUP: JoinGroupResponse,
+    ApiKey.SYNC_GROUP: SyncGroupResponse,
+    ApiKey.HEARTBEAT: HeartbeatResponse,
+    ApiKey.LEAVE_GROUP: LeaveGroupResponse,
+    ApiKey.OFFSET_COMMIT: OffsetCommitResponse,
+    ApiKey.OFFSET_FETCH: OffsetFetchResponse,
+    ApiKey.DESCRIBE_GROUPS: DescribeGroupsResponse,
+    ApiKey.LIST_GROUPS: ListGroupsResponse,
+    ApiKey.DELETE_GROUPS: DeleteGroupsResponse,
+    ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
 }
 
 # The versions a TCP listener accepts, {api_key: (min_version, max_version)}; every schema is still at version 0.

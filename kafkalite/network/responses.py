@@ -22,6 +22,8 @@ from kafkalite.network.requests import (
     EpochEndOffset, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
     MetadataResponse, MetadataTopic, OffsetsForLeaderEpochRequest, OffsetsForLeaderEpochResponse,
     ProducePartitionResponse, ProduceRequest, ProduceResponse, Request, Response, RESPONSE_TYPES,
+    DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest,
+    DescribeGroupsResponse, OffsetCommitPartitionResponse, OffsetCommitRequest, OffsetCommitResponse,
 )
 
 
@@ -73,6 +75,19 @@ def _alter_configs(request: Any, code: int, message: str | None) -> Response:
     return AlterConfigsResponse([AlterConfigsResult(code, r.resource_type, r.name, message) for r in request.resources])
 
 
+def _offset_commit(request: Any, code: int, message: str | None) -> Response:
+    return OffsetCommitResponse([OffsetCommitPartitionResponse(p.topic, p.partition, code, message)
+                                 for p in request.partitions])
+
+
+def _describe_groups(request: Any, code: int, message: str | None) -> Response:
+    return DescribeGroupsResponse([DescribedGroup(code, group, error_message=message) for group in request.groups])
+
+
+def _delete_groups(request: Any, code: int, message: str | None) -> Response:
+    return DeleteGroupsResponse([DeletableGroupResult(group, code, message) for group in request.groups_names])
+
+
 _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None]] = {
     ProduceRequest: _produce,
     ListOffsetsRequest: _list_offsets,
@@ -83,6 +98,9 @@ _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None
     CreatePartitionsRequest: _create_partitions,
     DescribeConfigsRequest: _describe_configs,
     AlterConfigsRequest: _alter_configs,
+    OffsetCommitRequest: _offset_commit,
+    DescribeGroupsRequest: _describe_groups,
+    DeleteGroupsRequest: _delete_groups,
 }
 
 

@@ -10,6 +10,8 @@ controller addressed to the old incarnation are refused (STALE_BROKER_EPOCH).
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Callable
 from functools import partial
 
 import trio
@@ -19,18 +21,23 @@ from kafkalite.common.config import BrokerConfig
 from kafkalite.common.errors import NetworkExceptionError
 from kafkalite.coordination.errors import ConnectionLossError, NodeExistsError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, EndPoint, KafkaZkClient
+from kafkalite.coordinator import GroupCoordinator
 from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
     RequestContext, Response
-from kafkalite.network.listener import serve_listener
-from kafkalite.network.transport import PauseGate, Transport
+from kafkalite.network.kafka.wire import KAFKA_LISTENER, KafkaWire
+from kafkalite.network.listener import NativeWire, WireProtocol, serve_listener
+from kafkalite.network.transport import Handler, PauseGate, Transport
 from kafkalite.server.kafka_apis import Controller, KafkaApis
 from kafkalite.server.log_manager import LogManager
 from kafkalite.server.metadata_cache import MetadataCache
+from kafkalite.server.offsets_log import ReplicaOffsetsLog
 from kafkalite.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 NATIVE_LISTENER = "NATIVE"
+WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: NativeWire, KAFKA_LISTENER: KafkaWire}
+"""The protocol each listener name speaks: kafkalite's own, or Apache Kafka's for Kafka's clients."""
 
 
 def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
@@ -47,7 +54,7 @@ def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
 
 class Broker:
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, log_manager: LogManager,
-                 gate: PauseGate) -> None:
+                 gate: PauseGate, rng: random.Random | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.broker_epoch = -1
@@ -59,8 +66,10 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = ReplicaManager(config, zk, transport, log_manager, self.metadata_cache, gate,
                                               self._current_broker_epoch)
+        self.group_coordinator = GroupCoordinator(self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
+                                                  rng)
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
-                              self._current_broker_epoch)
+                              self._current_broker_epoch, self.group_coordinator)
         self._new_session = trio.Event()
         self._config_changed = trio.Event()
 
@@ -80,6 +89,7 @@ class Broker:
 
     async def startup(self, nursery: trio.Nursery) -> None:
         """Open the listeners, start serving and register with the ports actually bound."""
+        await nursery.start(self.group_coordinator.startup)
         self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
         self.zk.ensure_persistent_paths()
         self.transport.register(self.broker_id, self.handle, self.gate)
@@ -92,13 +102,16 @@ class Broker:
         nursery.start_soon(self.log_manager.run_retention, self.gate)
 
     async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint) -> EndPoint:
-        if endpoint.listener != NATIVE_LISTENER:
+        wire = WIRES.get(endpoint.listener)
+        if wire is None:
             raise errors.InvalidConfigError(
-                f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks {NATIVE_LISTENER}")
+                f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks "
+                f"{' and '.join(WIRES)}")
         port = await nursery.start(partial(serve_listener, self._handle_from_listener, endpoint.host, endpoint.port,
                                            max_request_bytes=self.config["socket.request.max.bytes"],
                                            max_idle_ms=self.config["connections.max.idle.ms"],
-                                           listener_name=endpoint.listener))
+                                           listener_name=endpoint.listener,
+                                           wire=wire(self._handle_from_listener, endpoint.listener)))
         return EndPoint(endpoint.listener, endpoint.host, port, endpoint.security_protocol)
 
     async def _register(self) -> None:

@@ -21,10 +21,28 @@ import trio
 from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig, TopicConfig, config_text
 from kafkalite.common.errors import ErrorCode, KafkaError
-from kafkalite.common.types import TopicPartition, validate_topic_name
+from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
+from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from kafkalite.coordination.errors import CoordinationError
 from kafkalite.coordination.kafka_zk import KafkaZkClient
+from kafkalite.coordinator import GroupCoordinator
 from kafkalite.network.requests import (
+    GROUP_KEY_TYPE,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    ProducePartitionResponse,
+    SyncGroupRequest,
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     AlterConfigsRequest,
@@ -48,6 +66,7 @@ from kafkalite.network.requests import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
     ListPartitionReassignmentsRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -115,6 +134,14 @@ _ENTRIES: dict[type[Request], tuple[str, str, Callable[[Any], int]]] = {
     AlterPartitionReassignmentsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     ListPartitionReassignmentsRequest: ("partitions", "max.partitions.per.request",
                                         lambda r: len(r.topic_partitions or ())),
+    OffsetCommitRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    OffsetFetchRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions or ())),
+    OffsetDeleteRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    JoinGroupRequest: ("protocols", "max.topics.per.request", lambda r: len(r.protocols)),
+    SyncGroupRequest: ("assignments", "max.topics.per.request", lambda r: len(r.assignments)),
+    LeaveGroupRequest: ("members", "max.topics.per.request", lambda r: len(r.members)),
+    DescribeGroupsRequest: ("groups", "max.topics.per.request", lambda r: len(r.groups)),
+    DeleteGroupsRequest: ("groups", "max.topics.per.request", lambda r: len(r.groups_names)),
 }
 
 
@@ -136,8 +163,10 @@ def check_request_bounds(request: Request, config: BrokerConfig) -> tuple[ErrorC
 
 class KafkaApis:
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
-                 zk: KafkaZkClient, transport: Transport, broker_epoch: Callable[[], int]) -> None:
+                 zk: KafkaZkClient, transport: Transport, broker_epoch: Callable[[], int],
+                 group_coordinator: GroupCoordinator) -> None:
         self.broker_id = broker_id
+        self.group_coordinator = group_coordinator
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.controller: Controller | None = None
@@ -164,6 +193,17 @@ class KafkaApis:
             MetadataRequest: self.handle_metadata,
             ApiVersionsRequest: self.handle_api_versions,
             InitProducerIdRequest: self.handle_init_producer_id,
+            FindCoordinatorRequest: self.handle_find_coordinator,
+            JoinGroupRequest: self.handle_join_group,
+            SyncGroupRequest: self.handle_sync_group,
+            HeartbeatRequest: self.handle_heartbeat,
+            LeaveGroupRequest: self.handle_leave_group,
+            OffsetCommitRequest: self.handle_offset_commit,
+            OffsetFetchRequest: self.handle_offset_fetch,
+            OffsetDeleteRequest: self.handle_offset_delete,
+            DescribeGroupsRequest: self.handle_describe_groups,
+            ListGroupsRequest: self.handle_list_groups,
+            DeleteGroupsRequest: self.handle_delete_groups,
         }
         self._producer_ids: range = range(0)
         self.controller_epoch = 0  # the highest controller epoch seen; older controllers are fenced
@@ -216,7 +256,20 @@ class KafkaApis:
         return None
 
     async def handle_leader_and_isr(self, request: LeaderAndIsrRequest, context: RequestContext) -> Response:
-        return self.replica_manager.become_leader_or_follower(context.correlation_id, request)
+        response = self.replica_manager.become_leader_or_follower(context.correlation_id, request)
+        self._on_leadership_change(request, response)
+        return response
+
+    def _on_leadership_change(self, request: LeaderAndIsrRequest, response: LeaderAndIsrResponse) -> None:
+        """Kafka's onLeadershipChange: the coordinator takes the offsets partitions this broker now leads and
+        gives up those it now follows."""
+        accepted = {(e.topic, e.partition) for e in response.partition_errors if e.error_code == errors.NONE.code}
+        for state in request.partition_states:
+            if state.topic == GROUP_METADATA_TOPIC_NAME and (state.topic, state.partition) in accepted:
+                if state.leader == self.broker_id:
+                    self.group_coordinator.on_election(state.partition, state.leader_epoch)
+                else:
+                    self.group_coordinator.on_resignation(state.partition, state.leader_epoch)
 
     async def handle_update_metadata(self, request: UpdateMetadataRequest, context: RequestContext) -> Response:
         self.replica_manager.maybe_update_metadata_cache(context.correlation_id, request)
@@ -224,7 +277,11 @@ class KafkaApis:
         return UpdateMetadataResponse(errors.NONE.code)
 
     async def handle_stop_replica(self, request: StopReplicaRequest, context: RequestContext) -> Response:
-        return self.replica_manager.stop_replicas(request)
+        response = self.replica_manager.stop_replicas(request)
+        for stop in request.partitions:
+            if stop.topic == GROUP_METADATA_TOPIC_NAME:
+                self.group_coordinator.on_resignation(stop.partition, stop.leader_epoch)
+        return response
 
     async def forward_to_controller(self, request: Request, context: RequestContext) -> Response:
         """Serve with the local controller if it is active, else pass the request on to the controller broker.
@@ -337,8 +394,18 @@ class KafkaApis:
     # -- data path ------------------------------------------------------------------------------------------------
 
     async def handle_produce(self, request: ProduceRequest, context: RequestContext) -> Response:
-        return ProduceResponse(await self.replica_manager.append_records(request.timeout_ms, request.acks,
-                                                                         request.partitions))
+        """Clients may not write internal topics: only the coordinators write `__consumer_offsets`, and a record
+        of anyone else's there would be replayed as a group or an offset."""
+        internal = [p for p in request.partitions if p.topic in INTERNAL_TOPICS]
+        if not internal:
+            return ProduceResponse(await self.replica_manager.append_records(request.timeout_ms, request.acks,
+                                                                             request.partitions))
+        allowed = [p for p in request.partitions if p.topic not in INTERNAL_TOPICS]
+        results = await self.replica_manager.append_records(request.timeout_ms, request.acks, allowed) if allowed \
+            else []
+        return ProduceResponse(results + [ProducePartitionResponse(
+            p.topic, p.partition, errors.INVALID_TOPIC_EXCEPTION.code,
+            error_message=f"{p.topic} is an internal topic; only group coordinators write it") for p in internal])
 
     async def handle_fetch(self, request: FetchRequest, context: RequestContext) -> Response:
         return await self.replica_manager.fetch_messages(request)
@@ -414,3 +481,105 @@ class KafkaApis:
 
     async def handle_api_versions(self, request: ApiVersionsRequest, context: RequestContext) -> Response:
         return api_versions_response()
+
+    # -- consumer groups: served by the group coordinator once checked here --------------------------------------
+
+    async def handle_find_coordinator(self, request: FindCoordinatorRequest, context: RequestContext) -> Response:
+        """The leader of the group's `__consumer_offsets` partition, creating the topic on first use.
+
+        COORDINATOR_NOT_AVAILABLE while that partition has no live leader: the client asks again after its
+        backoff, as it does when Kafka creates the topic.
+        """
+        if request.key_type != GROUP_KEY_TYPE:
+            return FindCoordinatorResponse(errors.INVALID_REQUEST.code, error_message=(
+                f"key type {request.key_type} is not served: only group coordinators ({GROUP_KEY_TYPE}); "
+                "kafkalite has no transactions"))
+        if not request.key:
+            return FindCoordinatorResponse(errors.INVALID_GROUP_ID.code, error_message="the group id is empty")
+        cache = self.metadata_cache
+        if not cache.contains_topic(GROUP_METADATA_TOPIC_NAME):
+            await self._create_offsets_topic(context)
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self.group_coordinator.partition_for(request.key))
+        info = cache.get_partition_info(tp)
+        leader = info.leader if info is not None else -1
+        node = next((b for b in cache.get_alive_metadata_brokers(context.listener) if b.node_id == leader), None)
+        if node is None:
+            return FindCoordinatorResponse(errors.COORDINATOR_NOT_AVAILABLE.code, error_message=(
+                f"{tp}, which holds group {request.key}, has no live leader yet; retry"))
+        return FindCoordinatorResponse(errors.NONE.code, node.node_id, node.host, node.port)
+
+    async def _create_offsets_topic(self, context: RequestContext) -> None:
+        """`__consumer_offsets` with offsets.topic.num.partitions, and offsets.topic.replication.factor capped
+        at the live brokers; kept forever (retention.ms=-1), since kafkalite has no compaction to bound it."""
+        config = self.replica_manager.config
+        partitions = config["offsets.topic.num.partitions"]
+        replication = min(config["offsets.topic.replication.factor"], len(self.metadata_cache.get_alive_broker_ids()))
+        request = CreateTopicsRequest([CreatableTopic(GROUP_METADATA_TOPIC_NAME, partitions, max(replication, 1),
+                                                      configs={"retention.ms": "-1"})],
+                                      timeout_ms=config["offsets.commit.timeout.ms"])
+        response: CreateTopicsResponse = await self.forward_to_controller(request, context)  # type: ignore
+        result = response.topics[0]
+        if result.error_code not in (errors.NONE.code, errors.TOPIC_ALREADY_EXISTS.code):
+            log.warning("broker %d: creating %s failed: %s %s", self.broker_id, GROUP_METADATA_TOPIC_NAME,
+                        errors.for_code(result.error_code), result.error_message)
+        await self._await_partitions_online([(result, GROUP_METADATA_TOPIC_NAME, partitions)], request.timeout_ms)
+
+    async def handle_join_group(self, request: JoinGroupRequest, context: RequestContext) -> Response:
+        if request.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            for protocol in request.protocols:
+                decode_subscription(protocol.metadata)  # INVALID_REQUEST, naming what is wrong
+        return await self.group_coordinator.handle_join_group(request, context.client_id, str(context.source))
+
+    async def handle_sync_group(self, request: SyncGroupRequest, context: RequestContext) -> Response:
+        """A consumer group's assignment must decode and name partitions that exist, or nobody gets it."""
+        group = self.group_coordinator.group(request.group_id)
+        protocol_type = request.protocol_type or (group.protocol_type if group is not None else None)
+        if protocol_type == CONSUMER_PROTOCOL_TYPE:
+            for entry in request.assignments:
+                for tp in decode_assignment(entry.assignment).partitions:
+                    if not self.metadata_cache.contains_partition(tp):
+                        raise errors.UnknownTopicOrPartitionError(
+                            f"the assignment of member {entry.member_id} names {tp}, which does not exist")
+        return await self.group_coordinator.handle_sync_group(request)
+
+    async def handle_heartbeat(self, request: HeartbeatRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_heartbeat(request)
+
+    async def handle_leave_group(self, request: LeaveGroupRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_leave_group(request)
+
+    async def handle_offset_commit(self, request: OffsetCommitRequest, context: RequestContext) -> Response:
+        """Partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION here, the rest committed."""
+        for p in request.partitions:
+            if p.committed_offset < 0 or p.committed_leader_epoch < -1:
+                raise errors.InvalidRequestError(f"commit of {p.topic}-{p.partition}: offset {p.committed_offset} "
+                                                 f"and leader epoch {p.committed_leader_epoch} must be >= 0 (>= -1)")
+        if not request.group_id:
+            raise errors.InvalidGroupIdError("the group id is empty")
+        known, unknown = [], []
+        for p in request.partitions:
+            if self.metadata_cache.contains_partition(TopicPartition(p.topic, p.partition)):
+                known.append(p)
+            else:
+                unknown.append(OffsetCommitPartitionResponse(p.topic, p.partition, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                             f"{p.topic}-{p.partition} does not exist"))
+        if not known:
+            return OffsetCommitResponse(unknown)
+        request.partitions = known
+        response = await self.group_coordinator.handle_commit_offsets(request)
+        return OffsetCommitResponse(response.partitions + unknown)
+
+    async def handle_offset_fetch(self, request: OffsetFetchRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_fetch_offsets(request)
+
+    async def handle_offset_delete(self, request: OffsetDeleteRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_delete_offsets(request)
+
+    async def handle_describe_groups(self, request: DescribeGroupsRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_describe_groups(request)
+
+    async def handle_list_groups(self, request: ListGroupsRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_list_groups(request)
+
+    async def handle_delete_groups(self, request: DeleteGroupsRequest, context: RequestContext) -> Response:
+        return await self.group_coordinator.handle_delete_groups(request)

@@ -15,7 +15,7 @@ import trio
 
 from kafkalite.common import errors
 from kafkalite.common.errors import InvalidTopicError
-from kafkalite.common.types import TopicPartition, validate_topic_name
+from kafkalite.common.types import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from kafkalite.network.requests import (
     LEADER_DURING_DELETE,
     BrokerEndpoint,
@@ -146,7 +146,8 @@ class MetadataCache:
                                             error_message=f"unknown topic {name!r}"))
                 continue
             result.append(MetadataTopic(errors.NONE.code, name, [
-                self._partition_metadata(snapshot, state, listener) for _, state in sorted(states.items())]))
+                self._partition_metadata(snapshot, state, listener) for _, state in sorted(states.items())],
+                is_internal=name in INTERNAL_TOPICS))
         return result
 
     @staticmethod

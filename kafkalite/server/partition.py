@@ -27,7 +27,7 @@ from kafkalite.common.errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
-from kafkalite.common.records import RecordBatch
+from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -178,8 +178,10 @@ class Partition:
 
     # -- leader: produce ------------------------------------------------------------------------------------------
 
-    def append_records_to_leader(self, batches: Sequence[RecordBatch], required_acks: int) -> tuple[int, int]:
-        """Validate every batch, then append them all: (first base offset, offset after the last batch).
+    def append_records_to_leader(self, batches: Sequence[RecordBatch], required_acks: int) -> tuple[int, int, int]:
+        """Validate every batch, then append them all: (first base offset, offset after the last batch, log append
+        time). With message.timestamp.type=LogAppendTime the batches are stamped with the leader's clock, which the
+        produce response reports as the log append time (-1 otherwise), as in Kafka.
 
         A batch an idempotent producer already sent (a retry after a lost response) is not appended again: it
         answers with the offsets it got the first time, which is what makes retries exactly-once.
@@ -199,6 +201,10 @@ class Partition:
             batch.validate(deep=True)
         self._catch_up_idle_followers()
         offsets = []
+        log_append_time = NO_TIMESTAMP
+        if self.topic_config["message.timestamp.type"] == "LogAppendTime":
+            log_append_time = now_ms()
+            batches = [batch.with_log_append_time(log_append_time) for batch in batches]
         for batch in batches:
             duplicate = self.producer_state.check(batch, self.log)
             if duplicate is not None:
@@ -210,7 +216,7 @@ class Partition:
         self.log_end_offset_watchers.wake_all()
         self._changed(appended=True)
         self.maybe_increment_leader_hw()
-        return offsets[0][0], max(end for _, end in offsets)
+        return offsets[0][0], max(end for _, end in offsets), log_append_time
 
     def delay_produce(self, required_offset: int) -> DelayedProduce:
         """An acks=-1 wait for the HW to reach `required_offset`; already done if it has."""

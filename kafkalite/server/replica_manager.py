@@ -235,13 +235,14 @@ class ReplicaManager:
             tp = TopicPartition(entry.topic, entry.partition)
             try:
                 partition = self._get_partition_or_error(tp)
-                base_offset, end_offset = partition.append_records_to_leader(entry.batches, required_acks)
+                base_offset, end_offset, log_append_time = partition.append_records_to_leader(entry.batches,
+                                                                                               required_acks)
             except Exception as exc:
                 code, message = _error_of(exc, f"append to {tp}")
                 responses.append(ProducePartitionResponse(entry.topic, entry.partition, code, error_message=message))
                 continue
             response = ProducePartitionResponse(entry.topic, entry.partition, errors.NONE.code,
-                                                base_offset=base_offset,
+                                                base_offset=base_offset, log_append_time=log_append_time,
                                                 log_start_offset=partition.log.log_start_offset)
             responses.append(response)
             if required_acks == -1:

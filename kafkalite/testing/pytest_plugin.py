@@ -6,6 +6,9 @@
     @pytest.mark.kafkalite(brokers=1, topics={"orders": 6})   # shape it
     def test_small(kafkalite_cluster): ...
 
+Every broker has a NATIVE and a KAFKA listener: `kafkalite_cluster.bootstrap_servers` is for kafkalite's
+clients, `kafkalite_cluster.kafka_bootstrap_servers` for Kafka's own (kafka-python, aiokafka, confluent-kafka).
+
 `kafkalite_cluster_session` shares one 3-broker cluster across the session (topics from the marker are created
 when missing), and `kafkalite_cluster_async` is a Trio `Cluster` for pytest-trio tests. The cluster modules are
 imported by the fixtures, not here: every pytest run of every project that installs kafkalite loads this

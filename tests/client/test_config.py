@@ -27,7 +27,8 @@ def test_acks_spellings(acks: object, parsed: int) -> None:
     (Producer, {"enable.idempotence": "yes"}, "enable.idempotence"),
     (Consumer, {"auto.offset.reset": "smallest"}, "auto.offset.reset"),
     (Consumer, {"max.poll.records": 0}, "max.poll.records"),
-    (Consumer, {"group.id": "g"}, "group.id"),
+    (Consumer, {"partition.assignment.strategy": "fair"}, "partition.assignment.strategy"),
+    (Consumer, {"session.timeout.ms": 0}, "session.timeout.ms"),
     (Admin, {"linger.ms": 5}, "linger.ms"),
 ])
 def test_bad_configs_are_rejected_by_name(client: type, config: dict[str, object], named: str) -> None:

@@ -51,6 +51,46 @@ async def test_positions_follow_seeks_and_polls(autojump_clock: Any, cluster: Cl
             consumer.seek(TopicPartition("events", 1), 0)
 
 
+async def test_poll_batches_hands_out_fetched_batches_from_the_position(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Undecoded batches, the first from the position, positions moved past them; a batch poll() began comes
+    whole with `start` where poll() stopped."""
+    await fill(cluster, 100)
+    await cluster.produce("events", 0, [Record(None, b"late")])
+    async with Consumer(bootstrap, max_poll_records=30) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 57)
+        assert [r.offset for r in await consumer.poll(5)] == list(range(57, 87))
+        fetched = await consumer.poll_batches(5)
+        assert [(f.topic, f.partition, f.start, f.batch.base_offset, f.batch.record_count) for f in fetched] == [
+            ("events", 0, 87, 0, 100), ("events", 0, 100, 100, 1)]
+        assert fetched[1].batch.records() == [Record(None, b"late", fetched[1].batch.first_timestamp)]
+        assert await consumer.position(TP) == 101
+        assert await consumer.poll_batches(0.5) == []
+        consumer.seek(TP, 99)
+        assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(99, b"99"), (100, b"late")]
+
+
+async def test_a_log_append_time_topic_gives_records_the_leader_s_time_and_says_so(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """message.timestamp.type=LogAppendTime: the leader's clock replaces the producer's timestamps, the produce
+    response reports it, and the consumer marks the records timestamp type 1 (CreateTime topics: 0)."""
+    await cluster.create_topic("stamped", 1, 3, {"message.timestamp.type": "LogAppendTime"})
+    await cluster.create_topic("created", 1, 3)
+    async with Producer(bootstrap) as producer:
+        handles = [await producer.send(topic, b"v", timestamp=1_000) for topic in ("stamped", "created")]
+        await producer.flush()
+        stamped, created = [await handle for handle in handles]
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("stamped", 0), TopicPartition("created", 0)])
+        records: dict[str, Any] = {}
+        while len(records) < 2:
+            records.update((r.topic, r) for r in await consumer.poll(5))
+    assert stamped.timestamp > 1_000 and created.timestamp == 1_000
+    assert (records["stamped"].timestamp, records["stamped"].timestamp_type) == (stamped.timestamp, 1)
+    assert (records["created"].timestamp, records["created"].timestamp_type) == (1_000, 0)
+
+
 async def test_a_seek_inside_a_batch_skips_the_records_before_it(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     await fill(cluster, 100)  # one batch of 100 records
     async with Consumer(bootstrap) as consumer:

@@ -14,7 +14,7 @@ def test_defaults_are_kafkas() -> None:
     assert config["log.segment.bytes"] == 1 << 30
     assert config["message.max.bytes"] == 1048588
     assert config["delete.topic.enable"] is True
-    assert config["listeners"] == "NATIVE://127.0.0.1:0"
+    assert config["listeners"] == "NATIVE://127.0.0.1:0,KAFKA://127.0.0.1:0"
     assert config.session_timeout_ms == 18000
 
 

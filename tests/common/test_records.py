@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
-from kafkalite.common.records import RECORD_BATCH_OVERHEAD, Record, RecordBatch, _checksum
+from kafkalite.common.records import LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Columns, Record, RecordBatch, _checksum
 
 RECORDS = [
     Record(b"k1", b"v1", 1_000, (("h", b"x"), ("empty", None))),
@@ -26,6 +26,30 @@ def test_round_trip_keeps_keys_values_headers_and_absolute_timestamps():
     assert batch.max_timestamp == 1_010
     assert batch.size_in_bytes == RECORD_BATCH_OVERHEAD + len(batch.payload)
     batch.validate(deep=True)
+
+
+def test_columns_transpose_a_run_of_records_and_drop_the_deltas_when_the_timestamps_agree():
+    batch = RecordBatch.from_records(RECORDS, base_offset=10)
+    assert batch.columns(11, 14) == Columns(11, 1_000, (5, -1, 10), (None, b"k3", None), (b"v2", None, None),
+                                            ((), (), (("only", b""),)))
+    shared = RecordBatch.from_records([Record(None, b"a"), Record(b"k", b"b")], base_offset=4, default_timestamp=7)
+    assert shared.columns(4, 6) == Columns(4, 7, None, (None, b"k"), (b"a", b"b"), ((), ()))
+
+
+@pytest.mark.parametrize("rows", [[[0, None], [0, None]], [[0, None, b"v", []], [0, None, b"v"]], [5, 6]])
+def test_columns_of_rows_that_are_not_four_fields_are_corrupt(rows):
+    payload = msgpack.packb(rows)
+    batch = RecordBatch(0, -1, -1, -1, -1, 2, 0, 0, 0, _checksum(payload, 0, 2, 0, 0, -1, -1, -1), payload)
+    with pytest.raises(CorruptMessageError, match="record batch at offset 0 cannot be decoded"):
+        batch.columns(0, 2)
+
+
+def test_log_append_time_gives_every_record_the_batch_max_timestamp():
+    """Kafka's LogAppendTime: the leader's clock in the batch's max timestamp stands for every record's."""
+    stamped = dataclasses.replace(RecordBatch.from_records(RECORDS), attributes=0x08, max_timestamp=5_000)
+    assert (stamped.timestamp_type, RecordBatch.from_records(RECORDS).timestamp_type) == (1, 0)
+    assert [r.timestamp for r in stamped.records()] == [5_000] * 4
+    assert stamped.columns(1, 3).base_timestamp == 5_000 and stamped.columns(1, 3).deltas is None
 
 
 def test_missing_timestamps_take_the_default_or_stay_unset():
@@ -184,3 +208,12 @@ def test_any_records_round_trip(records):
     batch.validate(deep=True)
     assert batch.records() == records
     assert batch.max_timestamp == max(r.timestamp for r in records)
+
+
+def test_a_kafka_batch_stamped_with_log_append_time_stays_kafka_and_its_crc_holds() -> None:
+    sent = RecordBatch.from_records([Record(b"k", b"v", timestamp=5), Record(None, b"w", timestamp=6)]).kafka()
+    stamped = sent.with_log_append_time(1_000)
+    assert stamped.kafka_format and stamped.timestamp_type == LOG_APPEND_TIME
+    stamped.validate(deep=True)
+    assert [(r.value, r.timestamp) for r in stamped.records()] == [(b"v", 1_000), (b"w", 1_000)]
+    assert RecordBatch.from_kafka_bytes(stamped.with_offset(7, 0).to_kafka_bytes())[0].max_timestamp == 1_000

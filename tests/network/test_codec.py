@@ -65,6 +65,19 @@ def requests() -> list[r.Request]:
         ], timeout_ms=5000, validate_only=True),
         r.DeleteTopicsRequest(["orders", "logs"], 1000),
         r.ApiVersionsRequest("kafkalite-tests", "0.1"),
+        r.FindCoordinatorRequest("group-1"),
+        r.JoinGroupRequest("group-1", 10000, 30000, "", "consumer", [r.JoinGroupProtocol("range", b"\x00\x02")],
+                           "instance-1", "first join"),
+        r.SyncGroupRequest("group-1", 3, "member-1", [r.SyncGroupAssignment("member-1", b"\x00\x01")], None,
+                           "consumer", "range"),
+        r.HeartbeatRequest("group-1", 3, "member-1"),
+        r.LeaveGroupRequest("group-1", [r.MemberIdentity("member-1"), r.MemberIdentity("", "instance-1", "bye")]),
+        r.OffsetCommitRequest("group-1", 3, "member-1", [r.OffsetCommitPartition("orders", 0, 42, 5, "meta")]),
+        r.OffsetFetchRequest("group-1", [("orders", 0)]),
+        r.DescribeGroupsRequest(["group-1", "group-2"]),
+        r.ListGroupsRequest(["Stable"]),
+        r.DeleteGroupsRequest(["group-1"]),
+        r.OffsetDeleteRequest("group-1", [("orders", 0)]),
     ]
 
 
@@ -96,6 +109,19 @@ def responses() -> list[r.Response]:
                                 r.CreatableTopicResult("bad!", 17, "invalid name")]),
         r.DeleteTopicsResponse([r.DeletableTopicResult("orders", 0)]),
         r.ApiVersionsResponse(0, [r.ApiVersion(0, 0, 0), r.ApiVersion(18, 0, 3)]),
+        r.FindCoordinatorResponse(0, 2, "127.0.0.1", 9093),
+        r.JoinGroupResponse(0, 3, "consumer", "range", "member-1", "member-1",
+                            [r.JoinGroupResponseMember("member-1", b"\x00", "instance-1")]),
+        r.SyncGroupResponse(0, b"\x00\x01", "consumer", "range"),
+        r.HeartbeatResponse(27, "rebalancing"),
+        r.LeaveGroupResponse(0, [r.LeaveGroupMemberResponse("member-1", None, 25)]),
+        r.OffsetCommitResponse([r.OffsetCommitPartitionResponse("orders", 0, 22, "stale")]),
+        r.OffsetFetchResponse(0, [r.OffsetFetchPartitionResponse("orders", 0, 42, 5, "meta")]),
+        r.DescribeGroupsResponse([r.DescribedGroup(0, "group-1", "Stable", "consumer", "range", [
+            r.DescribedGroupMember("member-1", None, "client", "host", b"\x00", b"\x01")])]),
+        r.ListGroupsResponse(0, [r.ListedGroup("group-1", "consumer", "Stable")]),
+        r.DeleteGroupsResponse([r.DeletableGroupResult("group-1", 68, "not empty")]),
+        r.OffsetDeleteResponse(0, [r.OffsetDeletePartitionResponse("orders", 0, 86)]),
     ]
 
 
@@ -320,7 +346,10 @@ def test_error_responses_without_the_request_exist_only_for_top_level_error_code
     assert with_top_level_code == {r.LeaderAndIsrRequest, r.UpdateMetadataRequest, r.StopReplicaRequest,
                                    r.ControlledShutdownRequest, r.FetchRequest, r.ApiVersionsRequest,
                                    r.InitProducerIdRequest, r.ElectLeadersRequest,
-                                   r.AlterPartitionReassignmentsRequest, r.ListPartitionReassignmentsRequest}
+                                   r.AlterPartitionReassignmentsRequest, r.ListPartitionReassignmentsRequest,
+                                   r.FindCoordinatorRequest, r.JoinGroupRequest, r.SyncGroupRequest,
+                                   r.HeartbeatRequest, r.LeaveGroupRequest, r.OffsetFetchRequest,
+                                   r.ListGroupsRequest, r.OffsetDeleteRequest}
     assert error_response(r.ControlledShutdownRequest, 42, "bad") == r.ControlledShutdownResponse(
         42, error_message="bad")
     assert error_response(r.MetadataRequest(topics=None), 42, "bad") is None

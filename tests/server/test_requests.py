@@ -247,7 +247,7 @@ async def test_metadata_is_answered_from_the_cache_by_any_broker(topic: Harness,
     assert [(t.name, t.error_code) for t in response.topics] == \
         [("orders", 0), ("missing", errors.UNKNOWN_TOPIC_OR_PARTITION.code)]
     other_listener = await topic.transport.send(CLIENT, 1, MetadataRequest(None),
-                                                RequestContext(CLIENT, listener="KAFKA"))
+                                                RequestContext(CLIENT, listener="REPLICATION"))
     assert other_listener.brokers == []
 
 

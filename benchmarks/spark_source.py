@@ -1,0 +1,191 @@
+"""The Spark connector's read rate, beside a synthetic Arrow source in the same session, and micro-batch latency.
+
+    python benchmarks/spark_source.py [--rows N] [--rounds N] [--latency-batches N]
+
+Needs the `spark` extra and Java 17. One `EmbeddedCluster` (3 brokers) holds a topic of 6 partitions with
+`--rows` records of 100-byte values (3,000,000 by default, produced in-process before timing). Each round runs a
+streaming query `trigger(availableNow=True)` from the earliest offsets into Spark's `noop` sink on `local[2]`,
+once through the connector and once through a synthetic data source that yields the same schema and rows from
+Arrow batches held in memory (the ceiling a Python data source reaches on this machine). The two alternate for
+`--rounds` rounds, so both meet the same drift of a shared machine, and each side's median round counts; the
+wall time of a round is query start to termination, planning and task start-up included. Targets: 300,000 rows/s
+through the connector, and at least 80% of the synthetic source's rate.
+
+Then the steady micro-batch latency: a query on a second topic with the default trigger into `noop`, fed 100
+records at a time, each batch awaited before the next; reported is the median and worst of Spark's own
+`triggerExecution` duration over `--latency-batches` micro-batches after the first (warm-up) ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from kafkalite.client import Producer
+from kafkalite.embedded import EmbeddedCluster
+from kafkalite.spark import KafkaliteDataSource
+from kafkalite.spark.records import SCHEMA_DDL
+
+PARTITIONS = 6
+VALUE = bytes(100)
+ROWS_PER_BATCH = 20_000
+TARGET_ROWS_PER_S = 300_000
+TARGET_SHARE = 0.8
+
+
+class SyntheticDataSource(DataSource):
+    """The Kafka source's schema from memory: `rows` rows in 6 partitions, each read as 20,000-row Arrow batches."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "synthetic"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return _SyntheticReader(int(self.options["rows"]))
+
+
+class _SyntheticReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"rows": 0}
+
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
+        return {"rows": self.rows}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Nothing to pin: the synthetic source never grows."""
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        total = end["rows"] - start["rows"]
+        return [InputPartition((p, total // PARTITIONS)) for p in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        number, rows = partition.value
+        batch = _synthetic_batch(number, ROWS_PER_BATCH)
+        for start in range(0, rows, ROWS_PER_BATCH):
+            yield batch.slice(0, min(ROWS_PER_BATCH, rows - start))
+
+
+def _synthetic_batch(partition: int, rows: int) -> pa.RecordBatch:
+    timestamp = pa.timestamp("us", tz="UTC")
+    return pa.RecordBatch.from_arrays([
+        pa.nulls(rows, pa.binary()), pa.array([VALUE] * rows, pa.binary()), pa.array(["bench"] * rows, pa.string()),
+        pa.array([partition] * rows, pa.int32()), pa.array(range(rows), pa.int64()),
+        pa.array([time.time_ns() // 1000] * rows, timestamp), pa.array([0] * rows, pa.int32())],
+        names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+
+
+def spark_session() -> SparkSession:
+    """A local[2] session whose Python workers run this interpreter and import this checkout's kafkalite."""
+    root = str(Path(__file__).resolve().parents[1])
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    spark = (SparkSession.builder.master("local[2]").appName("kafkalite-benchmark")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KafkaliteDataSource)
+    spark.dataSource.register(SyntheticDataSource)
+    return spark
+
+
+def fill(cluster: EmbeddedCluster, topic: str, rows: int) -> None:
+    async def produce() -> None:
+        async with Producer(cluster.cluster, {"batch.size": 1 << 20, "linger.ms": 20}) as producer:
+            for index in range(rows):
+                await producer.send(topic, VALUE, partition=index % PARTITIONS)
+
+    cluster.call(produce)
+
+
+def timed_round(spark: SparkSession, reader: Any) -> tuple[float, int]:
+    """(seconds, rows) of one availableNow query from `reader` into noop, start to termination."""
+    with tempfile.TemporaryDirectory() as checkpoint:
+        started = time.perf_counter()
+        query = (reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+        rows = sum(progress["numInputRows"] for progress in query.recentProgress)
+    return seconds, rows
+
+
+def latency(spark: SparkSession, cluster: EmbeddedCluster, batches: int) -> list[float]:
+    """Spark's triggerExecution milliseconds of `batches` steady micro-batches of 100 records each."""
+    cluster.create_topic("latency", PARTITIONS, 3)
+    with tempfile.TemporaryDirectory() as checkpoint, cluster.producer() as producer:
+        query = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                 .option("subscribe", "latency").option("startingOffsets", "earliest").load()
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint).start())
+        durations = []
+        try:
+            for _ in range(batches + 3):
+                seen = len([p for p in query.recentProgress if p["numInputRows"]])
+                for index in range(100):
+                    producer.send("latency", VALUE, partition=index % PARTITIONS)
+                producer.flush()
+                deadline = time.monotonic() + 60
+                while len(progress := [p for p in query.recentProgress if p["numInputRows"]]) == seen:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the latency query made no progress in 60 s")
+                    time.sleep(0.01)
+                durations.append(progress[-1]["durationMs"]["triggerExecution"])
+        finally:
+            query.stop()
+    return durations[3:]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=3_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating connector and synthetic rounds")
+    parser.add_argument("--latency-batches", type=int, default=20)
+    args = parser.parse_args(argv)
+    spark = spark_session()
+    with EmbeddedCluster(3) as cluster:
+        cluster.create_topic("bench", PARTITIONS, 3)
+        started = time.perf_counter()
+        fill(cluster, "bench", args.rows)
+        print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s")
+        connector = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                     .option("subscribe", "bench").option("startingOffsets", "earliest"))
+        synthetic = spark.readStream.format("synthetic").option("rows", str(args.rows))
+        rounds: dict[str, list[float]] = {"kafkalite": [], "synthetic": []}
+        for _ in range(max(args.rounds, 1)):
+            for name, reader in (("kafkalite", connector), ("synthetic", synthetic)):
+                seconds, rows = timed_round(spark, reader)
+                assert rows == (args.rows if name == "kafkalite" else args.rows // PARTITIONS * PARTITIONS), rows
+                rounds[name].append(rows / seconds)
+                print(f"  {name:<10} {rows:>10,} rows in {seconds:6.2f} s: {rows / seconds:>10,.0f} rows/s")
+        durations = latency(spark, cluster, args.latency_batches)
+    mine, ceiling = statistics.median(rounds["kafkalite"]), statistics.median(rounds["synthetic"])
+    print(f"\n{'source':<22} {'rows':>10} {'rows/s (median)':>16}  target")
+    print(f"{'kafkalite connector':<22} {args.rows:>10,} {mine:>16,.0f}  >= {TARGET_ROWS_PER_S:,} "
+          f"{'ok' if mine >= TARGET_ROWS_PER_S else 'MISSED'}")
+    print(f"{'synthetic Arrow source':<22} {args.rows:>10,} {ceiling:>16,.0f}")
+    print(f"{'connector / synthetic':<22} {'':>10} {mine / ceiling:>16.0%}  >= {TARGET_SHARE:.0%} "
+          f"{'ok' if mine / ceiling >= TARGET_SHARE else 'MISSED'}")
+    print(f"steady micro-batch (100 records, default trigger, noop): triggerExecution median "
+          f"{statistics.median(durations):.0f} ms, worst {max(durations):.0f} ms over {len(durations)} batches")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,865 @@
+"""GroupCoordinator: Kafka's classic group protocol and committed offsets, for the groups whose offsets partition
+this broker leads.
+
+Theory of operation.
+- Ownership. A group belongs to partition `partition_for(group_id)` of `__consumer_offsets`; the broker leading
+  that partition is its coordinator. The server calls `on_election` when LeaderAndIsr makes this broker leader of
+  an offsets partition and `on_resignation` when it becomes follower or stops the replica. An elected partition
+  is loaded (replayed from its log) in a task of its own; until then its groups answer
+  COORDINATOR_LOAD_IN_PROGRESS. Groups of partitions this broker does not lead answer NOT_COORDINATOR, and a
+  resignation answers every parked request NOT_COORDINATOR and forgets the partition's groups.
+- Every timed step lives in the owning partition's nursery (a member's session expiry, a rebalance's timeout,
+  an append to the log), so a resignation or the broker dying cancels them all at once. Requests are served in
+  the sender's task, which a client may cancel at any await: anything that must finish once started (storing a
+  group's assignment, a commit) runs in the partition's nursery and the request only waits for its outcome.
+- Rebalance: JoinGroup parks each member until every known member has rejoined or the largest rebalance
+  timeout passes (`_complete_join`), then answers all of them with the new generation, the leader with every
+  member's subscription. The leader's SyncGroup carries the assignment, which is stored with acks=all before
+  any member gets its part and the group becomes Stable.
+- The group's state decides what Heartbeat, SyncGroup and OffsetCommit may do; those decisions are tables
+  (`HEARTBEAT_ANSWERS`, `SYNC_ANSWERS`, `COMMIT_ANSWERS`) beside the handlers that apply them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import trio
+
+from kafkalite.common import errors
+from kafkalite.common.clock import now_ms
+from kafkalite.common.config import BrokerConfig
+from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
+from kafkalite.common.errors import ErrorCode, KafkaError
+from kafkalite.common.records import Record, RecordBatch
+from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, TopicPartition
+from kafkalite.coordinator.group_metadata import (
+    STATES_BY_NAME, GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, Waiter,
+)
+from kafkalite.coordinator.group_metadata_manager import (
+    LoadedPartition, group_metadata_record, offset_commit_record, partition_for,
+)
+from kafkalite.network.requests import (
+    NO_GENERATION, DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup,
+    DescribedGroupMember, DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupMemberResponse, LeaveGroupRequest, LeaveGroupResponse,
+    ListedGroup, ListGroupsRequest, ListGroupsResponse, OffsetCommitPartitionResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetDeletePartitionResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchPartitionResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+)
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+LOAD_BATCH_BYTES = 1 << 20  # read per step while loading a partition, with a checkpoint between steps
+_EMPTY = GroupState.EMPTY
+_PREPARING = GroupState.PREPARING_REBALANCE
+_COMPLETING = GroupState.COMPLETING_REBALANCE
+_STABLE = GroupState.STABLE
+_DEAD = GroupState.DEAD
+
+
+class OffsetsLog(Protocol):
+    """What the coordinator needs of the broker's replicas of `__consumer_offsets` (the server implements it)."""
+
+    async def append(self, tp: TopicPartition, records: Sequence[Record], timeout_ms: int) -> ErrorCode:
+        """Append as leader with acks=all; the produce error (NONE once every in-sync replica has it)."""
+
+    def read(self, tp: TopicPartition, start_offset: int, max_bytes: int) -> list[RecordBatch]:
+        """Batches from `start_offset` up to the log end, as leader; raises if this broker no longer leads `tp`."""
+
+    def log_start_offset(self, tp: TopicPartition) -> int: ...
+
+
+# A write to the offsets topic failed: what the member is told (Kafka's GroupMetadataManager mapping).
+APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    errors.UNKNOWN_TOPIC_OR_PARTITION: errors.COORDINATOR_NOT_AVAILABLE,
+    errors.NOT_ENOUGH_REPLICAS: errors.COORDINATOR_NOT_AVAILABLE,
+    errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: errors.COORDINATOR_NOT_AVAILABLE,
+    errors.REQUEST_TIMED_OUT: errors.COORDINATOR_NOT_AVAILABLE,
+    errors.NOT_LEADER_OR_FOLLOWER: errors.NOT_COORDINATOR,
+    errors.KAFKA_STORAGE_ERROR: errors.NOT_COORDINATOR,
+    errors.MESSAGE_TOO_LARGE: errors.INVALID_COMMIT_OFFSET_SIZE,
+    errors.RECORD_LIST_TOO_LARGE: errors.INVALID_COMMIT_OFFSET_SIZE,
+    errors.INVALID_FETCH_SIZE: errors.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+# Heartbeat of a known member with the current generation, by group state: the answer (after the session is
+# renewed). Empty and Dead are answered before the generation is checked.
+HEARTBEAT_ANSWERS: dict[GroupState, ErrorCode] = {
+    _PREPARING: errors.REBALANCE_IN_PROGRESS,  # the member must rejoin
+    _COMPLETING: errors.NONE,  # it has its JoinGroup answer and is about to sync
+    _STABLE: errors.NONE,
+}
+
+# SyncGroup of a known member with the current generation, by group state: an error, or None to serve it.
+SYNC_ANSWERS: dict[GroupState, ErrorCode | None] = {
+    _EMPTY: errors.UNKNOWN_MEMBER_ID,
+    _PREPARING: errors.REBALANCE_IN_PROGRESS,
+    _COMPLETING: None,  # wait for the leader's assignment
+    _STABLE: None,  # a resent sync: the member's assignment again
+    _DEAD: errors.COORDINATOR_NOT_AVAILABLE,
+}
+
+# OffsetCommit of a group member (generation >= 0), by group state: an error, or None to check member and
+# generation and commit. During PreparingRebalance members may still commit for the generation they consumed in.
+COMMIT_ANSWERS: dict[GroupState, ErrorCode | None] = {
+    _EMPTY: errors.UNKNOWN_MEMBER_ID,
+    _PREPARING: None,
+    _COMPLETING: errors.REBALANCE_IN_PROGRESS,
+    _STABLE: None,
+    _DEAD: errors.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+@dataclass(eq=False)
+class _OwnedPartition:
+    """An offsets partition this broker leads: its leader epoch, whether its groups are loaded, its tasks."""
+
+    partition: int
+    epoch: int
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    nursery: trio.Nursery | None = None
+    loaded: bool = False
+    groups: set[str] = field(default_factory=set)
+
+
+def _fail(error: ErrorCode, message: str | None = None) -> KafkaError:
+    return error.exception(message)
+
+
+class GroupCoordinator:
+    def __init__(self, broker_id: int, config: BrokerConfig, offsets_log: OffsetsLog,
+                 rng: random.Random | None = None) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.offsets_topic_partitions: int = config["offsets.topic.num.partitions"]
+        self._offsets_log = offsets_log
+        self._rng = rng or random.Random()
+        self._groups: dict[str, GroupMetadata] = {}
+        self._partitions: dict[int, _OwnedPartition] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def startup(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run until cancelled (the broker stopping): the partitions' tasks and the offsets expiry loop."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._expire_offsets_loop)
+            task_status.started()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_topic_partitions)
+
+    def group(self, group_id: str) -> GroupMetadata | None:
+        """The group as this coordinator holds it (for tests and the cluster's views), None if it holds none."""
+        return self._groups.get(group_id)
+
+    # -- ownership ----------------------------------------------------------------------------------------------
+
+    def on_election(self, partition: int, epoch: int) -> None:
+        """This broker now leads offsets partition `partition`: load its groups (unless already held)."""
+        owned = self._partitions.get(partition)
+        if owned is not None:
+            owned.epoch = max(owned.epoch, epoch)
+            return
+        assert self._nursery is not None, "the group coordinator is not started"
+        owned = self._partitions[partition] = _OwnedPartition(partition, epoch)
+        self._nursery.start_soon(self._run_partition, owned)
+
+    def on_resignation(self, partition: int, epoch: int) -> None:
+        """Another broker leads `partition` now (or nobody here does): drop its groups, answer parked requests."""
+        owned = self._partitions.get(partition)
+        if owned is None or (epoch >= 0 and epoch < owned.epoch):
+            return
+        del self._partitions[partition]
+        owned.scope.cancel()
+        for group_id in owned.groups:
+            group = self._groups.pop(group_id, None)
+            if group is not None:
+                self._unload(group)
+        log.info("broker %d: no longer coordinator of %s-%d (%d groups dropped)", self.broker_id,
+                 GROUP_METADATA_TOPIC_NAME, partition, len(owned.groups))
+
+    def _unload(self, group: GroupMetadata) -> None:
+        group.state = _DEAD
+        moved = errors.NOT_COORDINATOR
+        for member in group.members.values():
+            if member.join_waiter is not None:
+                member.join_waiter.complete(JoinGroupResponse(moved.code, member_id=member.member_id))
+            if member.sync_waiter is not None:
+                member.sync_waiter.complete(SyncGroupResponse(moved.code))
+
+    async def _run_partition(self, owned: _OwnedPartition) -> None:
+        with owned.scope:
+            async with trio.open_nursery() as nursery:
+                owned.nursery = nursery
+                await self._load(owned)
+                await trio.sleep_forever()
+
+    async def _load(self, owned: _OwnedPartition) -> None:
+        """Replay the partition from its start (Kafka's loadGroupsAndOffsets), then serve its groups."""
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, owned.partition)
+        loaded = LoadedPartition()
+        try:
+            offset = self._offsets_log.log_start_offset(tp)
+            while batches := self._offsets_log.read(tp, offset, LOAD_BATCH_BYTES):
+                offset = loaded.replay(batches)
+                await trio.lowlevel.checkpoint()
+        except KafkaError as exc:  # leadership moved on meanwhile: the resignation is on its way
+            log.info("broker %d: loading %s stopped: %s", self.broker_id, tp, exc)
+            return
+        now = now_ms()
+        for group in loaded.build_groups(now):
+            self._groups[group.group_id] = group
+            owned.groups.add(group.group_id)
+            for member in group.members.values():
+                self._schedule_heartbeat_expiry(group, member)
+        owned.loaded = True
+        log.info("broker %d: coordinator of %s with %d groups", self.broker_id, tp, len(owned.groups))
+
+    def _owner(self, group_id: str) -> _OwnedPartition:
+        """The loaded partition that owns the group, or the error telling the client where it stands."""
+        if not group_id:
+            raise _fail(errors.INVALID_GROUP_ID, "the group id is empty")
+        owned = self._partitions.get(self.partition_for(group_id))
+        if owned is None:
+            raise _fail(errors.NOT_COORDINATOR, f"broker {self.broker_id} is not the coordinator of group {group_id}")
+        if not owned.loaded:
+            raise _fail(errors.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading group {group_id}")
+        return owned
+
+    def _add_group(self, owned: _OwnedPartition, group_id: str) -> GroupMetadata:
+        group = self._groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=now_ms())
+        owned.groups.add(group_id)
+        return group
+
+    def _remove_group(self, group: GroupMetadata) -> None:
+        group.transition_to(_DEAD, now_ms())
+        self._groups.pop(group.group_id, None)
+        owned = self._partitions.get(self.partition_for(group.group_id))
+        if owned is not None:
+            owned.groups.discard(group.group_id)
+
+    # -- background steps ---------------------------------------------------------------------------------------
+
+    def _start(self, group: GroupMetadata, function: Callable[..., Awaitable[Any]], *args: Any) -> bool:
+        """Start a timed step of the group's partition; False if the partition (or the broker) is going away."""
+        owned = self._partitions.get(self.partition_for(group.group_id))
+        if owned is None or owned.nursery is None:
+            return False
+        try:
+            owned.nursery.start_soon(function, *args)
+        except RuntimeError:  # the nursery is closing: the broker is stopping under a request still being served
+            return False
+        return True
+
+    async def _finish(self, group: GroupMetadata, step: Callable[[], Awaitable[_T]]) -> _T:
+        """Run `step` in the group's partition nursery and wait for it: it completes even if the requesting
+        client goes away; if the partition is resigned meanwhile, the request gets NOT_COORDINATOR."""
+        outcome: list[Any] = []
+        done = trio.Event()
+
+        async def run() -> None:
+            try:
+                outcome.append((True, await step()))
+            except Exception as exc:  # handed to the request, whose edge reports it; the partition lives on
+                outcome.append((False, exc))
+            finally:
+                done.set()
+
+        if not self._start(group, run):
+            raise _fail(errors.NOT_COORDINATOR, f"broker {self.broker_id} is no longer coordinator of {group.group_id}")
+        await done.wait()
+        if not outcome:
+            raise _fail(errors.NOT_COORDINATOR, f"broker {self.broker_id} lost group {group.group_id} meanwhile")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    async def _append(self, group_id: str, records: list[Record]) -> ErrorCode:
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id))
+        error = await self._offsets_log.append(tp, records, self.config["offsets.commit.timeout.ms"])
+        if error is errors.NONE:
+            return error
+        log.info("broker %d: write for group %s to %s failed: %s", self.broker_id, group_id, tp, error)
+        return APPEND_ERRORS.get(error, errors.UNKNOWN_SERVER_ERROR)
+
+    async def _store_group(self, group: GroupMetadata) -> ErrorCode:
+        return await self._append(group.group_id, [group_metadata_record(group, group.group_id, now_ms())])
+
+    # -- JoinGroup ----------------------------------------------------------------------------------------------
+
+    async def handle_join_group(self, request: JoinGroupRequest, client_id: str,
+                                client_host: str) -> JoinGroupResponse:
+        owned = self._owner(request.group_id)
+        self._check_join(request)
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.member_id:
+                raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no member {request.member_id}")
+            group = self._add_group(owned, request.group_id)
+        if group.is_(_DEAD):
+            raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {request.group_id} is being removed; retry")
+        protocols = [(p.name, p.metadata) for p in request.protocols]
+        if not group.supports_protocols(request.protocol_type, [name for name, _ in protocols]):
+            raise _fail(errors.INCONSISTENT_GROUP_PROTOCOL,
+                        f"group {group.group_id} runs protocol type {group.protocol_type!r} with protocols "
+                        f"{sorted(group.candidate_protocols())}; the member offers {request.protocol_type!r} "
+                        f"{[name for name, _ in protocols]}")
+        if not request.member_id:
+            return await self._join_unknown_member(group, request, protocols, client_id, client_host)
+        return await self._join_known_member(group, request, protocols, client_id, client_host)
+
+    def _check_join(self, request: JoinGroupRequest) -> None:
+        low, high = self.config["group.min.session.timeout.ms"], self.config["group.max.session.timeout.ms"]
+        if not low <= request.session_timeout_ms <= high:
+            raise _fail(errors.INVALID_SESSION_TIMEOUT,
+                        f"session timeout {request.session_timeout_ms} ms is outside [{low}, {high}] ms "
+                        "(group.min.session.timeout.ms, group.max.session.timeout.ms)")
+        if request.rebalance_timeout_ms <= 0:
+            raise _fail(errors.INVALID_REQUEST, f"rebalance timeout {request.rebalance_timeout_ms} ms is not positive")
+        if not request.protocol_type or not request.protocols:
+            raise _fail(errors.INCONSISTENT_GROUP_PROTOCOL, "a member must name a protocol type and protocols")
+        names = [p.name for p in request.protocols]
+        if len(set(names)) != len(names) or not all(names):
+            raise _fail(errors.INVALID_REQUEST, f"protocol names must be distinct and non-empty: {names}")
+        if request.group_instance_id == "":
+            raise _fail(errors.INVALID_REQUEST, "group.instance.id must not be empty (null for a dynamic member)")
+
+    def _new_member_id(self, client_id: str) -> str:
+        return f"{client_id or 'member'}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
+
+    async def _join_unknown_member(self, group: GroupMetadata, request: JoinGroupRequest,
+                                   protocols: list[tuple[str, bytes]], client_id: str,
+                                   client_host: str) -> JoinGroupResponse:
+        member_id = self._new_member_id(client_id)
+        instance_id = request.group_instance_id
+        if instance_id is not None:
+            old_member_id = group.static_members.get(instance_id)
+            if old_member_id is not None:
+                return await self._replace_static_member(group, instance_id, old_member_id, member_id, protocols)
+            member = MemberMetadata(member_id, instance_id, client_id, client_host, request.rebalance_timeout_ms,
+                                    request.session_timeout_ms, request.protocol_type, protocols)
+            return await self._add_member_and_rebalance(group, member)
+        # KIP-394: a dynamic member first gets its id, and joins with it; a client that never comes back is
+        # forgotten after its session timeout instead of holding up the rebalance as a member.
+        group.pending_members.add(member_id)
+        self._start(group, self._expire_pending_member, group, member_id,
+                    trio.current_time() + request.session_timeout_ms / 1000)
+        return JoinGroupResponse(errors.MEMBER_ID_REQUIRED.code, member_id=member_id,
+                                 error_message="join again with this member id")
+
+    async def _join_known_member(self, group: GroupMetadata, request: JoinGroupRequest,
+                                 protocols: list[tuple[str, bytes]], client_id: str,
+                                 client_host: str) -> JoinGroupResponse:
+        member_id = request.member_id
+        if member_id in group.pending_members:
+            member = MemberMetadata(member_id, request.group_instance_id, client_id, client_host,
+                                    request.rebalance_timeout_ms,
+                                    request.session_timeout_ms, request.protocol_type, protocols)
+            return await self._add_member_and_rebalance(group, member)
+        if group.is_fenced_instance(request.group_instance_id, member_id):
+            raise _fail(errors.FENCED_INSTANCE_ID, f"group.instance.id {request.group_instance_id} is held by "
+                                                   "another member of the group")
+        member = group.members.get(member_id)
+        if member is None:
+            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {member_id}")
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        if group.is_(_PREPARING) or not member.matches(protocols) or \
+                (group.is_(_STABLE) and group.is_leader(member_id)):
+            # The leader rejoining a stable group asks for a new assignment (metadata changed, say a new topic).
+            return await self._update_member_and_rebalance(group, member, protocols)
+        if group.is_(_COMPLETING) or group.is_(_STABLE):  # a resent join: the answer it already had
+            return self._join_answer(group, member)
+        raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {group.group_id} is {group.state.value}")
+
+    async def _add_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata) -> JoinGroupResponse:
+        group.add(member)  # no longer pending, if it was
+        if group.in_initial_delay:
+            group.new_member_added = True
+        return await self._park_join(group, member, f"member {member.member_id} joined")
+
+    async def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
+                                           protocols: list[tuple[str, bytes]]) -> JoinGroupResponse:
+        member.supported_protocols = protocols
+        return await self._park_join(group, member, f"member {member.member_id} rejoined")
+
+    async def _park_join(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> JoinGroupResponse:
+        if member.join_waiter is not None:  # an earlier join the member gave up on: it is answered by this one
+            member.join_waiter.complete(JoinGroupResponse(errors.REBALANCE_IN_PROGRESS.code,
+                                                          member_id=member.member_id))
+        waiter = member.join_waiter = Waiter()
+        if group.is_(_PREPARING):
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group, reason)
+        return await waiter.wait()  # type: ignore[return-value]
+
+    async def _replace_static_member(self, group: GroupMetadata, instance_id: str, old_member_id: str,
+                                     new_member_id: str, protocols: list[tuple[str, bytes]]) -> JoinGroupResponse:
+        """A static member restarting: it takes its old place; a stable group keeps its assignment (KIP-345)."""
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        fenced = errors.FENCED_INSTANCE_ID
+        for waiter in (member.join_waiter, member.sync_waiter):
+            if waiter is not None:
+                waiter.complete(JoinGroupResponse(fenced.code, member_id=old_member_id)
+                                if waiter is member.join_waiter else SyncGroupResponse(fenced.code))
+        member.join_waiter = member.sync_waiter = None
+        if group.is_(_STABLE) and self._same_subscription(group, member, protocols):
+            member.supported_protocols = protocols
+            self._complete_and_schedule_next_heartbeat(group, member)
+            error = await self._finish(group, lambda: self._store_group(group))
+            if error is not errors.NONE:
+                raise _fail(error, "the group could not store its new static member")
+            return self._join_answer(group, member)
+        return await self._update_member_and_rebalance(group, member, protocols)
+
+    @staticmethod
+    def _same_subscription(group: GroupMetadata, member: MemberMetadata, protocols: list[tuple[str, bytes]]) -> bool:
+        """Whether a restarted static member asks for what its predecessor did. A consumer's metadata also says
+        what it owned in which generation, which a fresh process cannot know, so only its topics count."""
+        if [name for name, _ in protocols] != member.protocol_names:
+            return False
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return member.matches(protocols)
+        try:
+            return all(decode_subscription(data).topics == decode_subscription(member.metadata(name)).topics
+                       for name, data in protocols)
+        except KafkaError:
+            return False
+
+    def _join_answer(self, group: GroupMetadata, member: MemberMetadata) -> JoinGroupResponse:
+        is_leader = group.is_leader(member.member_id)
+        return JoinGroupResponse(errors.NONE.code, group.generation_id, group.protocol_type, group.protocol_name,
+                                 group.leader_id or "", member.member_id,
+                                 group.join_members() if is_leader else [])
+
+    # -- rebalance ----------------------------------------------------------------------------------------------
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_(_COMPLETING):
+            self._reset_and_propagate_assignment_error(group, errors.REBALANCE_IN_PROGRESS)
+        initial = group.is_(_EMPTY)
+        timeout_s = group.max_rebalance_timeout_ms() / 1000
+        delay_s = min(self.config["group.initial.rebalance.delay.ms"] / 1000, timeout_s) if initial else timeout_s
+        group.transition_to(_PREPARING, now_ms())
+        group.rebalance_token += 1
+        group.new_member_added = False
+        group.in_initial_delay = initial and delay_s > 0
+        log.info("broker %d: group %s rebalancing (generation %d): %s", self.broker_id, group.group_id,
+                 group.generation_id, reason)
+        if initial and delay_s > 0:
+            self._start(group, self._initial_delayed_join, group, group.rebalance_token, delay_s, timeout_s - delay_s)
+        else:
+            self._start(group, self._delayed_join, group, group.rebalance_token, trio.current_time() + timeout_s)
+        self._try_complete_join(group)  # the last member left: nobody to wait for
+
+    async def _initial_delayed_join(self, group: GroupMetadata, token: int, delay_s: float,
+                                    remaining_s: float) -> None:
+        """group.initial.rebalance.delay.ms: hold a new group's first rebalance while members keep arriving,
+        each arrival extending the wait by the delay, until the rebalance timeout is used up."""
+        while True:
+            await trio.sleep(delay_s)
+            if group.rebalance_token != token or not group.is_(_PREPARING):
+                return
+            if not (group.new_member_added and remaining_s > 0):
+                break
+            group.new_member_added = False
+            delay_s, remaining_s = min(delay_s, remaining_s), max(remaining_s - delay_s, 0)
+        group.in_initial_delay = False
+        self._complete_join(group)
+
+    async def _delayed_join(self, group: GroupMetadata, token: int, deadline: float) -> None:
+        await trio.sleep_until(deadline)
+        if group.rebalance_token == token and group.is_(_PREPARING):
+            self._complete_join(group)
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        if group.is_(_PREPARING) and group.has_all_members_joined() and not group.in_initial_delay:
+            self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's onCompleteJoin: drop members that did not rejoin, open the next generation, answer everyone."""
+        group.rebalance_token += 1
+        group.in_initial_delay = False
+        for member in group.not_yet_rejoined_members():
+            log.info("broker %d: group %s drops member %s, which did not rejoin in time", self.broker_id,
+                     group.group_id, member.member_id)
+            group.remove(member.member_id)
+        group.init_next_generation(now_ms())
+        if group.is_(_EMPTY):
+            self._start(group, self._store_group, group)
+            return
+        for member in group.members.values():
+            waiter, member.join_waiter = member.join_waiter, None
+            assert waiter is not None
+            waiter.complete(self._join_answer(group, member))
+            member.is_new = False
+            self._complete_and_schedule_next_heartbeat(group, member)
+        log.info("broker %d: group %s generation %d with %d members, protocol %s", self.broker_id, group.group_id,
+                 group.generation_id, len(group.members), group.protocol_name)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.sync_waiter is not None:
+                member.sync_waiter.complete(SyncGroupResponse(error.code))
+                member.sync_waiter = None
+
+    # -- sessions -----------------------------------------------------------------------------------------------
+
+    def _complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
+        self._schedule_heartbeat_expiry(group, member)
+
+    def _schedule_heartbeat_expiry(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        if not member.expiring:
+            member.expiring = True
+            if member.heartbeat_deadline == 0.0:
+                member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
+            self._start(group, self._expire_member, group, member)
+
+    async def _expire_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        """Kafka's DelayedHeartbeat: a member that neither heartbeats nor waits on the group is removed."""
+        try:
+            while group.members.get(member.member_id) is member:
+                now = trio.current_time()
+                if now >= member.heartbeat_deadline:
+                    if not member.should_keep_alive():
+                        log.info("broker %d: group %s: member %s's session expired", self.broker_id,
+                                 group.group_id, member.member_id)
+                        self._remove_member_and_update_group(group, member)
+                        return
+                    member.heartbeat_deadline = now + member.session_timeout_ms / 1000
+                await trio.sleep_until(member.heartbeat_deadline)
+        finally:
+            member.expiring = False
+
+    async def _expire_pending_member(self, group: GroupMetadata, member_id: str, deadline: float) -> None:
+        await trio.sleep_until(deadline)
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._try_complete_join(group)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        group.remove(member.member_id)
+        for waiter in (member.join_waiter, member.sync_waiter):
+            if waiter is not None:
+                waiter.complete(JoinGroupResponse(errors.UNKNOWN_MEMBER_ID.code, member_id=member.member_id)
+                                if waiter is member.join_waiter else SyncGroupResponse(errors.UNKNOWN_MEMBER_ID.code))
+        member.join_waiter = member.sync_waiter = None
+        if group.is_(_STABLE) or group.is_(_COMPLETING):
+            self._prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.is_(_PREPARING):
+            self._try_complete_join(group)
+
+    # -- SyncGroup ----------------------------------------------------------------------------------------------
+
+    def _member(self, group: GroupMetadata | None, member_id: str, instance_id: str | None) -> MemberMetadata:
+        """The member a request names, or UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID."""
+        if group is None or group.is_(_DEAD) and not group.members:
+            raise _fail(errors.UNKNOWN_MEMBER_ID, f"no such group, or no member {member_id} in it")
+        if group.is_fenced_instance(instance_id, member_id):
+            raise _fail(errors.FENCED_INSTANCE_ID, f"group.instance.id {instance_id} is held by another member")
+        member = group.members.get(member_id)
+        if member is None:
+            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {member_id}")
+        return member
+
+    async def handle_sync_group(self, request: SyncGroupRequest) -> SyncGroupResponse:
+        self._owner(request.group_id)
+        group = self._groups.get(request.group_id)
+        member = self._member(group, request.member_id, request.group_instance_id)
+        assert group is not None
+        if request.generation_id != group.generation_id:
+            raise _fail(errors.ILLEGAL_GENERATION, f"generation {request.generation_id} is not the group's "
+                                                   f"{group.generation_id}")
+        if (request.protocol_type is not None and request.protocol_type != group.protocol_type) or \
+                (request.protocol_name is not None and request.protocol_name != group.protocol_name):
+            raise _fail(errors.INCONSISTENT_GROUP_PROTOCOL, f"the group runs {group.protocol_type}/"
+                                                            f"{group.protocol_name}")
+        refusal = SYNC_ANSWERS[group.state]
+        if refusal is not None:
+            raise _fail(refusal, f"group {group.group_id} is {group.state.value}")
+        self._complete_and_schedule_next_heartbeat(group, member)
+        if group.is_(_STABLE):
+            return self._sync_answer(group, member)
+        waiter = member.sync_waiter = Waiter()
+        if group.is_leader(member.member_id):
+            assignments = {a.member_id: a.assignment for a in request.assignments}
+            self._start(group, self._store_assignment, group, group.generation_id, assignments)
+        return await waiter.wait()  # type: ignore[return-value]
+
+    def _sync_answer(self, group: GroupMetadata, member: MemberMetadata) -> SyncGroupResponse:
+        return SyncGroupResponse(errors.NONE.code, member.assignment, group.protocol_type, group.protocol_name)
+
+    async def _store_assignment(self, group: GroupMetadata, generation: int, assignments: dict[str, bytes]) -> None:
+        """The leader's assignment, stored before anyone gets it; members it leaves out get an empty one."""
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+        error = await self._store_group(group)
+        if not (group.is_(_COMPLETING) and group.generation_id == generation):
+            return  # a member left or joined meanwhile: that rebalance answers the waiters
+        if error is not errors.NONE:
+            self._reset_and_propagate_assignment_error(group, error)
+            self._prepare_rebalance(group, f"storing the assignment failed: {error}")
+            return
+        group.transition_to(_STABLE, now_ms())
+        for member in group.members.values():
+            if member.sync_waiter is not None:
+                member.sync_waiter.complete(self._sync_answer(group, member))
+                member.sync_waiter = None
+
+    # -- Heartbeat, LeaveGroup ----------------------------------------------------------------------------------
+
+    async def handle_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        self._owner(request.group_id)
+        group = self._groups.get(request.group_id)
+        member = self._member(group, request.member_id, request.group_instance_id)
+        assert group is not None
+        if group.is_(_EMPTY):
+            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {group.group_id} is empty")
+        if request.generation_id != group.generation_id:
+            raise _fail(errors.ILLEGAL_GENERATION, f"generation {request.generation_id} is not the group's "
+                                                   f"{group.generation_id}")
+        self._complete_and_schedule_next_heartbeat(group, member)
+        return HeartbeatResponse(HEARTBEAT_ANSWERS[group.state].code)
+
+    async def handle_leave_group(self, request: LeaveGroupRequest) -> LeaveGroupResponse:
+        self._owner(request.group_id)
+        group = self._groups.get(request.group_id)
+        if group is not None and group.is_(_DEAD):
+            raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {request.group_id} is being removed")
+        results = []
+        for identity in request.members:
+            error = self._leave(group, identity.member_id, identity.group_instance_id)
+            results.append(LeaveGroupMemberResponse(identity.member_id, identity.group_instance_id, error.code))
+        return LeaveGroupResponse(errors.NONE.code, results)
+
+    def _leave(self, group: GroupMetadata | None, member_id: str, instance_id: str | None) -> ErrorCode:
+        if group is None:
+            return errors.UNKNOWN_MEMBER_ID
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is None:
+                return errors.UNKNOWN_MEMBER_ID
+            if member_id and holder != member_id:
+                return errors.FENCED_INSTANCE_ID
+            member_id = holder
+        elif member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._try_complete_join(group)
+            return errors.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return errors.UNKNOWN_MEMBER_ID
+        log.info("broker %d: group %s: member %s left", self.broker_id, group.group_id, member_id)
+        self._remove_member_and_update_group(group, member)
+        return errors.NONE
+
+    # -- offsets ------------------------------------------------------------------------------------------------
+
+    async def handle_commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        """Commit for a member of the current generation, or (generation -1) for a group no member manages."""
+        owned = self._owner(request.group_id)
+        group = self._groups.get(request.group_id)
+        if request.generation_id < 0 and (group is None or (group.is_(_EMPTY) and not request.member_id)):
+            group = group or self._add_group(owned, request.group_id)
+        else:
+            self._check_member_commit(group, request)
+            assert group is not None
+            self._complete_and_schedule_next_heartbeat(group, group.members[request.member_id])
+        limit = self.config["offset.metadata.max.bytes"]
+        timestamp = now_ms()
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        results = []
+        for p in request.partitions:
+            if p.committed_metadata is not None and len(p.committed_metadata.encode()) > limit:
+                results.append(OffsetCommitPartitionResponse(
+                    p.topic, p.partition, errors.OFFSET_METADATA_TOO_LARGE.code,
+                    f"commit metadata is longer than {limit} bytes (offset.metadata.max.bytes)"))
+                continue
+            accepted[TopicPartition(p.topic, p.partition)] = OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch, p.committed_metadata, timestamp)
+            results.append(OffsetCommitPartitionResponse(p.topic, p.partition, errors.NONE.code))
+        if accepted:
+            error = await self._finish(group, lambda: self._store_offsets(group, accepted))  # type: ignore[arg-type]
+            if error is not errors.NONE:
+                for result in results:
+                    if result.error_code == errors.NONE.code:
+                        result.error_code, result.error_message = error.code, f"the commit was not stored: {error}"
+        return OffsetCommitResponse(results)
+
+    def _check_member_commit(self, group: GroupMetadata | None, request: OffsetCommitRequest) -> None:
+        if group is None:
+            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no members; commit with "
+                                                  f"generation {NO_GENERATION} from outside group management")
+        refusal = COMMIT_ANSWERS[group.state]
+        if refusal is not None:
+            raise _fail(refusal, f"group {group.group_id} is {group.state.value}")
+        self._member(group, request.member_id, request.group_instance_id)
+        if request.generation_id != group.generation_id:
+            raise _fail(errors.ILLEGAL_GENERATION, f"generation {request.generation_id} is not the group's "
+                                                   f"{group.generation_id}")
+
+    async def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+                             ) -> ErrorCode:
+        timestamp = now_ms()
+        error = await self._append(group.group_id, [offset_commit_record(group.group_id, tp, offset, timestamp)
+                                                    for tp, offset in offsets.items()])
+        if error is errors.NONE and self._groups.get(group.group_id) is group:
+            group.offsets.update(offsets)
+        return error
+
+    async def handle_fetch_offsets(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
+        self._owner(request.group_id)
+        group = self._groups.get(request.group_id)
+        offsets = group.offsets if group is not None else {}
+        wanted = sorted(offsets) if request.partitions is None else [TopicPartition(t, p) for t, p in request.partitions]
+        results = []
+        for tp in wanted:
+            found = offsets.get(tp)
+            results.append(OffsetFetchPartitionResponse(tp.topic, tp.partition, -1) if found is None else
+                           OffsetFetchPartitionResponse(tp.topic, tp.partition, found.offset, found.leader_epoch,
+                                                        found.metadata))
+        return OffsetFetchResponse(errors.NONE.code, results)
+
+    async def handle_delete_offsets(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+        """Kafka's OffsetDelete: only for topics the group does not consume now (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        self._owner(request.group_id)
+        group = self._groups.get(request.group_id)
+        if group is None:
+            raise _fail(errors.GROUP_ID_NOT_FOUND, f"group {request.group_id} does not exist")
+        if group.is_(_DEAD):
+            raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {request.group_id} is being removed")
+        subscribed = self._subscribed_topics(group)
+        results, deleted = [], []
+        for topic, partition in request.partitions:
+            if topic in subscribed:
+                results.append(OffsetDeletePartitionResponse(topic, partition, errors.GROUP_SUBSCRIBED_TO_TOPIC.code,
+                                                             f"group {group.group_id} consumes {topic}"))
+            else:
+                deleted.append(TopicPartition(topic, partition))
+                results.append(OffsetDeletePartitionResponse(topic, partition, errors.NONE.code))
+        if deleted:
+            error = await self._finish(group, lambda: self._delete_offsets(group, deleted))
+            if error is not errors.NONE:
+                raise _fail(error, "the deletion was not stored")
+        return OffsetDeleteResponse(errors.NONE.code, results)
+
+    @staticmethod
+    def _subscribed_topics(group: GroupMetadata) -> set[str]:
+        """What the members of a consumer group subscribe to; a group of another protocol type is left alone."""
+        if group.is_(_EMPTY):
+            return set()
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
+            return {tp.topic for tp in group.offsets}
+        topics: set[str] = set()
+        for member in group.members.values():
+            try:
+                topics.update(decode_subscription(member.metadata(group.protocol_name)).topics)
+            except KafkaError:
+                return {tp.topic for tp in group.offsets}
+        return topics
+
+    async def _delete_offsets(self, group: GroupMetadata, partitions: list[TopicPartition],
+                              delete_group: bool = False) -> ErrorCode:
+        timestamp = now_ms()
+        records = [offset_commit_record(group.group_id, tp, None, timestamp) for tp in partitions if tp in group.offsets]
+        if delete_group:
+            records.append(group_metadata_record(None, group.group_id, timestamp))
+        error = await self._append(group.group_id, records) if records else errors.NONE
+        if error is errors.NONE:
+            for tp in partitions:
+                group.offsets.pop(tp, None)
+        return error
+
+    # -- groups -------------------------------------------------------------------------------------------------
+
+    async def handle_describe_groups(self, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+        return DescribeGroupsResponse([self._describe(group_id) for group_id in request.groups])
+
+    def _describe(self, group_id: str) -> DescribedGroup:
+        try:
+            self._owner(group_id)
+        except KafkaError as exc:
+            return DescribedGroup(exc.code, group_id, error_message=exc.message)
+        group = self._groups.get(group_id)
+        if group is None:
+            return DescribedGroup(errors.NONE.code, group_id, _DEAD.value)
+        protocol = group.protocol_name or ""
+        stable = group.is_(_STABLE)
+        members = [DescribedGroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                        m.metadata(protocol) if protocol else b"", m.assignment if stable else b"")
+                   for m in group.members.values()]
+        return DescribedGroup(errors.NONE.code, group_id, group.state.value, group.protocol_type or "",
+                              protocol if stable or group.is_(_COMPLETING) else "", members)
+
+    async def handle_list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
+        unknown = [name for name in request.states_filter if name not in STATES_BY_NAME]
+        if unknown:
+            raise _fail(errors.INVALID_REQUEST, f"unknown group states {unknown}; the states are "
+                                                f"{sorted(STATES_BY_NAME)}")
+        if any(not owned.loaded for owned in self._partitions.values()):
+            raise _fail(errors.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading groups")
+        wanted = {STATES_BY_NAME[name] for name in request.states_filter}
+        return ListGroupsResponse(errors.NONE.code, [
+            ListedGroup(group.group_id, group.protocol_type or "", group.state.value)
+            for group in sorted(self._groups.values(), key=lambda g: g.group_id)
+            if not wanted or group.state in wanted])
+
+    async def handle_delete_groups(self, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        results = []
+        for group_id in request.groups_names:
+            try:
+                await self._delete_group(group_id)
+                results.append(DeletableGroupResult(group_id, errors.NONE.code))
+            except KafkaError as exc:
+                results.append(DeletableGroupResult(group_id, exc.code, exc.message))
+        return DeleteGroupsResponse(results)
+
+    async def _delete_group(self, group_id: str) -> None:
+        self._owner(group_id)
+        group = self._groups.get(group_id)
+        if group is None or group.is_(_DEAD):
+            raise _fail(errors.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+        if not group.is_(_EMPTY):
+            raise _fail(errors.NON_EMPTY_GROUP, f"group {group_id} has {len(group.members)} members; only an "
+                                                "empty group can be deleted")
+        error = await self._finish(group, lambda: self._delete_offsets(group, list(group.offsets), delete_group=True))
+        if error is not errors.NONE:
+            raise _fail(error, "the deletion was not stored")
+        if group.is_(_EMPTY):
+            self._remove_group(group)
+
+    # -- offsets retention --------------------------------------------------------------------------------------
+
+    async def _expire_offsets_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config["offsets.retention.check.interval.ms"] / 1000)
+            await self.cleanup_group_metadata()
+
+    async def cleanup_group_metadata(self) -> None:
+        """offsets.retention.minutes: an empty group's offsets expire that long after they were committed (or
+        after the group emptied, if later); a group left with no offsets is removed, tombstone and all."""
+        retention_ms = self.config["offsets.retention.minutes"] * 60_000
+        now = now_ms()
+        for group in list(self._groups.values()):
+            if not group.is_(_EMPTY):
+                continue
+            since = group.state_timestamp_ms if group.protocol_type is not None else 0
+            expired = [tp for tp, offset in group.offsets.items()
+                       if now - max(offset.commit_timestamp_ms, since) >= retention_ms]
+            if not expired and group.offsets:
+                continue
+            error = await self._delete_offsets(group, expired, delete_group=len(expired) == len(group.offsets))
+            if error is errors.NONE and group.is_(_EMPTY) and not group.offsets:
+                log.info("broker %d: group %s expired with its offsets", self.broker_id, group.group_id)
+                self._remove_group(group)

@@ -1,0 +1,26 @@
+"""AlterConfigs (key 33), versions 0-1: replace a topic's configuration overrides.
+
+As in Kafka, the request carries the resource's whole set of overrides: anything not listed goes back to its
+default. Values are checked as at topic creation (INVALID_CONFIG names the property); null values are left out.
+"""
+
+from __future__ import annotations
+
+from kafkalite.network import requests as native
+from kafkalite.network.kafka.api import KafkaApi, Session
+from kafkalite.network.kafka.protocol import AlterConfigsRequest, AlterConfigsResponse, Message, entry
+
+
+async def handle(request: Message, session: Session) -> Message:
+    response: native.AlterConfigsResponse = await session.send(native.AlterConfigsRequest(
+        [native.AlterConfigsResource(r.resource_type, r.resource_name,
+                                     {c.name: c.value for c in r.configs if c.value is not None})
+         for r in request.resources],
+        request.validate_only))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        entry(AlterConfigsResponse, "AlterConfigsResourceResponse", error_code=r.error_code,
+              error_message=r.error_message, resource_type=r.resource_type, resource_name=r.name)
+        for r in response.results])
+
+
+API = KafkaApi(AlterConfigsRequest, AlterConfigsResponse, (0, 1), handle)

@@ -1,0 +1,68 @@
+"""What every Kafka API module declares (`KafkaApi`) and what its handler is given (`Session`).
+
+A handler translates one decoded Kafka request into the native requests the broker serves, sends them through
+`Session.send` to the same `KafkaApis` the native listener reaches, and translates the answers back into the
+Kafka response, or None when Kafka sends no response (a produce with acks=0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kafkalite.common.errors import UnknownServerError
+from kafkalite.network.kafka.protocol import Message
+from kafkalite.network.listener import call_handler
+from kafkalite.network.requests import Request, RequestContext
+from kafkalite.network.transport import Handler
+
+_T = TypeVar("_T")
+
+
+def by_topic(entries: list[_T]) -> dict[str, list[_T]]:
+    """Native per-partition entries (each with a `topic`) grouped by topic, topics and partitions in the order
+    given: Kafka's responses nest partitions under topics, and clients match them up in request order."""
+    grouped: dict[str, list[_T]] = {}
+    for item in entries:
+        grouped.setdefault(item.topic, []).append(item)  # type: ignore[attr-defined]
+    return grouped
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One request's view of the broker: its context (listener KAFKA, client id, correlation id), its version,
+    and the APIs the listener serves (ApiVersions lists them)."""
+
+    handler: Handler
+    context: RequestContext
+    version: int
+    apis: Mapping[int, KafkaApi]
+
+    async def send(self, request: Request) -> Any:
+        """The broker's response to a native request; a failure comes back as that response type's error.
+
+        Raises only if the failure cannot be carried by the response type, and then the connection is closed.
+        """
+        response = await call_handler(self.handler, request, self.context)
+        if response is None:
+            raise UnknownServerError(f"{type(request).__name__} failed and its response cannot carry the error")
+        return response
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaApi:
+    """One API key as the listener serves it: kafka-python's request and response classes, the versions
+    accepted (advertised in ApiVersions), and the handler."""
+
+    request: Any
+    response: Any
+    versions: tuple[int, int]
+    handle: Callable[[Message, Session], Awaitable[Message | None]]
+
+    @property
+    def key(self) -> int:
+        return int(self.request.API_KEY)
+
+    def supports(self, version: int) -> bool:
+        return self.versions[0] <= version <= self.versions[1]

@@ -1,0 +1,49 @@
+"""Produce (key 0), versions 3-7: record batches in, offsets out.
+
+Each partition's record set is split into its v2 batches as sent; the broker checks each one's CRC-32C
+(CORRUPT_MESSAGE on a mismatch), assigns offsets by rewriting only the base offset and partition leader epoch,
+which the CRC does not cover, and stores the bytes as they came, compressed or not. Record counts come from
+the batch headers. Replication, acks=-1 waiting, min.insync.replicas and idempotence are the broker's: a
+duplicate idempotent batch answers error 0 with its original offset, and a producer id of -1 is a plain
+non-idempotent producer. With acks=0 the client expects no response, and gets none. A record set that does not
+frame into v2 batches is refused for its partition (CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT for the
+pre-0.11 formats) while the request's other partitions are still served.
+"""
+
+from __future__ import annotations
+
+from kafkalite.common.errors import KafkaError
+from kafkalite.common.records import RecordBatch
+from kafkalite.network import requests as native
+from kafkalite.network.kafka.api import KafkaApi, Session, by_topic
+from kafkalite.network.kafka.protocol import Message, ProduceRequest, ProduceResponse, entry
+
+
+async def handle(request: Message, session: Session) -> Message | None:
+    answers: list[native.ProducePartitionResponse] = []
+    appends: list[native.ProducePartitionData] = []
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            try:
+                batches = RecordBatch.from_kafka_bytes(data.records or b"")
+            except KafkaError as exc:
+                answers.append(native.ProducePartitionResponse(topic.name, data.index, exc.code,
+                                                               error_message=exc.message))
+                continue
+            appends.append(native.ProducePartitionData(topic.name, data.index, batches))
+    if appends:
+        response = await session.send(native.ProduceRequest(request.acks, request.timeout_ms, appends,
+                                                            request.transactional_id))
+        answers += response.partitions
+    if request.acks == 0:
+        return None
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        entry(ProduceResponse, "TopicProduceResponse", name=name, partition_responses=[
+            entry(ProduceResponse, "TopicProduceResponse.PartitionProduceResponse", index=p.partition,
+                  error_code=p.error_code, base_offset=p.base_offset, log_append_time_ms=p.log_append_time,
+                  log_start_offset=p.log_start_offset, record_errors=[], error_message=p.error_message)
+            for p in partitions])
+        for name, partitions in by_topic(answers).items()])
+
+
+API = KafkaApi(ProduceRequest, ProduceResponse, (3, 7), handle)

@@ -1,0 +1,99 @@
+"""The one door to kafka-python's protocol classes: every other module of the Kafka listener imports them here.
+
+kafka-python (3.0) generates its request and response classes from Apache Kafka's own JSON message schemas,
+every version of every API, flexible versions included, with compiled encoders and decoders. They are not
+kafka-python's public API, so the version is pinned to a minor range and nothing outside this module names
+them: a change upstream is fixed here once.
+
+A message's fields are attributes named as in the schema, in snake_case (`topic_data`, `partition_index`); a
+field the decoded version does not have reads as the schema's default. Nested types are reached through the
+message class (`ProduceResponse.TopicProduceResponse.PartitionProduceResponse`); `entry` builds one by path.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+from typing import Any, NamedTuple
+
+with warnings.catch_warnings():  # its schema loader uses importlib.resources calls deprecated in Python 3.11
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin import (
+        AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+        CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
+        DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    )
+    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+    from kafka.protocol.producer import (
+        InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+    )
+
+__all__ = [
+    "AlterConfigsRequest", "AlterConfigsResponse", "ApiVersionsRequest", "ApiVersionsResponse",
+    "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
+    "FetchRequest", "FetchResponse", "InitProducerIdRequest", "InitProducerIdResponse", "ListOffsetsRequest",
+    "ListOffsetsResponse", "Message", "MetadataRequest", "MetadataResponse", "ProduceRequest", "ProduceResponse",
+    "RequestHeader", "decode_request", "encode_response", "entry", "peek_header",
+]
+
+Message = Any
+"""A kafka-python message or nested struct: untyped upstream, so typed as Any here."""
+
+_HEADER = struct.Struct(">hhi")
+
+
+class RequestHeader(NamedTuple):
+    """The part of Kafka's request header that every version shares: enough to route and answer a request."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+def peek_header(frame: bytes) -> RequestHeader | None:
+    """The api key, version and correlation id a frame starts with; None if it is too short to hold them."""
+    if len(frame) < _HEADER.size:
+        return None
+    return RequestHeader(*_HEADER.unpack_from(frame))
+
+
+def decode_request(request_type: Any, frame: bytes, version: int) -> tuple[Message, str | None]:
+    """(request, client id) from a whole frame, header included. Raises ValueError for anything malformed,
+    bytes left over after the body included (a length that does not match the request means the stream is out of
+    step); kafka-python raises several types for short or inconsistent input, all of which mean a bad frame.
+
+    Decodes in two steps, header then body, rather than with `decode`, which does not say where the body ended.
+    """
+    try:
+        reader = io.BytesIO(frame)
+        header = request_type.parse_header(reader, version=version)
+        flexible = request_type.flexible_version_q(version)
+        decode_body = request_type._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                                data_class=request_type)
+        request, end = decode_body(memoryview(frame), reader.tell())
+    except Exception as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+    if end != len(frame):
+        raise ValueError(f"{len(frame) - end} bytes follow the request body")
+    request._header = header
+    return request, header.client_id
+
+
+def encode_response(response: Message, version: int, correlation_id: int) -> bytes:
+    """The response as a length-prefixed frame with its response header (v0, or v1 for flexible versions)."""
+    response.API_VERSION = version  # before the header: kafka-python mirrors the version into a request's header
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+def entry(message_type: Any, path: str, **fields: Any) -> Message:
+    """A nested struct of `message_type`, named by its dotted type path: `entry(ProduceResponse,
+    "TopicProduceResponse.PartitionProduceResponse", index=0, ...)`."""
+    cls = message_type
+    for name in path.split("."):
+        cls = getattr(cls, name)
+    return cls(**fields)

@@ -1,0 +1,86 @@
+"""Offset ranges: how a micro-batch or a batch read divides into Spark partitions, and how much it admits.
+
+Pure functions of offsets, so the rules users rely on (no micro-batch above maxOffsetsPerTrigger, contiguous
+ranges per partition, ranges split for minPartitions without gaps or overlaps) are tested without Spark or a
+cluster. Offsets travel through Spark's checkpoint as JSON, where dict keys are strings:
+`{"orders": {"0": 123}}`, the shape Spark's Kafka source writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from kafkalite.common.types import TopicPartition
+
+Offsets = dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Records `start` (inclusive) to `end` (exclusive) of one partition: one Spark task reads exactly these."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = {}
+    for tp, offset in sorted(offsets.items()):
+        nested.setdefault(tp.topic, {})[str(tp.partition)] = offset
+    return nested
+
+
+def from_json(nested: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {TopicPartition(topic, int(partition)): offset
+            for topic, partitions in nested.items() for partition, offset in partitions.items()}
+
+
+def available(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
+    """Records between `start` and `latest`, over every partition of `latest`."""
+    return sum(max(0, offset - start[tp]) for tp, offset in latest.items())
+
+
+def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_rows: int) -> Offsets:
+    """End offsets admitting at most `max_rows` records, shared out in proportion to each partition's backlog.
+
+    Each partition gets the floor of its share, and the rows that rounding leaves over go one each to the
+    partitions with the largest remainders, so a batch holds exactly min(`max_rows`, backlog) records and even a
+    limit smaller than the number of partitions moves forward. (Spark's Kafka source rounds small shares up, which
+    can exceed the limit.)
+    """
+    backlog = {tp: max(0, offset - start[tp]) for tp, offset in latest.items()}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(latest)
+    taken = {tp: lag * max_rows // total for tp, lag in backlog.items()}
+    remainders = {tp: lag * max_rows % total for tp, lag in backlog.items()}  # integers: no rounding surprises
+    left = max_rows - sum(taken.values())
+    for tp in sorted(remainders, key=lambda tp: (-remainders[tp], tp))[:left]:
+        taken[tp] += 1
+    return {tp: start[tp] + taken[tp] if backlog[tp] else latest[tp] for tp in latest}
+
+
+def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """`ranges` cut into at least about `min_partitions` Spark partitions, each cut in proportion to its size.
+
+    As in Spark's Kafka source (KafkaOffsetRangeCalculator): a range gets round(size / total * min_partitions)
+    parts, at least one, of near-equal size; with as many ranges as `min_partitions` or more, nothing is cut.
+    """
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    result = []
+    for r in ranges:
+        parts = min(r.size, max(1, round(r.size / total * min_partitions)))
+        bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
+        result.extend(OffsetRange(r.topic, r.partition, low, high) for low, high in zip(bounds, bounds[1:]))
+    return result

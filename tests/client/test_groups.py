@@ -1,0 +1,329 @@
+"""Consumer groups end to end on a real cluster: assignors, rebalances, eviction, static members, commits."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.client import Consumer
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+GROUP_CLUSTER_CONFIG = {"offsets.topic.num.partitions": 5, "replica.lag.time.max.ms": 10000, "zookeeper.session.timeout.ms": 6000,
+                        "group.min.session.timeout.ms": 1000}
+ALL = {TopicPartition("events", p) for p in range(6)}
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    async with Cluster(brokers=3, config=GROUP_CLUSTER_CONFIG, seed=5) as running:
+        await running.create_topic("events", partitions=6, replication_factor=3)
+        yield running
+
+
+def member(cluster: Any, name: str, **config: Any) -> Consumer:
+    return Consumer(cluster, {"group.id": "g", "client.id": name, "auto.offset.reset": "earliest",
+                              "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, **config})
+
+
+async def poll_until(consumers: list[Consumer], done: Any, timeout: float = 60) -> None:
+    """Poll every consumer (as concurrently running applications would) until `done()` holds."""
+    with trio.fail_after(timeout):
+        while not done():
+            async with trio.open_nursery() as nursery:
+                for consumer in consumers:
+                    nursery.start_soon(consumer.poll, 0.2)
+
+
+def disjoint_and_covering(consumers: list[Consumer]) -> bool:
+    assignments = [c.assignment() for c in consumers]
+    return all(assignments) and sum(map(len, assignments)) == len(ALL) and set().union(*assignments) == ALL
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+async def test_three_consumers_split_six_partitions(autojump_clock: Any, cluster: Cluster, strategy: str) -> None:
+    async with member(cluster, "a", partition_assignment_strategy=strategy) as a, \
+            member(cluster, "b", partition_assignment_strategy=strategy) as b, \
+            member(cluster, "c", partition_assignment_strategy=strategy) as c:
+        for consumer in (a, b, c):
+            consumer.subscribe(["events"])
+        await poll_until([a, b, c], lambda: disjoint_and_covering([a, b, c]))
+        assert sorted(len(x.assignment()) for x in (a, b, c)) == [2, 2, 2]
+
+
+
+async def test_cooperative_sticky_keeps_unaffected_partitions(autojump_clock: Any, cluster: Cluster) -> None:
+    revoked: dict[str, set[TopicPartition]] = {"a": set(), "b": set()}
+    async with member(cluster, "a", partition_assignment_strategy="cooperative-sticky") as a, \
+            member(cluster, "b", partition_assignment_strategy="cooperative-sticky") as b:
+        a.subscribe(["events"], on_revoke=revoked["a"].update)
+        b.subscribe(["events"], on_revoke=revoked["b"].update)
+        async with member(cluster, "c", partition_assignment_strategy="cooperative-sticky") as c:
+            c.subscribe(["events"])
+            await poll_until([a, b, c], lambda: disjoint_and_covering([a, b, c]))
+            kept_a, kept_b = a.assignment(), b.assignment()
+            revoked["a"].clear()
+            revoked["b"].clear()
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        assert kept_a <= a.assignment() and kept_b <= b.assignment()
+        assert revoked == {"a": set(), "b": set()}  # nothing of theirs stopped while c's partitions moved
+        assert sorted(len(x.assignment()) for x in (a, b)) == [3, 3]
+
+
+async def crashed(consumer: Consumer, nursery: trio.Nursery) -> trio.CancelScope:
+    """Run `consumer` polling in a task whose cancellation is a crash: no commit, no LeaveGroup."""
+    scope = trio.CancelScope()
+
+    async def run() -> None:
+        with scope:
+            async with consumer:
+                consumer.subscribe(["events"])
+                while True:
+                    await consumer.poll(0.2)
+
+    nursery.start_soon(run)
+    return scope
+
+
+async def test_a_crashed_consumer_is_evicted_after_its_session_timeout(autojump_clock: Any, cluster: Cluster) -> None:
+    async with member(cluster, "a") as a, member(cluster, "b") as b, trio.open_nursery() as nursery:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        c = member(cluster, "c")
+        scope = await crashed(c, nursery)
+        await poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        scope.cancel()
+        crashed_at = trio.current_time()
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        assert trio.current_time() - crashed_at >= 5  # session.timeout.ms, from its last heartbeat
+
+
+async def test_a_consumer_that_stops_polling_is_evicted_and_told(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.client import PollIntervalExceededError
+
+    async with member(cluster, "a") as a, member(cluster, "b", max_poll_interval_ms=8000) as b:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        stopped_at = trio.current_time()
+        await poll_until([a], lambda: a.assignment() == ALL)  # b does not poll: it leaves, a takes everything
+        assert trio.current_time() - stopped_at >= 8
+        with pytest.raises(PollIntervalExceededError, match="max.poll.interval.ms"):
+            await b.poll(0)
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))  # the poll after the error rejoins
+
+
+async def test_a_static_member_restarting_within_its_session_keeps_its_partitions(autojump_clock: Any,
+                                                                                   cluster: Cluster) -> None:
+    async with member(cluster, "a", group_instance_id="a") as a, member(cluster, "b", group_instance_id="b") as b, \
+            trio.open_nursery() as nursery:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        scope = await crashed(member(cluster, "c1", group_instance_id="c"), nursery)
+        await poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2)
+        generation, before = a._coordinator.generation, ALL - a.assignment() - b.assignment()  # type: ignore
+        scope.cancel()
+        await trio.sleep(2)  # well within the 6 s session
+        async with member(cluster, "c2", group_instance_id="c") as c:
+            c.subscribe(["events"])
+            await poll_until([a, b, c], lambda: c.assignment() == before)
+            await poll_until([a, b, c], lambda: trio.current_time() > 20)  # past the old session's end
+            assert c.assignment() == before
+            assert a._coordinator.generation == b._coordinator.generation == generation  # type: ignore
+
+
+def coordinator_broker(cluster: Cluster, group_id: str) -> int:
+    for broker_id in cluster.live_broker_ids:
+        coordinator = cluster.broker(broker_id).group_coordinator
+        if coordinator.group(group_id) is not None:
+            return broker_id
+    raise AssertionError(f"no broker coordinates {group_id}")
+
+
+async def test_commits_survive_killing_the_coordinator_and_the_group_reforms(autojump_clock: Any,
+                                                                             cluster: Cluster) -> None:
+    async with member(cluster, "a", enable_auto_commit=False) as a, \
+            member(cluster, "b", enable_auto_commit=False) as b:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        offsets = {tp: 10 + tp.partition for tp in a.assignment()}
+        await a.commit(offsets)
+        await b.commit({tp: 20 + tp.partition for tp in b.assignment()})
+        old = coordinator_broker(cluster, "g")
+        await cluster.kill_broker(old)
+        await poll_until([a, b], lambda: a._coordinator.coordinator_id not in (None, old)  # type: ignore
+                         and disjoint_and_covering([a, b]) and a._coordinator.stable)  # type: ignore
+        new = coordinator_broker(cluster, "g")
+        assert new != old
+        group = cluster.broker(new).group_coordinator.group("g")
+        assert group is not None and group.state.value == "Stable" and len(group.members) == 2
+        committed = await a.committed(ALL)
+        assert {tp: o.offset for tp, o in committed.items() if o is not None} == {
+            **offsets, **{tp: 20 + tp.partition for tp in ALL - set(offsets)}}
+        await a.commit({tp: 100 for tp in a.assignment()})  # the new coordinator takes commits too
+        assert {o.offset for o in (await b.committed(a.assignment())).values()} == {100}
+
+
+async def test_at_least_once_through_a_broker_kill_and_a_consumer_restart(autojump_clock: Any,
+                                                                          cluster: Cluster) -> None:
+    from kafkalite.client import Producer
+
+    values = [b"%d" % i for i in range(600)]
+    processed: list[bytes] = []
+
+    async def consume_until(consumer: Consumer, stop: Any) -> None:
+        consumer.subscribe(["events"])
+        while not stop():
+            records = await consumer.poll(0.5)
+            processed.extend(r.value for r in records)  # type: ignore[misc]
+            if records:
+                await consumer.commit()  # after processing: nothing processed-but-uncommitted is lost
+
+    async with Producer(cluster, linger_ms=0) as producer:
+        for value in values[:300]:
+            await producer.send("events", value, key=value)
+        await producer.flush()
+    cfg = {"enable.auto.commit": False, "max.poll.records": 50}
+    async with member(cluster, "a", **cfg) as a, trio.open_nursery() as nursery:
+        nursery.start_soon(consume_until, a, lambda: len(set(processed)) >= len(values))
+        first = member(cluster, "b1", **cfg)
+        scope = trio.CancelScope()
+
+        async def run_first() -> None:
+            with scope:
+                async with first:
+                    await consume_until(first, lambda: False)
+
+        nursery.start_soon(run_first)
+        await trio.sleep(1)
+        scope.cancel()  # b1 crashes mid-stream, with records processed since its last commit or not
+        await cluster.kill_broker(coordinator_broker(cluster, "g"))
+        async with Producer(cluster, linger_ms=0) as producer:
+            for value in values[300:]:
+                await producer.send("events", value, key=value)
+            await producer.flush()
+        async with member(cluster, "b2", **cfg) as b2:
+            with trio.fail_after(120):
+                await consume_until(b2, lambda: len(set(processed)) >= len(values))
+    assert set(processed) == set(values)
+
+
+async def test_a_pattern_subscription_picks_up_a_topic_created_later(autojump_clock: Any, cluster: Cluster) -> None:
+    async with member(cluster, "a", metadata_max_age_ms=2000) as a:
+        a.subscribe(pattern=r"ev.*")
+        await poll_until([a], lambda: a.assignment() == ALL)
+        await cluster.create_topic("evolved", partitions=2, replication_factor=1)
+        await cluster.create_topic("other", partitions=1, replication_factor=1)
+        await poll_until([a], lambda: a.assignment() == ALL | {TopicPartition("evolved", 0),
+                                                              TopicPartition("evolved", 1)})
+        assert a.subscription() == {"events", "evolved"}
+
+
+async def test_a_closing_consumer_commits_its_positions(autojump_clock: Any, cluster: Cluster) -> None:
+    for p in range(6):
+        await cluster.produce("events", p, [Record(None, b"x")] * 3)
+    async with member(cluster, "a") as a:
+        a.subscribe(["events"])
+        seen = 0
+        with trio.fail_after(30):
+            while seen < 18:
+                seen += len(await a.poll(0.5))
+    async with member(cluster, "b") as b:
+        assert {o.offset for o in (await b.committed(ALL)).values() if o is not None} == {3}
+        b.subscribe(["events"])
+        assert await b.poll(2) == []  # starts at the committed offsets: nothing is read twice
+
+
+async def test_a_group_over_tcp(autojump_clock: Any, cluster: Cluster) -> None:
+    servers = cluster.bootstrap_servers
+    async with member(servers, "a") as a, member(servers, "b") as b:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        await a.commit({tp: 1 for tp in a.assignment()})
+        assert {o.offset for o in (await b.committed(a.assignment())).values()} == {1}
+
+
+async def test_admin_lists_describes_resets_and_deletes_groups(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.client import Admin
+    from kafkalite.common.errors import GroupIdNotFoundError, NonEmptyGroupError
+
+    for p in range(6):
+        await cluster.produce("events", p, [Record(None, b"x", 1000 + i) for i in range(10)])
+    async with Admin(cluster) as admin, member(cluster, "a", enable_auto_commit=False) as a:
+        a.subscribe(["events"])
+        await poll_until([a], lambda: a.assignment() == ALL)
+        await a.commit({tp: 4 for tp in ALL})
+        described = (await admin.describe_groups(["g"]))["g"]
+        assert described.state == "Stable" and described.protocol == "range"
+        assert set(described.members[0].assignment) == ALL and described.members[0].client_id == "a"
+        assert [(g.group_id, g.state) for g in await admin.list_groups()] == [("g", "Stable")]
+        offsets = await admin.list_group_offsets("g")
+        assert {(o.committed, o.log_end_offset, o.lag) for o in offsets.values()} == {(4, 10, 6)}
+        with pytest.raises(NonEmptyGroupError, match="Stable"):
+            await admin.reset_group_offsets("g", sorted(ALL), "earliest")
+        with pytest.raises(NonEmptyGroupError):
+            await admin.delete_groups(["g"])
+        assert (await admin.list_group_offsets("g"))[TopicPartition("events", 0)].committed == 4  # unchanged
+    async with Admin(cluster) as admin:
+        tp0 = TopicPartition("events", 0)
+        assert await admin.reset_group_offsets("g", [tp0], "shift", -3) == {tp0: 1}
+        assert await admin.reset_group_offsets("g", [tp0], "shift", -30) == {tp0: 0}  # clamped to the start
+        assert await admin.reset_group_offsets("g", [tp0], "latest") == {tp0: 10}
+        assert await admin.reset_group_offsets("g", [tp0], "offset", 7) == {tp0: 7}
+        assert await admin.reset_group_offsets("g", [tp0], "earliest", dry_run=True) == {tp0: 0}
+        assert await admin.reset_group_offsets("g", [tp0], "datetime", 1005) == {tp0: 5}
+        assert await admin.reset_group_offsets("g", [tp0], "datetime", 0) == {tp0: 0}
+        assert (await admin.list_group_offsets("g"))[tp0].committed == 0
+        with pytest.raises(ValueError, match="reset spec"):
+            await admin.reset_group_offsets("g", [tp0], "yesterday")
+        await admin.delete_groups(["g"])
+        assert await admin.list_group_offsets("g") == {}
+        with pytest.raises(GroupIdNotFoundError):
+            await admin.delete_groups(["g"])
+
+
+def test_the_embedded_cluster_serves_groups_synchronously() -> None:
+    from kafkalite.embedded import EmbeddedCluster
+
+    with EmbeddedCluster(brokers=1, config={"offsets.topic.num.partitions": 2}) as cluster:
+        cluster.create_topic("sync-events", partitions=2)
+        with cluster.producer(linger_ms=0) as producer:
+            for i in range(4):
+                producer.send("sync-events", b"%d" % i, partition=i % 2).result(10)
+        with cluster.consumer(group_id="sync", auto_offset_reset="earliest") as consumer:
+            consumer.subscribe(["sync-events"])
+            seen: list[bytes] = []
+            for record in consumer:
+                seen.append(record.value)
+                if len(seen) == 4:
+                    break
+            consumer.commit()
+        with cluster.admin() as admin:
+            assert {o.committed for o in admin.list_group_offsets("sync").values()} == {2}
+            assert admin.describe_groups(["sync"])["sync"].state == "Empty"
+
+
+async def test_a_bad_subscription_is_refused_before_the_consumer_joins(autojump_clock: Any, cluster: Cluster) -> None:
+    async with member(cluster, "a") as consumer:
+        with pytest.raises(errors.InvalidTopicError, match="illegal"):
+            consumer.subscribe(["orders", "no spaces allowed"])
+        with pytest.raises(errors.InvalidTopicError, match="empty"):
+            consumer.subscribe([""])
+        with pytest.raises(ValueError, match="is not a regular expression"):
+            consumer.subscribe(pattern="(")
+        with pytest.raises(TypeError, match="regular expression"):
+            consumer.subscribe(pattern=42)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="topics or a pattern"):
+            consumer.subscribe(["orders"], pattern="orders")
+        assert consumer.subscription() == set() and consumer.assignment() == set()
+        consumer.subscribe(["orders"])  # the consumer is still usable
+        assert consumer.subscription() == {"orders"}

@@ -1,0 +1,204 @@
+"""The group coordinator over raw requests: joins, syncs, heartbeats, commits, and bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.consumer_protocol import Assignment, encode_assignment
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import (
+    HeartbeatRequest, OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest, SyncGroupAssignment,
+    SyncGroupRequest,
+)
+from tests.coordinator.conftest import coordinator_of, join_request, send
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+
+async def test_one_member_joins_syncs_commits_and_fetches(autojump_clock: Any, cluster: Cluster) -> None:
+    coordinator = await coordinator_of(cluster, "g1")
+    first = await send(cluster, coordinator, join_request("g1"))
+    assert first.error_code == errors.MEMBER_ID_REQUIRED.code and first.member_id
+    joined = await send(cluster, coordinator, join_request("g1", first.member_id))
+    assert joined.error_code == 0, joined
+    assert joined.leader == first.member_id and joined.generation_id == 1 and joined.protocol_name == "range"
+    assignment = encode_assignment(Assignment((TopicPartition("events", 0),)))
+    synced = await send(cluster, coordinator, SyncGroupRequest("g1", 1, first.member_id,
+                                                               [SyncGroupAssignment(first.member_id, assignment)]))
+    assert synced.error_code == 0 and synced.assignment == assignment
+    beat = await send(cluster, coordinator, HeartbeatRequest("g1", 1, first.member_id))
+    assert beat.error_code == 0
+    committed = await send(cluster, coordinator, OffsetCommitRequest("g1", 1, first.member_id, [
+        OffsetCommitPartition("events", 0, 42, committed_metadata="m")]))
+    assert [p.error_code for p in committed.partitions] == [0]
+    fetched = await send(cluster, coordinator, OffsetFetchRequest("g1", [("events", 0), ("events", 1)]))
+    assert [(p.partition, p.committed_offset, p.metadata) for p in fetched.partitions] == [(0, 42, "m"), (1, -1, None)]
+
+
+async def stable_member(cluster: Cluster, group_id: str = "g") -> tuple[int, str]:
+    """A one-member group in generation 1 holding events-0; (coordinator, member id)."""
+    coordinator = await coordinator_of(cluster, group_id)
+    member_id = (await send(cluster, coordinator, join_request(group_id))).member_id
+    joined = await send(cluster, coordinator, join_request(group_id, member_id))
+    assert joined.error_code == 0
+    synced = await send(cluster, coordinator, SyncGroupRequest(group_id, joined.generation_id, member_id, [
+        SyncGroupAssignment(member_id, encode_assignment(Assignment((TopicPartition("events", 0),))))]))
+    assert synced.error_code == 0
+    return coordinator, member_id
+
+
+async def group_on(cluster: Cluster, coordinator: int) -> str:
+    """A group id that no one uses, coordinated by `coordinator`."""
+    for n in range(100):
+        if await coordinator_of(cluster, f"unused-{n}") == coordinator:
+            return f"unused-{n}"
+    raise AssertionError("no group id maps to the coordinator")
+
+
+def state(cluster: Cluster, coordinator: int, group_id: str = "g") -> tuple[str, int, list[str]]:
+    group = cluster.broker(coordinator).group_coordinator.group(group_id)
+    assert group is not None
+    return group.state.value, group.generation_id, sorted(group.members)
+
+
+async def test_bad_commits_leave_the_group_as_it_was(autojump_clock: Any, cluster: Cluster) -> None:
+    coordinator, member_id = await stable_member(cluster)
+    before = state(cluster, coordinator)
+    cases = [
+        (OffsetCommitRequest("g", 0, member_id, [OffsetCommitPartition("events", 0, 5)]), errors.ILLEGAL_GENERATION),
+        (OffsetCommitRequest("g", 1, "stranger", [OffsetCommitPartition("events", 0, 5)]), errors.UNKNOWN_MEMBER_ID),
+        (OffsetCommitRequest("", 1, member_id, [OffsetCommitPartition("events", 0, 5)]), errors.INVALID_GROUP_ID),
+        (OffsetCommitRequest("g", -1, "", [OffsetCommitPartition("events", 0, 5)]), errors.UNKNOWN_MEMBER_ID),
+        (OffsetCommitRequest("g", 1, member_id, [OffsetCommitPartition("nowhere", 0, 5)]),
+         errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (OffsetCommitRequest("g", 1, member_id, [OffsetCommitPartition("events", 0, 5, -1, "m" * 5000)]),
+         errors.OFFSET_METADATA_TOO_LARGE),
+        (OffsetCommitRequest("g", 1, member_id, [OffsetCommitPartition("events", 0, -7)]), errors.INVALID_REQUEST),
+    ]
+    for request, expected in cases:
+        response = await send(cluster, coordinator, request)
+        assert [p.error_code for p in response.partitions] == [expected.code], (request, response)
+        assert response.partitions[0].error_message
+    assert state(cluster, coordinator) == before
+    fetched = await send(cluster, coordinator, OffsetFetchRequest("g", [("events", 0)]))
+    assert fetched.partitions[0].committed_offset == -1  # none of them was stored
+
+
+async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.network.requests import FindCoordinatorRequest, JoinGroupProtocol, JoinGroupRequest
+
+    coordinator, member_id = await stable_member(cluster)
+    before = state(cluster, coordinator)
+    unknown_topic = encode_assignment(Assignment((TopicPartition("nowhere", 0),)))
+    cases = [
+        (FindCoordinatorRequest(""), errors.INVALID_GROUP_ID),
+        (FindCoordinatorRequest("g", 1), errors.INVALID_REQUEST),
+        (join_request(""), errors.INVALID_GROUP_ID),
+        (join_request("g", session_timeout_ms=10), errors.INVALID_SESSION_TIMEOUT),
+        (join_request("g", session_timeout_ms=10**8), errors.INVALID_SESSION_TIMEOUT),
+        (join_request("g", rebalance_timeout_ms=0), errors.INVALID_REQUEST),
+        (join_request("g", "stranger"), errors.UNKNOWN_MEMBER_ID),
+        (join_request("g", protocols=("roundrobin",)), errors.INCONSISTENT_GROUP_PROTOCOL),
+        (join_request("g", protocols=("range", "range")), errors.INVALID_REQUEST),
+        (join_request("g", instance_id=""), errors.INVALID_REQUEST),
+        (JoinGroupRequest("g", 10000, 10000, "", "consumer", [JoinGroupProtocol("range", b"\x00")]),
+         errors.INVALID_REQUEST),
+        (JoinGroupRequest("g", 10000, 10000, "", "consumer", []), errors.INCONSISTENT_GROUP_PROTOCOL),
+        (SyncGroupRequest("g", 0, member_id), errors.ILLEGAL_GENERATION),
+        (SyncGroupRequest("g", 1, "stranger"), errors.UNKNOWN_MEMBER_ID),
+        (SyncGroupRequest("", 1, member_id), errors.INVALID_GROUP_ID),
+        (SyncGroupRequest("g", 1, member_id, [SyncGroupAssignment(member_id, unknown_topic)]),
+         errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (SyncGroupRequest("g", 1, member_id, [SyncGroupAssignment(member_id, b"\x00")]), errors.INVALID_REQUEST),
+        (SyncGroupRequest("g", 1, member_id, protocol_name="roundrobin"), errors.INCONSISTENT_GROUP_PROTOCOL),
+        (HeartbeatRequest("g", 0, member_id), errors.ILLEGAL_GENERATION),
+        (HeartbeatRequest("g", 1, "stranger"), errors.UNKNOWN_MEMBER_ID),
+        (HeartbeatRequest("", 1, member_id), errors.INVALID_GROUP_ID),
+    ]
+    for request, expected in cases:
+        response = await send(cluster, coordinator, request)
+        assert response.error_code == expected.code, (request, response)
+        assert response.error_message, request
+    assert state(cluster, coordinator) == before
+
+
+async def test_bad_group_admin_requests_are_refused(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.network.requests import (
+        DeleteGroupsRequest, DescribeGroupsRequest, LeaveGroupRequest, ListGroupsRequest, MemberIdentity,
+        OffsetDeleteRequest,
+    )
+
+    coordinator, member_id = await stable_member(cluster)
+    before = state(cluster, coordinator)
+    left = await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity("stranger"),
+                                                                     MemberIdentity("", "no-such-instance")]))
+    assert [m.error_code for m in left.members] == [errors.UNKNOWN_MEMBER_ID.code] * 2
+    assert (await send(cluster, coordinator, LeaveGroupRequest("", []))).error_code == errors.INVALID_GROUP_ID.code
+    described = await send(cluster, coordinator, DescribeGroupsRequest(["", "g"]))
+    assert [g.error_code for g in described.groups] == [errors.INVALID_GROUP_ID.code, 0]
+    assert described.groups[1].group_state == "Stable" and described.groups[1].members[0].member_id == member_id
+    listed = await send(cluster, coordinator, ListGroupsRequest(["Sleeping"]))
+    assert listed.error_code == errors.INVALID_REQUEST.code and "Sleeping" in listed.error_message
+    never = await group_on(cluster, coordinator)
+    deleted = await send(cluster, coordinator, DeleteGroupsRequest(["g", never, ""]))
+    assert [r.error_code for r in deleted.results] == [errors.NON_EMPTY_GROUP.code,
+                                                       errors.GROUP_ID_NOT_FOUND.code, errors.INVALID_GROUP_ID.code]
+    offsets = await send(cluster, coordinator, OffsetDeleteRequest("g", [("events", 0)]))
+    assert [p.error_code for p in offsets.partitions] == [errors.GROUP_SUBSCRIBED_TO_TOPIC.code]
+    gone = await send(cluster, coordinator, OffsetDeleteRequest(never, [("events", 0)]))
+    assert gone.error_code == errors.GROUP_ID_NOT_FOUND.code
+    fetched = await send(cluster, coordinator, OffsetFetchRequest(""))
+    assert fetched.error_code == errors.INVALID_GROUP_ID.code
+    assert state(cluster, coordinator) == before
+
+
+async def test_other_brokers_answer_not_coordinator_and_clients_cannot_write_offsets(autojump_clock: Any,
+                                                                                    cluster: Cluster) -> None:
+    from kafkalite.common.records import Record, RecordBatch
+    from kafkalite.network.requests import ProducePartitionData, ProduceRequest
+
+    coordinator, member_id = await stable_member(cluster)
+    other = next(b for b in cluster.live_broker_ids if b != coordinator)
+    beat = await send(cluster, other, HeartbeatRequest("g", 1, member_id))
+    assert beat.error_code == errors.NOT_COORDINATOR.code
+    produced = await send(cluster, coordinator, ProduceRequest(-1, 1000, [ProducePartitionData(
+        "__consumer_offsets", 0, [RecordBatch.from_records([Record(b"k", b"v")])])]))
+    assert produced.partitions[0].error_code == errors.INVALID_TOPIC_EXCEPTION.code
+
+
+async def test_groups_and_offsets_are_deleted_with_tombstones(autojump_clock: Any, cluster: Cluster) -> None:
+    from kafkalite.network.requests import DeleteGroupsRequest, LeaveGroupRequest, MemberIdentity
+
+    coordinator, member_id = await stable_member(cluster)
+    await send(cluster, coordinator, OffsetCommitRequest("g", 1, member_id, [OffsetCommitPartition("events", 0, 9)]))
+    await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity(member_id)]))
+    assert state(cluster, coordinator)[0] == "Empty"
+    deleted = await send(cluster, coordinator, DeleteGroupsRequest(["g"]))
+    assert deleted.results[0].error_code == 0
+    assert cluster.broker(coordinator).group_coordinator.group("g") is None
+    await cluster.kill_broker(coordinator)  # the next coordinator replays the tombstones: nothing comes back
+    while (new := await coordinator_of(cluster, "g")) == coordinator:
+        await trio.sleep(0.5)
+    while (await send(cluster, new, OffsetFetchRequest("g", [("events", 0)]))).error_code:
+        await trio.sleep(0.1)
+    fetched = await send(cluster, new, OffsetFetchRequest("g", [("events", 0)]))
+    assert fetched.partitions[0].committed_offset == -1
+
+
+async def test_an_empty_groups_offsets_expire_after_the_retention(autojump_clock: Any, cluster: Cluster) -> None:
+    coordinator = await coordinator_of(cluster, "standalone")
+    committed = await send(cluster, coordinator, OffsetCommitRequest("standalone", -1, "", [
+        OffsetCommitPartition("events", 1, 3)]))
+    assert committed.partitions[0].error_code == 0
+    group_coordinator = cluster.broker(coordinator).group_coordinator
+    await trio.sleep(group_coordinator.config["offsets.retention.minutes"] * 60 - 60)
+    await group_coordinator.cleanup_group_metadata()
+    assert group_coordinator.group("standalone") is not None
+    await trio.sleep(120)
+    await group_coordinator.cleanup_group_metadata()
+    assert group_coordinator.group("standalone") is None

@@ -1,0 +1,151 @@
+"""Bad input on a broker's KAFKA listener, for every API: answered where the API has an error code, cut off where
+the stream cannot be trusted, and the broker keeps serving with everything acknowledged intact.
+
+These run on the real clock: the kernel moves the bytes. Nothing sleeps; timeouts are safety nets.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+import trio
+
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.records import Record, RecordBatch
+from kafkalite.network.codec import FrameDecoder
+from kafkalite.network.kafka.apis import APIS
+from kafkalite.network.kafka.protocol import (
+    ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, entry,
+)
+
+SAFETY_TIMEOUT = 20
+TOPIC = "orders"
+
+
+def request_frame(api_key: int, version: int | None = None, **fields: object) -> bytes:
+    """A well-formed request frame for `api_key` (its fields' defaults unless given), length prefix included."""
+    api = APIS[api_key]
+    request = api.request(version=api.versions[1] if version is None else version, **fields)
+    request.with_header(correlation_id=7, client_id="bad-input")
+    return bytes(request.encode(header=True, framed=True))
+
+
+def produce_frame(batch: bytes, acks: int = -1) -> bytes:
+    return request_frame(0, acks=acks, timeout_ms=5000, transactional_id=None, topic_data=[
+        entry(ProduceRequest, "TopicProduceData", name=TOPIC, partition_data=[
+            entry(ProduceRequest, "TopicProduceData.PartitionProduceData", index=0, records=batch)])])
+
+
+def kafka_batch(value: bytes) -> bytes:
+    return RecordBatch.from_records([Record(b"k", value, 1_700_000_000_000)]).to_kafka_bytes()
+
+
+def truncated(frame: bytes) -> bytes:
+    """The frame with its last body byte cut off and its length prefix saying so: a body too short for its
+    schema."""
+    body = frame[4:-1]
+    return struct.pack(">i", len(body)) + body
+
+
+def bad_crc(frame_bytes: bytes) -> bytes:
+    data = bytearray(frame_bytes)
+    data[-1] ^= 0xFF  # the last byte of the record batch, inside what the CRC covers
+    return bytes(data)
+
+
+def with_version(frame: bytes, version: int) -> bytes:
+    return frame[:6] + struct.pack(">h", version) + frame[8:]
+
+
+CLOSED = None
+BAD_INPUTS: dict[str, tuple[bytes, int | None]] = {
+    # kind: (bytes sent, error code answered with or CLOSED)
+    **{f"truncated {api.request.name}": (truncated(request_frame(key)), CLOSED) for key, api in APIS.items()},
+    **{f"unsupported version of {api.request.name}": (with_version(request_frame(key), api.versions[1] + 1), CLOSED)
+       for key, api in APIS.items() if key != 18},
+    "unsupported version of ApiVersions": (with_version(request_frame(18), 99), errors.UNSUPPORTED_VERSION.code),
+    "unknown api key": (struct.pack(">ihhih", 10, 9999, 0, 7, -1), CLOSED),
+    "frame too short for a header": (struct.pack(">i", 3) + b"\x00\x00\x00", CLOSED),
+    "oversized frame": (struct.pack(">i", 200 * 1024 * 1024), CLOSED),
+    "half a frame, then gone": (struct.pack(">i", 1000) + b"\x00" * 10, CLOSED),
+    "length longer than the request": (struct.pack(">i", 100) + request_frame(3)[4:] + b"\x00" * 80, CLOSED),
+    "random bytes": (random.Random(15).randbytes(4096), CLOSED),
+    "bad crc": (bad_crc(produce_frame(kafka_batch(b"corrupt"))), errors.CORRUPT_MESSAGE.code),
+    "not a record batch": (produce_frame(b"\x00" * 20), errors.CORRUPT_MESSAGE.code),
+}
+
+
+async def exchange(port: int, data: bytes, answers: int | None = 1) -> list[bytes]:
+    """Send bytes, then read response frames (without their length prefix): `answers` of them, or with None
+    until the broker closes the connection."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    decoder = FrameDecoder()
+    frames: list[bytes] = []
+    async with stream:
+        await stream.send_all(data)
+        if data.startswith(struct.pack(">i", 1000)):
+            return frames  # the client leaves mid-request
+        while answers is None or len(frames) < answers:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return frames
+            decoder.feed(chunk)
+            while (found := decoder.next_frame()) is not None:
+                frames.append(found)
+    return frames
+
+
+def kafka_port(cluster: Cluster, broker_id: int) -> int:
+    return next(ep.port for ep in cluster.broker(broker_id).endpoints if ep.listener == "KAFKA")
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
+async def test_bad_input_is_answered_or_cut_off_and_the_broker_keeps_serving(kind: str) -> None:
+    data, expected = BAD_INPUTS[kind]
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=1) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            leader = cluster.leader_for(TOPIC, 0)
+            port = kafka_port(cluster, leader)
+            [acked] = await exchange(port, produce_frame(kafka_batch(b"before")))
+            assert ProduceResponse.decode(acked[4:], version=7).responses[0].partition_responses[0].error_code == 0
+
+            answers = await exchange(port, data, None if expected is CLOSED else 1)
+            if expected is CLOSED:
+                assert answers == []
+            elif kind.startswith("unsupported version"):
+                (answer,) = answers
+                response = ApiVersionsResponse.decode(answer[4:], version=0)
+                assert response.error_code == expected and {a.api_key for a in response.api_keys} == set(APIS)
+            else:
+                (answer,) = answers
+                partition = ProduceResponse.decode(answer[4:], version=7).responses[0].partition_responses[0]
+                assert partition.error_code == expected
+
+            [answer] = await exchange(port, request_frame(3, version=5, topics=None))
+            metadata = MetadataResponse.decode(answer[4:], version=5)
+            assert metadata.controller_id == cluster.controller_id
+            assert {b.port for b in metadata.brokers} == {kafka_port(cluster, b) for b in (1, 2, 3)}
+            assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"before"]
+
+
+async def test_acks_zero_gets_no_response_and_responses_keep_request_order() -> None:
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=2) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            pipelined = (produce_frame(kafka_batch(b"quiet"), acks=0) + request_frame(18, version=0)
+                         + produce_frame(kafka_batch(b"loud"), acks=1) + request_frame(3, version=1, topics=None))
+            versions, produced, metadata = await exchange(port, pipelined, 3)
+            assert ApiVersionsResponse.decode(versions[4:], version=0).error_code == 0
+            assert ProduceResponse.decode(produced[4:], version=7).responses[0].partition_responses[0].base_offset == 1
+            assert MetadataResponse.decode(metadata[4:], version=1).topics[0].name == TOPIC
+            await cluster.wait_until(lambda: cluster.leader_for(TOPIC, 0) >= 0)
+            found = []
+            while len(found) < 2:
+                found = await cluster.fetch(TOPIC, 0, 0)
+                await trio.sleep(0.01)
+            assert [r.value for _, r in found] == [b"quiet", b"loud"]

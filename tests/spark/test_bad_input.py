@@ -1,0 +1,107 @@
+"""Bad options fail within seconds, before any Spark job, with one message naming the option and its value."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from kafkalite.embedded import EmbeddedCluster
+from kafkalite.spark.options import source_options
+
+pytestmark = pytest.mark.spark
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def topic(cluster: EmbeddedCluster) -> str:
+    cluster.create_topic("bad-input", 2, 3)
+    return "bad-input"
+
+
+CASES = {
+    "no bootstrap servers": ({"kafka.bootstrap.servers": None, "subscribe": "bad-input"},
+                             "kafka.bootstrap.servers=(missing)"),
+    "two subscriptions": ({"subscribe": "bad-input", "subscribePattern": "bad-.*"},
+                          "subscribePattern=bad-.*: set exactly one of subscribe, subscribePattern and assign; "
+                          "subscribe=bad-input is set too"),
+    "malformed JSON offsets": ({"subscribe": "bad-input", "startingOffsets": '{"bad-input": {"0": 1'},
+                               "startingOffsets={\"bad-input\": {\"0\": 1: malformed JSON"),
+    "a partition the topic lacks": ({"subscribe": "bad-input", "startingOffsets": '{"bad-input": {"7": 0}}'},
+                                    "startingOffsets={\"bad-input\": {\"7\": 0}}: partition 7 of topic 'bad-input' "
+                                    "does not exist"),
+    "an assigned partition the topic lacks": ({"assign": '{"bad-input": [0, 5]}'},
+                                              "assign={\"bad-input\": [0, 5]}: partition 5 of topic"),
+    "an unknown failOnDataLoss": ({"subscribe": "bad-input", "failOnDataLoss": "maybe"},
+                                  "failOnDataLoss=maybe: must be one of true, false"),
+    "an unknown timestamp strategy": ({"subscribe": "bad-input", "startingOffsetsByTimestampStrategy": "newest"},
+                                      "startingOffsetsByTimestampStrategy=newest: must be one of error, latest"),
+    "an unknown starting position": ({"subscribe": "bad-input", "startingOffsets": "beginning"},
+                                     "startingOffsets=beginning: must be \"earliest\", \"latest\" or JSON"),
+    "an unreachable cluster": ({"kafka.bootstrap.servers": "127.0.0.1:{closed}", "subscribe": "bad-input"},
+                               "kafka.bootstrap.servers=127.0.0.1:{closed}: the cluster cannot be reached"),
+}
+
+
+@pytest.mark.parametrize("options, message", CASES.values(), ids=list(CASES))
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
+def test_bad_option_fails_at_load_before_any_job(spark: Any, cluster: EmbeddedCluster, topic: str,
+                                                  options: dict[str, str | None], message: str,
+                                                  streaming: bool) -> None:
+    port = str(closed_port())
+    options = {"kafka.bootstrap.servers": cluster.bootstrap_servers, **options}
+    builder = (spark.readStream if streaming else spark.read).format("kafkalite")
+    for name, value in options.items():
+        if value is not None:
+            builder = builder.option(name, value.replace("{closed}", port))
+    context = spark.sparkContext
+    context.setJobGroup("bad-input", "bad options must fail before any job")
+    started = time.monotonic()
+    with pytest.raises(Exception) as raised:
+        builder.load()
+    assert message.replace("{closed}", port) in str(raised.value)
+    assert time.monotonic() - started < 20
+    assert context.statusTracker().getJobIdsForGroup("bad-input") == []
+
+
+def test_streaming_query_with_ending_offsets_fails_naming_the_option(spark: Any, cluster: EmbeddedCluster,
+                                                                    topic: str) -> None:
+    frame = spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
+        .option("subscribe", topic).option("endingOffsets", "latest").load()
+    query = frame.writeStream.format("noop").start()
+    with pytest.raises(Exception, match="endingOffsets=latest: ending offsets apply to batch reads only"):
+        query.awaitTermination(60)
+
+
+def test_sink_without_a_topic_fails_naming_the_option(spark: Any, cluster: EmbeddedCluster) -> None:
+    frame = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(Exception, match=r"topic=\(missing\): set the topic option or give the DataFrame a topic"):
+        frame.write.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
+            .mode("append").save()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"subscribe": "t", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger=0: must be positive"),
+    ({"subscribe": "t", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
+     "minOffsetsPerTrigger=9: must not exceed maxOffsetsPerTrigger (5)"),
+    ({"subscribe": "t", "maxTriggerDelay": "soon"}, "maxTriggerDelay=soon: not a duration"),
+    ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"},
+     "kafka.auto.offset.reset=earliest: not supported: set the source option startingOffsets instead"),
+    ({"subscribe": "t", "kafka.max.poll.records": "many"}, "kafka.max.poll.records=many: Invalid value"),
+    ({"subscribe": "t", "kafka.fetch.max.wait": "5"}, "kafka.fetch.max.wait=5: Unknown consumer configuration 'fetch.max.wait'"),
+    ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, 'startingOffsets={"t": {"0": -1}}: offset -1 of t-0'),
+    ({"assign": '{"t": "0"}'}, 'assign={"t": "0"}: topic \'t\' is not in the shape {"topic": [0, 1]}'),
+])
+def test_option_checks_without_a_cluster(options: dict[str, str], message: str) -> None:
+    """Checks that need no cluster, on the parsed options as a batch read gets them."""
+    with pytest.raises(ValueError) as raised:
+        source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", **{k.lower(): v for k, v in options.items()}},
+                       streaming=False)
+    assert message in str(raised.value)

@@ -1,0 +1,48 @@
+"""Offset planning without Spark or a cluster: read limits and minPartitions splits, exact to the record."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkalite.common.types import TopicPartition
+from kafkalite.spark.planning import OffsetRange, from_json, rate_limit, split, to_json
+
+pytestmark = pytest.mark.spark
+
+TPS = [TopicPartition("t", p) for p in range(4)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 5000)), min_size=1, max_size=4),
+       st.integers(1, 20_000))
+def test_rate_limit_admits_exactly_the_limit_or_the_backlog(bounds: list[tuple[int, int]], max_rows: int) -> None:
+    start = {tp: begin for tp, (begin, _) in zip(TPS, bounds)}
+    latest = {tp: begin + lag for tp, (begin, lag) in zip(TPS, bounds)}
+    end = rate_limit(start, latest, max_rows)
+    assert all(start[tp] <= end[tp] <= latest[tp] for tp in start)
+    assert sum(end[tp] - start[tp] for tp in start) == min(max_rows, sum(lag for _, lag in bounds))
+
+
+def test_rate_limit_shares_in_proportion_to_backlog() -> None:
+    start = dict.fromkeys(TPS[:2], 0)
+    assert rate_limit(start, {TPS[0]: 300, TPS[1]: 100}, 100) == {TPS[0]: 75, TPS[1]: 25}
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 5000)), min_size=1, max_size=4),
+       st.integers(1, 30))
+def test_split_covers_each_range_without_gaps_or_overlaps(bounds: list[tuple[int, int]], min_partitions: int) -> None:
+    ranges = [OffsetRange("t", p, begin, begin + size) for p, (begin, size) in enumerate(bounds)]
+    parts = split(ranges, min_partitions)
+    for r in ranges:
+        mine = [part for part in parts if part.partition == r.partition]
+        assert mine[0].start == r.start and mine[-1].end == r.end
+        assert all(a.end == b.start and a.size > 0 for a, b in zip(mine, mine[1:]))
+    if sum(r.size for r in ranges) >= min_partitions * 2:
+        assert len(parts) >= min(min_partitions, len(ranges)) and len(parts) >= len(ranges)
+
+
+def test_offsets_round_trip_through_checkpoint_json() -> None:
+    offsets = {TopicPartition("a", 0): 5, TopicPartition("a", 10): 7, TopicPartition("b", 1): 0}
+    assert to_json(offsets) == {"a": {"0": 5, "10": 7}, "b": {"1": 0}}
+    assert from_json(to_json(offsets)) == offsets

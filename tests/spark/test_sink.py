@@ -1,0 +1,67 @@
+"""The connector as a sink: rows written once each, where their columns say, and failures that fail the job."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import pytest
+
+from kafkalite.embedded import EmbeddedCluster
+
+from .conftest import numbered, produce, reader
+
+pytestmark = pytest.mark.spark
+
+
+def read_back(cluster: EmbeddedCluster, topic: str, count: int) -> list[Any]:
+    """Every record of `topic`, through a consumer of its own (not the connector under test)."""
+    consumer = cluster.consumer(**{"auto.offset.reset": "earliest"})
+    partitions = len(cluster.describe_topic(topic))
+    consumer.assign([(topic, p) for p in range(partitions)])
+    records: list[Any] = []
+    while len(records) < count:
+        polled = consumer.poll(10)
+        assert polled, f"only {len(records)} of {count} records arrived"
+        records += polled
+    consumer.close()
+    return records
+
+
+def test_batch_write_round_trip(spark: Any, cluster: EmbeddedCluster) -> None:
+    cluster.create_topic("sink-a", 3, 3)
+    cluster.create_topic("sink-b", 1, 3)
+    rows = [(f"value-{i}", f"key-{i}".encode(), "sink-a" if i % 2 else "sink-b", i % 3 if i % 2 else 0,
+             [("n", str(i).encode())]) for i in range(200)]
+    frame = spark.createDataFrame(rows, "value string, key binary, topic string, partition int, "
+                                        "headers array<struct<key: string, value: binary>>")
+    frame.write.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
+        .mode("append").save()
+    written = read_back(cluster, "sink-a", 100) + read_back(cluster, "sink-b", 100)
+    assert sorted((r.topic, r.partition, r.value, r.key, r.headers) for r in written) == sorted(
+        (topic, partition, value.encode(), key, (("n", headers[0][1]),))
+        for value, key, topic, partition, headers in rows)
+
+
+def test_streaming_write_through_the_sink(spark: Any, cluster: EmbeddedCluster) -> None:
+    cluster.create_topic("copy-from", 2, 3)
+    produce(cluster, "copy-from", numbered(2, 500))
+    frame = reader(spark, cluster.bootstrap_servers, subscribe="copy-from", startingOffsets="earliest").load()
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = frame.select("key", "value").writeStream.format("kafkalite") \
+            .option("kafka.bootstrap.servers", cluster.bootstrap_servers).option("topic", "copy-to") \
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        assert query.awaitTermination(120)
+    copied = read_back(cluster, "copy-to", 500)
+    assert sorted(r.value for r in copied) == sorted(value for _, _, value, _, _ in numbered(2, 500))
+    assert all(r.key == r.value.split(b":")[1] for r in copied)
+
+
+def test_a_write_below_min_insync_replicas_fails_the_job(spark: Any, cluster: EmbeddedCluster) -> None:
+    cluster.create_topic("too-few-replicas", 1, 2, {"min.insync.replicas": 3})
+    frame = spark.createDataFrame([("a",), ("b",)], "value string")
+    writer = frame.write.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
+        .option("topic", "too-few-replicas").option("kafka.request.timeout.ms", "1000") \
+        .option("kafka.delivery.timeout.ms", "1500").mode("append")
+    with pytest.raises(Exception, match="NOT_ENOUGH_REPLICAS"):
+        writer.save()
