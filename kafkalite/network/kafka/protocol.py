@@ -21,11 +21,20 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import (
         AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-        CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
-        DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+        CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
+        DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse,
     )
-    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+    from kafka.protocol.consumer import (
+        FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+        LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+        OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+        SyncGroupRequest, SyncGroupResponse,
+    )
+    from kafka.protocol.metadata import (
+        ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
+        MetadataResponse,
+    )
     from kafka.protocol.producer import (
         InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
     )
@@ -33,11 +42,16 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
 __all__ = [
     "AlterConfigsRequest", "AlterConfigsResponse", "ApiVersionsRequest", "ApiVersionsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
-    "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
-    "FetchRequest", "FetchResponse", "InitProducerIdRequest", "InitProducerIdResponse", "ListOffsetsRequest",
-    "ListOffsetsResponse", "Message", "MetadataRequest", "MetadataResponse", "ProduceRequest", "ProduceResponse",
-    "RequestHeader", "decode_request", "encode_response", "entry", "peek_header",
+    "DescribeGroupsRequest", "DescribeGroupsResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
+    "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "InitProducerIdRequest",
+    "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
+    "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "Message",
+    "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest",
+    "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "ProduceRequest", "ProduceResponse",
+    "RequestHeader", "SyncGroupRequest", "SyncGroupResponse", "decode_request", "encode_response", "entry",
+    "peek_header",
 ]
 
 Message = Any
