@@ -12,8 +12,8 @@ for offsets.retention.minutes after the group empties. Version 2 is the only one
 from __future__ import annotations
 
 from kafkalite.network import requests as native
-from kafkalite.network.kafka.api import KafkaApi, Session, by_topic
-from kafkalite.network.kafka.protocol import Message, OffsetCommitRequest, OffsetCommitResponse, entry
+from kafkalite.network.kafka.api import KafkaApi, Session, partition_errors
+from kafkalite.network.kafka.protocol import Message, OffsetCommitRequest, OffsetCommitResponse
 
 
 async def handle(request: Message, session: Session) -> Message:
@@ -23,12 +23,8 @@ async def handle(request: Message, session: Session) -> Message:
                                       p.committed_metadata)
          for topic in request.topics for p in topic.partitions],
         request.group_instance_id))
-    return OffsetCommitResponse(throttle_time_ms=0, topics=[
-        entry(OffsetCommitResponse, "OffsetCommitResponseTopic", name=name, partitions=[
-            entry(OffsetCommitResponse, "OffsetCommitResponseTopic.OffsetCommitResponsePartition",
-                  partition_index=p.partition, error_code=p.error_code)
-            for p in partitions])
-        for name, partitions in by_topic(response.partitions).items()])
+    return OffsetCommitResponse(throttle_time_ms=0, topics=partition_errors(
+        OffsetCommitResponse, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", response.partitions))
 
 
 API = KafkaApi(OffsetCommitRequest, OffsetCommitResponse, (2, 8), handle)

@@ -8,19 +8,15 @@ admin clients send it.
 from __future__ import annotations
 
 from kafkalite.network import requests as native
-from kafkalite.network.kafka.api import KafkaApi, Session, by_topic
-from kafkalite.network.kafka.protocol import Message, OffsetDeleteRequest, OffsetDeleteResponse, entry
+from kafkalite.network.kafka.api import KafkaApi, Session, partition_errors
+from kafkalite.network.kafka.protocol import Message, OffsetDeleteRequest, OffsetDeleteResponse
 
 
 async def handle(request: Message, session: Session) -> Message:
     response: native.OffsetDeleteResponse = await session.send(native.OffsetDeleteRequest(
         request.group_id, [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]))
-    return OffsetDeleteResponse(throttle_time_ms=0, error_code=response.error_code, topics=[
-        entry(OffsetDeleteResponse, "OffsetDeleteResponseTopic", name=name, partitions=[
-            entry(OffsetDeleteResponse, "OffsetDeleteResponseTopic.OffsetDeleteResponsePartition",
-                  partition_index=p.partition, error_code=p.error_code)
-            for p in partitions])
-        for name, partitions in by_topic(response.partitions).items()])
+    return OffsetDeleteResponse(throttle_time_ms=0, error_code=response.error_code, topics=partition_errors(
+        OffsetDeleteResponse, "OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", response.partitions))
 
 
 API = KafkaApi(OffsetDeleteRequest, OffsetDeleteResponse, (0, 0), handle)
