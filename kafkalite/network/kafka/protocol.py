@@ -97,11 +97,14 @@ def decode_request(request_type: Any, frame: bytes, version: int) -> tuple[Messa
     return request, header.client_id
 
 
-def encode_response(response: Message, version: int, correlation_id: int) -> bytes:
-    """The response as a length-prefixed frame with its response header (v0, or v1 for flexible versions)."""
+def encode_response(response: Message, version: int, correlation_id: int) -> bytearray:
+    """The response as a length-prefixed frame with its response header (v0, or v1 for flexible versions).
+
+    A bytearray of its own, as the codec returns it (a copy out of its per-thread buffer): sockets take it as it
+    is, and a fetch response of megabytes is not copied once more into bytes."""
     response.API_VERSION = version  # before the header: kafka-python mirrors the version into a request's header
     response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    return response.encode(header=True, framed=True)
 
 
 def entry(message_type: Any, path: str, **fields: Any) -> Message:
