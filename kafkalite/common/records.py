@@ -283,12 +283,17 @@ class RecordBatch:
 
     def to_kafka_bytes(self) -> bytes:
         """The batch as Kafka's RecordBatch v2 bytes, header included: what a Kafka client fetches."""
+        return b"".join(self.kafka_parts())
+
+    def kafka_parts(self) -> tuple[bytes, bytes]:
+        """The Kafka v2 bytes in two pieces, the 61-byte header and the stored records, so that a fetch response
+        copies each batch's records once, joining all of them, rather than into a batch of their own first."""
         batch = self.kafka()
         return _KAFKA_HEADER.pack(
             batch.base_offset, RECORD_BATCH_OVERHEAD - _KAFKA_LENGTH_OFFSET + len(batch.payload),
             batch.partition_leader_epoch, _MAGIC, batch.crc, batch.attributes, batch.record_count - 1,
             batch.first_timestamp, batch.max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence,
-            batch.record_count) + batch.payload
+            batch.record_count), batch.payload
 
     @classmethod
     def from_kafka_bytes(cls, data: bytes) -> list[RecordBatch]:

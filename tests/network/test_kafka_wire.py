@@ -14,11 +14,14 @@ import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
+from kafkalite.common.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
 from kafkalite.common.records import Record, RecordBatch
+from kafkalite.common.types import TopicPartition
 from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
-    ApiVersionsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, entry,
+    ApiVersionsResponse, JoinGroupRequest, Message, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest,
+    ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
 )
 
 SAFETY_TIMEOUT = 20
@@ -149,3 +152,95 @@ async def test_acks_zero_gets_no_response_and_responses_keep_request_order() -> 
                 found = await cluster.fetch(TOPIC, 0, 0)
                 await trio.sleep(0.01)
             assert [r.value for _, r in found] == [b"quiet", b"loud"]
+
+
+# -- consumer groups: errors as Kafka returns them ------------------------------------------------------------------
+
+GROUP = "wire-group"
+
+
+async def call(port: int, api_key: int, version: int, **fields: object) -> Message:
+    """One request to the broker at `port`, at a non-flexible version (a v0 response header), and its response."""
+    [answer] = await exchange(port, request_frame(api_key, version, **fields))
+    return APIS[api_key].response.decode(answer[4:], version=version)
+
+
+def join(member_id: str) -> dict[str, object]:
+    return dict(group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
+                group_instance_id=None, protocol_type="consumer", protocols=[
+                    entry(JoinGroupRequest, "JoinGroupRequestProtocol", name="range",
+                          metadata=encode_subscription(Subscription((TOPIC,))))])
+
+
+def commit(generation: int, member_id: str, offset: int) -> dict[str, object]:
+    return dict(group_id=GROUP, generation_id_or_member_epoch=generation, member_id=member_id, retention_time_ms=-1,
+                topics=[entry(OffsetCommitRequest, "OffsetCommitRequestTopic", name=TOPIC, partitions=[
+                    entry(OffsetCommitRequest, "OffsetCommitRequestTopic.OffsetCommitRequestPartition",
+                          partition_index=0, committed_offset=offset, committed_metadata="")])])
+
+
+FETCH_PARTITION_0 = dict(group_id=GROUP, topics=[
+    entry(OffsetFetchRequest, "OffsetFetchRequestTopic", name=TOPIC, partition_indexes=[0])])
+
+
+async def test_group_apis_answer_errors_as_kafka_does() -> None:
+    """FindCoordinator, JoinGroup (MEMBER_ID_REQUIRED first), SyncGroup, Heartbeat (ILLEGAL_GENERATION,
+    UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS), OffsetCommit and OffsetFetch (NOT_COORDINATOR at the top from v2,
+    on every partition before), LeaveGroup, at the versions aiokafka and librdkafka send."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=3) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            found = await call(kafka_port(cluster, 1), 10, 2, key=GROUP, key_type=0)
+            assert found.error_code == 0
+            port = found.port
+            other = kafka_port(cluster, next(b for b in (1, 2, 3) if b != found.node_id))
+
+            assert (await call(other, 11, 5, **join(""))).error_code == errors.NOT_COORDINATOR.code
+            first = await call(port, 11, 5, **join(""))
+            assert first.error_code == errors.MEMBER_ID_REQUIRED.code and first.member_id
+            member = first.member_id
+            joined = await call(port, 11, 5, **join(member))
+            assert (joined.error_code, joined.generation_id, joined.leader, joined.protocol_name) == (
+                0, 1, member, "range")
+            synced = await call(port, 14, 3, group_id=GROUP, generation_id=1, member_id=member, group_instance_id=None,
+                                assignments=[entry(SyncGroupRequest, "SyncGroupRequestAssignment", member_id=member,
+                                                   assignment=encode_assignment(Assignment((TopicPartition(TOPIC, 0),))))])
+            assert synced.error_code == 0 and synced.assignment == encode_assignment(
+                Assignment((TopicPartition(TOPIC, 0),)))
+
+            async def heartbeat(generation: int, member_id: str) -> int:
+                return (await call(port, 12, 1, group_id=GROUP, generation_id=generation,
+                                   member_id=member_id)).error_code
+
+            assert await heartbeat(1, member) == 0
+            assert await heartbeat(7, member) == errors.ILLEGAL_GENERATION.code
+            assert await heartbeat(1, "stranger") == errors.UNKNOWN_MEMBER_ID.code
+
+            committed = await call(port, 8, 2, **commit(1, member, 42))
+            assert committed.topics[0].partitions[0].error_code == 0
+            stale = await call(port, 8, 2, **commit(7, member, 43))
+            assert stale.topics[0].partitions[0].error_code == errors.ILLEGAL_GENERATION.code
+            fetched = await call(port, 9, 1, **FETCH_PARTITION_0)
+            assert fetched.topics[0].partitions[0].committed_offset == 42
+            elsewhere_v1 = await call(other, 9, 1, **FETCH_PARTITION_0)
+            assert elsewhere_v1.topics[0].partitions[0].error_code == errors.NOT_COORDINATOR.code
+            elsewhere_v5 = await call(other, 9, 5, **FETCH_PARTITION_0)
+            assert elsewhere_v5.error_code == errors.NOT_COORDINATOR.code
+
+            async with trio.open_nursery() as nursery:
+                second = await call(port, 11, 5, **join(""))
+                second_joined: list[Message] = []
+
+                async def join_second() -> None:
+                    second_joined.append(await call(port, 11, 5, **join(second.member_id)))
+
+                nursery.start_soon(join_second)
+                await cluster.wait_until(lambda: cluster.broker(found.node_id).group_coordinator.group(
+                    GROUP).state.value == "PreparingRebalance")
+                assert await heartbeat(1, member) == errors.REBALANCE_IN_PROGRESS.code
+                rejoined = await call(port, 11, 5, **join(member))
+            assert rejoined.generation_id == second_joined[0].generation_id == 2
+
+            left = await call(port, 13, 1, group_id=GROUP, member_id="stranger")
+            assert left.error_code == errors.UNKNOWN_MEMBER_ID.code
+            assert (await call(port, 13, 1, group_id=GROUP, member_id=member)).error_code == 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafkalite.common.errors import UnknownServerError
-from kafkalite.network.kafka.protocol import Message
+from kafkalite.network.kafka.protocol import Message, entry
 from kafkalite.network.listener import call_handler
 from kafkalite.network.requests import Request, RequestContext
 from kafkalite.network.transport import Handler
@@ -27,6 +27,14 @@ def by_topic(entries: list[_T]) -> dict[str, list[_T]]:
     for item in entries:
         grouped.setdefault(item.topic, []).append(item)  # type: ignore[attr-defined]
     return grouped
+
+
+def partition_errors(message_type: Any, topic_type: str, partition_type: str, entries: list[Any]) -> list[Message]:
+    """Native per-partition error codes (each entry with `topic`, `partition`, `error_code`) as the topics of a
+    Kafka response whose partitions carry only an index and an error code (OffsetCommit, OffsetDelete)."""
+    return [entry(message_type, topic_type, name=name, partitions=[
+        entry(message_type, f"{topic_type}.{partition_type}", partition_index=p.partition, error_code=p.error_code)
+        for p in partitions]) for name, partitions in by_topic(entries).items()]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from kafkalite.network.kafka import (
-    alter_configs, api_versions, create_partitions, create_topics, delete_topics, describe_cluster, describe_configs,
-    fetch, init_producer_id, list_offsets, metadata, produce,
+    alter_configs, api_versions, create_partitions, create_topics, delete_groups, delete_topics, describe_cluster,
+    describe_configs, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
+    list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sync_group,
 )
 from kafkalite.network.kafka.api import KafkaApi
 
@@ -13,6 +14,15 @@ APIS: dict[int, KafkaApi] = {api.key: api for api in (
     fetch.API,  # 1
     list_offsets.API,  # 2
     metadata.API,  # 3
+    offset_commit.API,  # 8
+    offset_fetch.API,  # 9
+    find_coordinator.API,  # 10
+    join_group.API,  # 11
+    heartbeat.API,  # 12
+    leave_group.API,  # 13
+    sync_group.API,  # 14
+    describe_groups.API,  # 15
+    list_groups.API,  # 16
     api_versions.API,  # 18
     create_topics.API,  # 19
     delete_topics.API,  # 20
@@ -20,5 +30,7 @@ APIS: dict[int, KafkaApi] = {api.key: api for api in (
     describe_configs.API,  # 32
     alter_configs.API,  # 33
     create_partitions.API,  # 37
+    delete_groups.API,  # 42
+    offset_delete.API,  # 47
     describe_cluster.API,  # 60
 )}

@@ -29,7 +29,7 @@ async def handle(request: Message, session: Session) -> Message:
                   error_code=p.error_code, high_watermark=p.high_watermark,
                   last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
                   aborted_transactions=[], preferred_read_replica=-1,
-                  records=b"".join([batch.to_kafka_bytes() for batch in p.batches]))
+                  records=b"".join([piece for batch in p.batches for piece in batch.kafka_parts()]))
             for p in partitions])
         for name, partitions in by_topic(response.partitions).items()])
 

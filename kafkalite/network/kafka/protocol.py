@@ -21,11 +21,20 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import (
         AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-        CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
-        DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+        CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
+        DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse,
     )
-    from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+    from kafka.protocol.consumer import (
+        FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+        LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
+        OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+        SyncGroupRequest, SyncGroupResponse,
+    )
+    from kafka.protocol.metadata import (
+        ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
+        MetadataResponse,
+    )
     from kafka.protocol.producer import (
         InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
     )
@@ -33,11 +42,16 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
 __all__ = [
     "AlterConfigsRequest", "AlterConfigsResponse", "ApiVersionsRequest", "ApiVersionsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
-    "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
-    "FetchRequest", "FetchResponse", "InitProducerIdRequest", "InitProducerIdResponse", "ListOffsetsRequest",
-    "ListOffsetsResponse", "Message", "MetadataRequest", "MetadataResponse", "ProduceRequest", "ProduceResponse",
-    "RequestHeader", "decode_request", "encode_response", "entry", "peek_header",
+    "DescribeGroupsRequest", "DescribeGroupsResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
+    "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "InitProducerIdRequest",
+    "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
+    "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "Message",
+    "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest",
+    "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "ProduceRequest", "ProduceResponse",
+    "RequestHeader", "SyncGroupRequest", "SyncGroupResponse", "decode_request", "encode_response", "entry",
+    "peek_header",
 ]
 
 Message = Any
@@ -83,11 +97,14 @@ def decode_request(request_type: Any, frame: bytes, version: int) -> tuple[Messa
     return request, header.client_id
 
 
-def encode_response(response: Message, version: int, correlation_id: int) -> bytes:
-    """The response as a length-prefixed frame with its response header (v0, or v1 for flexible versions)."""
+def encode_response(response: Message, version: int, correlation_id: int) -> bytearray:
+    """The response as a length-prefixed frame with its response header (v0, or v1 for flexible versions).
+
+    A bytearray of its own, as the codec returns it (a copy out of its per-thread buffer): sockets take it as it
+    is, and a fetch response of megabytes is not copied once more into bytes."""
     response.API_VERSION = version  # before the header: kafka-python mirrors the version into a request's header
     response.with_header(correlation_id=correlation_id)
-    return bytes(response.encode(header=True, framed=True))
+    return response.encode(header=True, framed=True)
 
 
 def entry(message_type: Any, path: str, **fields: Any) -> Message:
