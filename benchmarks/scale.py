@@ -15,6 +15,7 @@ the figure is the work alone; the per-record and latency figures run on the real
   partition it led has a new leader acting as leader
 - idle: CPU per second of a quiet cluster, on the real clock
 - produce latency: `Cluster.produce` of 10 records, acks=-1, to one partition, median of 200, real clock
+- keyed produce: CPU per record of `Producer.send` with 1,000 keys over 8 and over 256 partitions
 - create: creating the N-partition topic
 
 `--huge` adds a 100,000-partition, 5-broker cluster: start, create its topic, fail the controller over.
@@ -32,6 +33,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from kafkalite.client import Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common.records import Record
 
@@ -109,6 +111,19 @@ async def real_clock_figures(partitions: int) -> dict[str, float]:
     return {"idle (s/s)": idle, "produce latency": statistics.median(latencies)}
 
 
+async def keyed_produce(partitions: int, records: int = 20_000) -> float:
+    """CPU per record of `Producer.send` with 1,000 distinct keys (linger.ms 5, acks=all), flushed at the end."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("k", partitions, 3)
+        async with Producer(cluster, {"acks": "all", "linger.ms": 5}) as producer:
+            keys = [b"key-%d" % i for i in range(1000)]
+            started = cpu()
+            for i in range(records):
+                await producer.send("k", b"v" * 100, key=keys[i % 1000])
+            await producer.flush()
+            return (cpu() - started) / records
+
+
 async def huge() -> dict[str, float]:
     figures: dict[str, float] = {}
     started = cpu()
@@ -151,6 +166,8 @@ def main() -> None:
     print(f"\n{'what (CPU time)':<22}" + "".join(f"{f'{size:,}':>14}" for size in sizes))
     for name in names:
         print(f"{name:<22}" + "".join(f"{fmt(results[size][name]):>14}" for size in sizes))
+    print("\nkeyed produce, CPU per record: " + ", ".join(
+        f"{count} partitions {fmt(trio.run(keyed_produce, count))}" for count in (8, 256)))
     if args.huge:
         print("\n100,000 partitions, 5 brokers: " + ", ".join(
             f"{k} {fmt(v)}" for k, v in trio.run(huge, clock=trio.testing.MockClock(autojump_threshold=0)).items()))
