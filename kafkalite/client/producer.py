@@ -322,6 +322,9 @@ class Producer:
         self._topics = self.metadata.topics  # updated in place by every refresh
         self._partitioner = StickyPartitioner()
         self._queues: dict[TopicPartition, _PartitionQueue] = {}
+        # The queues that may hold batches to send: draining and expiring walk these, not every partition the
+        # producer ever wrote to (a keyed producer over hundreds of partitions drains after nearly every record).
+        self._queued: dict[TopicPartition, _PartitionQueue] = {}
         self._incomplete: set[_ProducerBatch] = set()
         self._in_flight: dict[int, int] = {}
         self._lanes: dict[int, _Lane] = {}
@@ -479,10 +482,12 @@ class Producer:
         return await self.metadata.wait_for_partition_count(topic, self._max_block_s, partition)
 
     def _open_batch(self, queue: _PartitionQueue | None, topic: str, partition: int) -> _ProducerBatch:
+        tp = TopicPartition(topic, partition)
         if queue is None:
-            queue = self._queues[TopicPartition(topic, partition)] = _PartitionQueue()
-        batch = _ProducerBatch(TopicPartition(topic, partition), trio.current_time(), self._delivery_timeout_s)
+            queue = self._queues[tp] = _PartitionQueue()
+        batch = _ProducerBatch(tp, trio.current_time(), self._delivery_timeout_s)
         queue.batches.append(batch)
+        self._queued[tp] = queue
         queue.open = batch
         self._incomplete.add(batch)
         return batch
@@ -530,21 +535,31 @@ class Producer:
             self._wakeup.set()
 
     def _drain(self, now: float) -> float:
-        """Send every ready partition batch, one request per leader; returns when to look again."""
+        """Send the batches of every leader with a ready batch, one request per leader; returns when to look again.
+
+        As Kafka's RecordAccumulator drains a ready node: once one of a leader's batches is full or has lingered
+        long enough, every partition's first batch for that leader rides in the same request, lingered or not.
+        A keyed producer spread over many partitions would otherwise send a request per partition, each batch
+        alone, as its linger ran out.
+        """
         next_check = math.inf
         ready: dict[int, list[tuple[_PartitionQueue, _ProducerBatch]]] = {}
-        for tp, queue in self._queues.items():
-            if not queue.batches or queue.retries:
+        due: set[int] = set()
+        for tp, queue in list(self._queued.items()):
+            if not queue.batches:
+                del self._queued[tp]
+                continue
+            if queue.retries:
                 continue
             batch = queue.batches[0]
             next_check = min(next_check, batch.deadline)
             if batch.retry_at > now:
                 next_check = min(next_check, batch.retry_at)
                 continue
-            if not (len(queue.batches) > 1 or batch.size >= self._batch_size or self._flushing
-                    or now >= batch.created + self._linger_s):
+            lingered = (len(queue.batches) > 1 or batch.size >= self._batch_size or self._flushing
+                        or now >= batch.created + self._linger_s)
+            if not lingered:
                 next_check = min(next_check, batch.created + self._linger_s)
-                continue
             found = self.metadata.leader_for(tp)
             if found is None:
                 self._refresh_metadata_soon()
@@ -552,8 +567,10 @@ class Producer:
             if self.idempotent and len(queue.in_flight) >= 5:
                 continue
             ready.setdefault(found.leader, []).append((queue, batch))
+            if lingered:
+                due.add(found.leader)
         for leader, entries in ready.items():
-            if self._in_flight.get(leader, 0) >= self._max_in_flight:
+            if leader not in due or self._in_flight.get(leader, 0) >= self._max_in_flight:
                 continue
             batches: list[_ProducerBatch] = []
             request_size = 0
@@ -655,6 +672,8 @@ class Producer:
                 queue = self._queues[batch.tp]
                 queue.in_flight.remove(batch)
                 queue.requeue_retries()
+                if queue.batches:
+                    self._queued[batch.tp] = queue
             self._drain_now()
 
     def _on_failure(self, batch: _ProducerBatch, error: KafkaError) -> None:
@@ -709,7 +728,7 @@ class Producer:
             self._needs_producer_id = True
 
     def _expire_batches(self, now: float) -> None:
-        for queue in self._queues.values():
+        for queue in self._queued.values():
             while queue.batches and queue.batches[0].deadline <= now:
                 batch = queue.pop()
                 self._fail_batch(batch, self._expired(batch))

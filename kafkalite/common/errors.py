@@ -159,6 +159,10 @@ REASSIGNMENT_IN_PROGRESS = _define(60, "REASSIGNMENT_IN_PROGRESS", False,
                                    "A partition reassignment is in progress.")
 NON_EMPTY_GROUP = _define(68, "NON_EMPTY_GROUP", False, "The group is not empty.")
 GROUP_ID_NOT_FOUND = _define(69, "GROUP_ID_NOT_FOUND", False, "The group id does not exist.")
+FETCH_SESSION_ID_NOT_FOUND = _define(70, "FETCH_SESSION_ID_NOT_FOUND", True,
+                                     "The fetch session ID was not found.")
+INVALID_FETCH_SESSION_EPOCH = _define(71, "INVALID_FETCH_SESSION_EPOCH", True,
+                                      "The fetch session epoch is invalid.")
 LISTENER_NOT_FOUND = _define(72, "LISTENER_NOT_FOUND", True,
                              "There is no listener on the leader broker that matches the listener on which metadata "
                              "request was processed.")

@@ -45,7 +45,9 @@ class ControllerBrokerRequestBatch:
         self.stop_replica_request_map: dict[int, list[StopReplicaPartition]] = {}
         self.stop_replica_callbacks: dict[int, ResponseCallback] = {}
         self.update_metadata_request_broker_set: set[int] = set()
-        self.update_metadata_request_partition_info_map: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        # The partitions' states are read when the batch is sent, once each, however many state changes
+        # touched them: a failover touches every replica of every partition.
+        self.update_metadata_request_partitions: dict[TopicPartition, None] = {}  # ordered, as sent
 
     def new_batch(self) -> None:
         if self.leader_and_isr_request_map or self.stop_replica_request_map or \
@@ -61,34 +63,44 @@ class ControllerBrokerRequestBatch:
         self.stop_replica_request_map.clear()
         self.stop_replica_callbacks.clear()
         self.update_metadata_request_broker_set.clear()
-        self.update_metadata_request_partition_info_map.clear()
+        self.update_metadata_request_partitions.clear()
 
     def add_leader_and_isr_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
                                                leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch,
                                                replicas: list[int], is_new: bool = False) -> None:
         lai = leader_isr_and_controller_epoch.leader_and_isr
+        state = None  # one state for every broker told: requests are not changed on their way
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
-            self.leader_and_isr_request_map.setdefault(broker_id, {})[tp] = LeaderAndIsrPartitionState(
-                tp.topic, tp.partition, leader_isr_and_controller_epoch.controller_epoch, lai.leader,
-                lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
-        self.add_update_metadata_request_for_brokers(self.context.live_or_shutting_down_broker_ids, [tp])
+            if state is None:
+                state = LeaderAndIsrPartitionState(
+                    tp.topic, tp.partition, leader_isr_and_controller_epoch.controller_epoch, lai.leader,
+                    lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
+            self.leader_and_isr_request_map.setdefault(broker_id, {})[tp] = state
+        self.update_metadata_request_broker_set.update(self.context.live_brokers)
+        self.update_metadata_request_partitions[tp] = None
 
     def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],
                                                 partitions: Iterable[TopicPartition] = ()) -> None:
         self.update_metadata_request_broker_set.update(b for b in broker_ids if b >= 0)
-        for tp in partitions:
-            leadership = self.context.partition_leadership_info.get(tp)
+        self.update_metadata_request_partitions.update(dict.fromkeys(partitions))
+
+    def update_metadata_partition_states(self) -> list[UpdateMetadataPartitionState]:
+        """What the batch's UpdateMetadata says of its partitions, as the context holds them now."""
+        context = self.context
+        states = []
+        for tp in self.update_metadata_request_partitions:
+            leadership = context.partition_leadership_info.get(tp)
             if leadership is None:
                 continue  # no leader assigned yet: nothing to tell
             lai = leadership.leader_and_isr
-            replicas = self.context.partition_replica_assignment(tp)
-            leader = LEADER_DURING_DELETE if self.context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader
-            self.update_metadata_request_partition_info_map[tp] = UpdateMetadataPartitionState(
+            replicas = context.partition_replica_assignment(tp)
+            leader = LEADER_DURING_DELETE if context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader
+            states.append(UpdateMetadataPartitionState(
                 tp.topic, tp.partition, leadership.controller_epoch, leader, lai.leader_epoch, list(lai.isr),
-                lai.zk_version, list(replicas),
-                [r for r in replicas if not self.context.is_replica_online(r, include_shutting_down=True)])
+                lai.zk_version, list(replicas), [r for r in replicas if r not in context.live_brokers]))
+        return states
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
                                              delete_partition: bool,
@@ -144,7 +156,7 @@ class ControllerBrokerRequestBatch:
     def _send_update_metadata_requests(self, controller_epoch: int) -> None:
         if not self.update_metadata_request_broker_set:
             return
-        partition_states = list(self.update_metadata_request_partition_info_map.values())
+        partition_states = self.update_metadata_partition_states()
         live_brokers = self._live_brokers(self.context.live_or_shutting_down_broker_ids)
         for broker_id in sorted(self.update_metadata_request_broker_set &
                                 self.context.live_or_shutting_down_broker_ids):

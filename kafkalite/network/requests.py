@@ -253,6 +253,12 @@ class FetchPartition:
 
 
 @dataclass(slots=True)
+class ForgottenPartition:
+    topic: str
+    partition: int
+
+
+@dataclass(slots=True)
 class FetchRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.FETCH
     replica_id: int
@@ -262,6 +268,11 @@ class FetchRequest(Request):
     max_bytes: int = 52428800
     isolation_level: int = READ_UNCOMMITTED
     broker_epoch: int = -1  # a follower's own broker epoch, so a leader can ignore fetches from a dead incarnation
+    # A follower's incremental fetch session (KIP-227, server/fetch_session.py): id 0 opens one; epoch -1 is a
+    # fetch without a session; `partitions` then names only what changed, and `forgotten` what left.
+    session_id: int = 0
+    session_epoch: int = -1
+    forgotten: list[ForgottenPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -280,6 +291,7 @@ class FetchPartitionResponse:
 class FetchResponse(Response):
     error_code: int
     partitions: list[FetchPartitionResponse] = field(default_factory=list)
+    session_id: int = 0  # the follower's session, when it fetched in one
 
 
 @dataclass(slots=True)

@@ -39,6 +39,7 @@ from kafkalite.network.requests import (
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    ForgottenPartition,
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -48,12 +49,14 @@ from kafkalite.network.requests import (
     Request,
 )
 from kafkalite.network.transport import Channel, PauseGate, Transport
+from kafkalite.server.fetch_session import NEW_SESSION_ID
 from kafkalite.server.partition import Partition
 
 log = logging.getLogger(__name__)
 
 _RETRIABLE_LEADER_ERRORS = frozenset({errors.NOT_LEADER_OR_FOLLOWER.code, errors.UNKNOWN_LEADER_EPOCH.code,
                                       errors.UNKNOWN_TOPIC_OR_PARTITION.code})
+_SESSION_ERRORS = frozenset({errors.FETCH_SESSION_ID_NOT_FOUND.code, errors.INVALID_FETCH_SESSION_EPOCH.code})
 
 
 @dataclass(eq=False, slots=True)
@@ -94,7 +97,13 @@ def _latest_epoch(partition: Partition) -> int:
 
 
 class ReplicaFetcher:
-    """Fetches every partition this broker follows on one source broker."""
+    """Fetches every partition this broker follows on one source broker, in one fetch session (KIP-227).
+
+    `_in_session` is what the leader's session holds: the partitions being fetched. A partition leaves it while
+    it truncates, waits out a backoff, or is failed, and rejoins named with its new position; the next fetch
+    names what joined or moved on since the last response (`_named`) and what left (`_forgotten`), so a round
+    costs what changed, not what is followed.
+    """
 
     def __init__(self, manager: ReplicaFetcherManager, source_broker_id: int) -> None:
         self._manager = manager
@@ -103,25 +112,54 @@ class ReplicaFetcher:
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
         self._channel: Channel | None = None  # the connection to the source broker while there is work
+        self._truncating: dict[TopicPartition, PartitionFetchState] = {}
+        self._delayed: dict[TopicPartition, PartitionFetchState] = {}
+        self._in_session: dict[TopicPartition, None] = {}  # ordered, so that fetches are reproducible
+        self._named: dict[TopicPartition, None] = {}
+        self._forgotten: dict[TopicPartition, None] = {}
+        self._session_id = NEW_SESSION_ID
+        self._session_epoch = 0  # the responses of the session received so far
 
     def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
         """Fetch these too, from the next request on; a fetch parked at the leader is abandoned for it.
 
         The parked fetch lacks the new partitions and would hold them back for up to replica.fetch.wait.max.ms,
         so the first acks=all produce to a new partition on a quiet cluster would wait that long. Kafka's
-        fetcher pays that wait; in one process, abandoning the fetch is free: it changed nothing at the
-        leader but the follower's position, which the next fetch reports again. The fetcher closes its
-        channel and connects again, which abandons whatever request it had in flight.
+        fetcher pays that wait; in one process, abandoning the fetch is free: the leader builds a response only
+        when it returns, so nothing is lost, and the next fetch names the same changes again. The fetcher closes
+        its channel and connects again, which abandons whatever request it had in flight.
         """
-        self.partitions.update(states)
+        for tp, state in states.items():
+            self._drop(tp)
+            self.partitions[tp] = state
+            if state.truncating:
+                self._truncating[tp] = state
+            else:
+                self._join(tp)
         if self._channel is not None:
             self._channel.close()
         self._signal_change()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
-            self.partitions.pop(tp, None)
+            if self.partitions.pop(tp, None) is not None:
+                self._drop(tp)
         self._signal_change()
+
+    def _drop(self, tp: TopicPartition) -> None:
+        self._truncating.pop(tp, None)
+        self._delayed.pop(tp, None)
+        self._leave_session(tp)
+
+    def _join(self, tp: TopicPartition) -> None:
+        self._in_session[tp] = None
+        self._named[tp] = None
+        self._forgotten.pop(tp, None)
+
+    def _leave_session(self, tp: TopicPartition) -> None:
+        if self._in_session.pop(tp, 0) is None:
+            self._named.pop(tp, None)
+            self._forgotten[tp] = None
 
     def _signal_change(self) -> None:
         self._changed.set()
@@ -130,14 +168,39 @@ class ReplicaFetcher:
     def _is_current(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
         return self.partitions.get(tp) is state and not state.failed
 
-    def _delay(self, state: PartitionFetchState) -> None:
+    def _delay(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        self._truncating.pop(tp, None)
+        self._leave_session(tp)
         state.delayed_until = trio.current_time() + self._manager.backoff_s
+        self._delayed[tp] = state
+
+    def _fail(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        """Fenced, or broken: the partition waits for the controller's next LeaderAndIsr."""
+        self._truncating.pop(tp, None)
+        self._leave_session(tp)
+        state.failed = True
+
+    def _release_delayed(self) -> None:
+        """Partitions whose backoff is over go back to truncating or fetching."""
+        if not self._delayed:
+            return
+        now = trio.current_time()
+        for tp, state in [(tp, st) for tp, st in self._delayed.items() if st.delayed_until <= now]:
+            del self._delayed[tp]
+            if state.truncating:
+                self._truncating[tp] = state
+            else:
+                self._join(tp)
+
+    def _has_work(self) -> bool:
+        self._release_delayed()
+        return bool(self._truncating or self._in_session)
 
     async def run(self) -> None:
         with self.cancel_scope:
             while True:
                 await self._manager.gate.checkpoint()
-                if not self._fetchable():
+                if not self._has_work():
                     await self._idle()
                     continue
                 try:
@@ -151,10 +214,6 @@ class ReplicaFetcher:
                                   self.source_broker_id)
                     await trio.sleep(self._manager.backoff_s)
 
-    def _fetchable(self) -> dict[TopicPartition, PartitionFetchState]:
-        now = trio.current_time()
-        return {tp: st for tp, st in self.partitions.items() if not st.failed and st.delayed_until <= now}
-
     async def _work_connected(self) -> None:
         """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch.
 
@@ -165,12 +224,11 @@ class ReplicaFetcher:
         with self._manager.channel(self.source_broker_id) as channel:
             self._channel = channel
             try:
-                while ready := self._fetchable():
-                    truncating = {tp: st for tp, st in ready.items() if st.truncating}
-                    if truncating:
-                        await self._truncate(truncating)
+                while self._has_work():
+                    if self._truncating:
+                        await self._truncate(dict(self._truncating))
                     else:
-                        await self._fetch(ready)
+                        await self._fetch()
                     await self._manager.gate.checkpoint()
                     await trio.lowlevel.checkpoint()
             finally:
@@ -183,7 +241,7 @@ class ReplicaFetcher:
     async def _idle(self) -> None:
         """Sleep until a partition is added or removed, or a delayed partition becomes fetchable again."""
         changed = self._changed
-        wake_at = min((st.delayed_until for st in self.partitions.values() if not st.failed), default=math.inf)
+        wake_at = min((st.delayed_until for st in self._delayed.values()), default=math.inf)
         with trio.move_on_at(wake_at):
             await changed.wait()
 
@@ -194,7 +252,7 @@ class ReplicaFetcher:
         for tp, state in states.items():
             if _latest_epoch(state.partition) == UNDEFINED_EPOCH:
                 # No epochs (nothing ever appended with one): the high watermark is the only safe point.
-                self._finish_truncation(state, state.partition.high_watermark)
+                self._finish_truncation(tp, state, state.partition.high_watermark)
             else:
                 asked[tp] = state
         if not asked:
@@ -213,11 +271,11 @@ class ReplicaFetcher:
                 continue
             offset, complete = truncation_offset(state.partition, answer)
             if complete:
-                self._finish_truncation(state, offset)
+                self._finish_truncation(tp, state, offset)
             else:
                 state.partition.truncate_to(offset)
 
-    def _finish_truncation(self, state: PartitionFetchState, offset: int) -> None:
+    def _finish_truncation(self, tp: TopicPartition, state: PartitionFetchState, offset: int) -> None:
         partition = state.partition
         if offset < partition.log.log_end_offset:
             log.info("broker %d: truncating %s from %d to %d (leader epoch %d)", self._manager.broker_id,
@@ -225,29 +283,55 @@ class ReplicaFetcher:
         partition.truncate_to(offset)
         state.truncating = False
         state.fetch_offset = partition.log.log_end_offset
+        self._truncating.pop(tp, None)
+        self._join(tp)
 
     # -- fetching -------------------------------------------------------------------------------------------------
 
-    async def _fetch(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
+    def _fetch_partition(self, tp: TopicPartition) -> FetchPartition:
+        state = self.partitions[tp]
+        return FetchPartition(tp.topic, tp.partition, state.fetch_offset, self._manager.fetch_max_bytes,
+                              state.partition.leader_epoch, state.partition.log.log_start_offset)
+
+    async def _fetch(self) -> None:
+        """One fetch in the session: a full one to open it, then only what changed since the last response."""
         manager = self._manager
-        sent = {tp: (st, st.fetch_offset) for tp, st in states.items()}
+        full = self._session_id == NEW_SESSION_ID
+        named = list(self._in_session if full else self._named)
+        forgotten = [] if full else list(self._forgotten)
         request = FetchRequest(
             replica_id=manager.broker_id, max_wait_ms=manager.fetch_wait_max_ms, min_bytes=1,
-            partitions=[FetchPartition(tp.topic, tp.partition, st.fetch_offset, manager.fetch_max_bytes,
-                                       st.partition.leader_epoch, st.partition.log.log_start_offset)
-                        for tp, st in states.items()],
-            broker_epoch=manager.broker_epoch())
+            partitions=[self._fetch_partition(tp) for tp in named], broker_epoch=manager.broker_epoch(),
+            session_id=self._session_id, session_epoch=self._session_epoch,
+            forgotten=[ForgottenPartition(tp.topic, tp.partition) for tp in forgotten])
         response: FetchResponse = await self._send(request)
+        if response.error_code in _SESSION_ERRORS:
+            log.info("broker %d: fetch session %d with %d: %s; starting a new one", manager.broker_id,
+                     self._session_id, self.source_broker_id, errors.for_code(response.error_code))
+            self._session_id, self._session_epoch = NEW_SESSION_ID, 0
+            return
         if response.error_code != errors.NONE.code:
             log.warning("broker %d: fetch from %d failed: %s", manager.broker_id, self.source_broker_id,
                         errors.for_code(response.error_code))
             await trio.sleep(manager.backoff_s)
             return
+        if full:
+            self._session_id, self._session_epoch = response.session_id, 1
+            self._named.clear()
+            self._forgotten.clear()
+        else:
+            self._session_epoch += 1
+            for tp in named:
+                self._named.pop(tp, None)
+            for tp in forgotten:
+                self._forgotten.pop(tp, None)
         out_of_range = []
         for data in response.partitions:
             tp = TopicPartition(data.topic, data.partition)
-            state, offset = sent.get(tp, (None, -1))
-            if state is None or not self._is_current(tp, state) or state.truncating or state.fetch_offset != offset:
+            state = self.partitions.get(tp)
+            if state is None or tp not in self._in_session or not self._is_current(tp, state):
+                if tp not in self._in_session:
+                    self._forgotten[tp] = None  # the leader still has it in the session: tell it again
                 continue
             if data.error_code == errors.OFFSET_OUT_OF_RANGE.code:
                 out_of_range.append((tp, state))
@@ -260,14 +344,22 @@ class ReplicaFetcher:
 
     def _process_partition_data(self, tp: TopicPartition, state: PartitionFetchState,
                                 data: FetchPartitionResponse) -> None:
+        if data.batches and data.batches[0].base_offset != state.fetch_offset:
+            self._named[tp] = None  # an answer for a position the leader no longer has from us: name ours again
+            return
         try:
             state.partition.append_records_to_follower(data.batches, data.high_watermark)
         except Exception:
             log.exception("broker %d: appending fetched data of %s failed; waiting for the controller",
                           self._manager.broker_id, tp)
-            state.failed = True
+            self._fail(tp, state)
             return
-        state.fetch_offset = state.partition.log.log_end_offset
+        self._moved_to(tp, state, state.partition.log.log_end_offset)
+
+    def _moved_to(self, tp: TopicPartition, state: PartitionFetchState, fetch_offset: int) -> None:
+        if fetch_offset != state.fetch_offset:
+            state.fetch_offset = fetch_offset
+            self._named[tp] = None
 
     async def _handle_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         """Kafka's rule: past the leader's end, truncate to it; before the leader's start, restart there."""
@@ -277,14 +369,14 @@ class ReplicaFetcher:
         partition = state.partition
         if leader_end_offset < partition.log.log_end_offset:
             partition.truncate_to(leader_end_offset)
-            state.fetch_offset = partition.log.log_end_offset
+            self._moved_to(tp, state, partition.log.log_end_offset)
             return
         leader_start_offset = await self._list_offset(tp, EARLIEST_TIMESTAMP)
         if not self._is_current(tp, state):
             return
         if leader_start_offset > partition.log.log_end_offset:
             partition.truncate_fully_and_start_at(leader_start_offset)
-        state.fetch_offset = max(leader_start_offset, partition.log.log_end_offset)
+        self._moved_to(tp, state, max(leader_start_offset, partition.log.log_end_offset))
 
     async def _list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         request = ListOffsetsRequest(self._manager.broker_id, [ListOffsetsPartition(tp.topic, tp.partition,
@@ -299,11 +391,11 @@ class ReplicaFetcher:
         if code in _RETRIABLE_LEADER_ERRORS:
             log.info("broker %d: %s for %s from %d: %s; retrying after backoff", self._manager.broker_id, api, tp,
                      self.source_broker_id, error)
-            self._delay(state)
+            self._delay(tp, state)
         else:
             log.warning("broker %d: %s for %s from %d: %s; waiting for the controller", self._manager.broker_id,
                         api, tp, self.source_broker_id, error)
-            state.failed = True
+            self._fail(tp, state)
 
 
 class ReplicaFetcherManager:

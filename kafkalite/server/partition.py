@@ -35,6 +35,7 @@ from kafkalite.log import Log
 from kafkalite.log.producer_state import ProducerStateManager
 from kafkalite.network.requests import NO_LEADER, LeaderAndIsrPartitionState
 from kafkalite.server.delayed import DelayedProduce, FetchWatchers, ProducePurgatory
+from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.log_manager import LogManager, log_config_for
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,10 @@ class FollowerState:
 class Partition:
     def __init__(self, tp: TopicPartition, local_broker_id: int, log_manager: LogManager,
                  topic_config: TopicConfig, zk: KafkaZkClient,
-                 on_isr_change: Callable[[TopicPartition], None]) -> None:
+                 on_isr_change: Callable[[TopicPartition], None],
+                 fetch_sessions: FetchSessionCache | None = None) -> None:
         self.topic_partition = tp
+        self._fetch_sessions = fetch_sessions
         self.local_broker_id = local_broker_id
         self.topic_config = topic_config
         self._log_manager = log_manager
@@ -139,6 +142,7 @@ class Partition:
         self._followers = {replica: FollowerState(last_caught_up_time_ms=now if replica in self.isr else 0)
                            for replica in self.assigned_replicas if replica != self.local_broker_id}
         self.maybe_increment_leader_hw()
+        self._changed(appended=True)
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> None:
         was_leader = self.is_leader
@@ -165,6 +169,12 @@ class Partition:
     def _wake_fetches(self) -> None:
         self.log_end_offset_watchers.wake_all()
         self.high_watermark_watchers.wake_all()
+        self._changed(appended=True)
+
+    def _changed(self, appended: bool) -> None:
+        """Tell the followers' fetch sessions: they read this partition next, and an append wakes them."""
+        if self._fetch_sessions is not None:
+            self._fetch_sessions.on_partition_change(self.topic_partition, appended)
 
     # -- leader: produce ------------------------------------------------------------------------------------------
 
@@ -189,6 +199,7 @@ class Partition:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
             batch.validate(deep=True)
+        self._catch_up_idle_followers()
         offsets = []
         log_append_time = NO_TIMESTAMP
         if self.topic_config["message.timestamp.type"] == "LogAppendTime":
@@ -203,6 +214,7 @@ class Partition:
             self.producer_state.update(stored)
             offsets.append((stored.base_offset, stored.next_offset))
         self.log_end_offset_watchers.wake_all()
+        self._changed(appended=True)
         self.maybe_increment_leader_hw()
         return offsets[0][0], max(end for _, end in offsets), log_append_time
 
@@ -264,11 +276,29 @@ class Partition:
     def _set_high_watermark(self, high_watermark: int) -> None:
         self._high_watermark = high_watermark
         self._log_manager.checkpoint_high_watermark(self.topic_partition, high_watermark)
+        self._changed(appended=False)
+
+    def _catch_up_idle_followers(self) -> None:
+        """A follower fetching in a session names a partition only when its position there moves. One that held
+        the whole log at its last named fetch, and still fetches with the partition in its session, was caught
+        up as of its latest fetch: written down here before the log end moves, and before the lag check."""
+        sessions = self._fetch_sessions
+        if sessions is None:
+            return
+        log_end_offset = self.log.log_end_offset
+        for replica, state in self._followers.items():
+            if state.log_end_offset >= log_end_offset:
+                fetched_ms = sessions.last_fetch_ms(replica, self.topic_partition)
+                if fetched_ms is not None and fetched_ms > state.last_fetch_time_ms:
+                    state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, fetched_ms)
+                    state.last_fetch_time_ms = fetched_ms
+                    state.last_fetch_leader_log_end_offset = log_end_offset
 
     def maybe_shrink_isr(self, now: int, max_lag_ms: int) -> None:
         """Drop followers that have not caught up within `max_lag_ms`; the leader itself never leaves."""
         if not self.is_leader:
             return
+        self._catch_up_idle_followers()
         out_of_sync = {replica for replica in self.isr if replica != self.local_broker_id
                        and now - self._followers.get(replica, FollowerState()).last_caught_up_time_ms > max_lag_ms}
         if out_of_sync:
@@ -307,6 +337,7 @@ class Partition:
         self.isr = set(ordered)
         self.zk_version = new_version
         self._on_isr_change(self.topic_partition)
+        self._changed(appended=False)  # a follower dropped from it gets the partition read, and may rejoin
         return True
 
     # -- follower -------------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from kafkalite.network.requests import (
 )
 from kafkalite.network.transport import PauseGate, Transport
 from kafkalite.server.delayed import await_fetch, await_produce
+from kafkalite.server.fetch_session import NEW_SESSION_ID, SESSIONLESS_EPOCH, FetchSession, FetchSessionCache
 from kafkalite.server.fetcher import ReplicaFetcherManager
 from kafkalite.server.log_manager import LogManager
 from kafkalite.server.metadata_cache import MetadataCache
@@ -82,6 +83,7 @@ class ReplicaManager:
         self._isr_changes: set[TopicPartition] = set()
         self._isr_changed = trio.Event()
         self.delayed_timer = Timer()  # the deadlines of parked produces and fetches
+        self.fetch_sessions = FetchSessionCache()  # the followers' incremental fetch sessions on this leader
 
     def startup(self, nursery: trio.Nursery) -> None:
         self.replica_fetcher_manager.startup(nursery)
@@ -106,7 +108,8 @@ class ReplicaManager:
         partition = self.all_partitions.get(tp)
         if partition is None:
             topic_config = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
-            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change)
+            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change,
+                                  self.fetch_sessions)
             self.all_partitions[tp] = partition
         return partition
 
@@ -258,6 +261,8 @@ class ReplicaManager:
     async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
         """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes."""
         from_follower = request.replica_id >= 0
+        if from_follower and request.session_epoch != SESSIONLESS_EPOCH:
+            return await self._fetch_in_session(request)
         results, readable, failed = self._read_from_local_log(request, from_follower, record_follower_fetch=True)
         if request.max_wait_ms <= 0 or readable >= request.min_bytes or failed or not request.partitions:
             return FetchResponse(errors.NONE.code, results)
@@ -276,6 +281,78 @@ class ReplicaManager:
         if not latest:
             latest.append(self._read_from_local_log(request, from_follower)[0])
         return FetchResponse(errors.NONE.code, latest[0])
+
+    async def _fetch_in_session(self, request: FetchRequest) -> FetchResponse:
+        """A follower's fetch in its session (server/fetch_session.py): only the partitions that changed on
+        either side are read, and only those with news are answered."""
+        sessions = self.fetch_sessions
+        if request.session_id == NEW_SESSION_ID:
+            session = sessions.open(request.replica_id)
+        else:
+            found = sessions.get(request.replica_id, request.session_id)
+            if found is None:
+                return FetchResponse(errors.FETCH_SESSION_ID_NOT_FOUND.code)
+            session = found
+            if request.session_epoch > session.responses:
+                return FetchResponse(errors.INVALID_FETCH_SESSION_EPOCH.code)
+            if request.session_epoch < session.responses:
+                session.resend_all()
+        sessions.apply(session, request.partitions, request.forgotten)
+        session.last_fetch_ms = now_ms()
+        results, readable, failed = self._read_session(session, request.max_bytes, record_follower_fetch=True)
+        if request.max_wait_ms > 0 and readable < request.min_bytes and not failed:
+            session.wake = wake = trio.Event()
+            entry = self.delayed_timer.schedule(trio.current_time() + request.max_wait_ms / 1000, wake)
+            try:
+                await wake.wait()
+            finally:
+                self.delayed_timer.cancel(entry)
+                session.wake = None
+            results = self._read_session(session, request.max_bytes)[0]
+        self._answered(session, results)
+        return FetchResponse(errors.NONE.code, results, session_id=session.id)
+
+    def _read_session(self, session: FetchSession, max_bytes: int, record_follower_fetch: bool = False
+                      ) -> tuple[list[FetchPartitionResponse], int, bool]:
+        """The dirty partitions with news for the follower: data, an error, a new high watermark or log start."""
+        results = []
+        total = 0
+        failed = False
+        replica_id = session.replica_id
+        recorded_id = replica_id if record_follower_fetch else None
+        for tp in session.dirty:
+            cached = session.partitions[tp]
+            result = self._read_partition(cached.fetch, replica_id, recorded_id, max_bytes - total, total == 0)
+            if result.error_code != errors.NONE.code:
+                failed = True
+            elif not result.batches and result.high_watermark == cached.sent_high_watermark \
+                    and result.log_start_offset == cached.sent_log_start_offset:
+                continue
+            total += sum(batch.size_in_bytes for batch in result.batches)
+            results.append(result)
+        return results, total, failed
+
+    def _answered(self, session: FetchSession, results: list[FetchPartitionResponse]) -> None:
+        """The response is leaving: remember what it says, and keep dirty only what still has news.
+
+        That is a partition with records the follower does not have yet (it names its new position in the next
+        fetch, or was left out when the response was full) or an error the follower has still to act on.
+        """
+        session.responses += 1
+        for result in results:
+            cached = session.partitions[TopicPartition(result.topic, result.partition)]
+            cached.sent_high_watermark = result.high_watermark
+            cached.sent_log_start_offset = result.log_start_offset
+        clean = []
+        for tp in session.dirty:
+            cached = session.partitions[tp]
+            partition = self.all_partitions.get(tp)
+            if partition is not None and partition.is_leader and cached.fetch.fetch_offset >= partition.log_end_offset \
+                    and cached.sent_high_watermark == partition.high_watermark \
+                    and cached.sent_log_start_offset == partition.log.log_start_offset:
+                clean.append(tp)
+        for tp in clean:
+            del session.dirty[tp]
 
     def _read_from_local_log(self, request: FetchRequest, from_follower: bool, record_follower_fetch: bool = False
                              ) -> tuple[list[FetchPartitionResponse], int, bool]:

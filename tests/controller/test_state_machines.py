@@ -135,4 +135,4 @@ def test_new_batch_refuses_to_drop_unsent_requests() -> None:
         batch.new_batch()
     context.topics_to_be_deleted.add("t")
     batch.add_update_metadata_request_for_brokers([1], [TP])
-    assert batch.update_metadata_request_partition_info_map[TP].leader == LEADER_DURING_DELETE
+    assert [state.leader for state in batch.update_metadata_partition_states()] == [LEADER_DURING_DELETE]

@@ -197,7 +197,7 @@ def test_omitted_trailing_fields_take_their_defaults() -> None:
     (r.ApiKey.METADATA, [None, 1], "MetadataRequest.allow_auto_topic_creation: expected bool, got int"),
     (r.ApiKey.CONTROLLED_SHUTDOWN, [1, 2, 3],
      "ControlledShutdownRequest: expected 2 fields for ControlledShutdownRequest, got 3"),
-    (r.ApiKey.FETCH, [1, 2], "FetchRequest: expected 4 to 7 fields for FetchRequest, got 2"),
+    (r.ApiKey.FETCH, [1, 2], "FetchRequest: expected 4 to 10 fields for FetchRequest, got 2"),
     (r.ApiKey.LEADER_AND_ISR, [1, 1, 1, [["t", 0, 1, 1, 1, [1], 0]], []],
      "LeaderAndIsrRequest.partition_states[0]: expected 8 to 9 fields for LeaderAndIsrPartitionState, got 7"),
     (r.ApiKey.CREATE_TOPICS, [[["t", 1, 1, {"0": [1]}]]],

@@ -1,0 +1,190 @@
+"""How kafkalite's cost grows with the number of partitions: failover, shutdown, elections, idle CPU, produce.
+
+    python benchmarks/scale.py [--sizes 100,1000,10000] [--huge] [--plot scale.png]
+
+Three brokers, RF=3, min ISR 2. Each figure is the CPU time the whole process spends (time.process_time: the
+cluster is one process), on Trio's mock clock where the operation waits on timeouts, so waiting costs nothing and
+the figure is the work alone; the per-record and latency figures run on the real clock through the public
+`Producer` and `Cluster.produce`. What it leaves out: a real network and disk (there are none), and GC tuning (no
+`gc.freeze()`: users who build large clusters can call it after setup, which the README explains).
+
+- failover: the controller's session expires; until a new controller has told every broker (its metadata names it)
+- shutdown: controlled shutdown of a broker leading a third of the partitions
+- prefer: after that broker restarts and rejoins every ISR, a preferred election of every partition
+- leader failover: a broker leading a third of the partitions dies; from its session's expiry until every
+  partition it led has a new leader acting as leader
+- idle: CPU per second of a quiet cluster, on the real clock
+- produce latency: `Cluster.produce` of 10 records, acks=-1, to one partition, median of 200, real clock
+- keyed produce: CPU per record of `Producer.send` with 1,000 keys over 8 and over 256 partitions
+- create: creating the N-partition topic
+
+`--huge` adds a 100,000-partition, 5-broker cluster: start, create its topic, fail the controller over.
+To compare with another version, run the same file with that version on PYTHONPATH (the CHANGELOG quotes both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+import trio.testing
+
+from kafkalite.client import Producer
+from kafkalite.cluster import Cluster
+from kafkalite.common.records import Record
+
+CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False,
+          "replica.lag.time.max.ms": 30000}
+def cpu() -> float:
+    return time.process_time()
+
+
+async def measured(what: Callable[[], Awaitable[Any]]) -> float:
+    started = cpu()
+    await what()
+    return cpu() - started
+
+
+async def topic_online(cluster: Cluster, partitions: int) -> None:
+    await cluster.create_topic("t", partitions, 3, {"min.insync.replicas": 2}, timeout=3600)
+
+
+def all_in_isr(cluster: Cluster, partitions: int, broker: int) -> bool:
+    return all(broker in cluster.partition_state("t", p).isr for p in range(partitions))
+
+
+async def mock_clock_figures(partitions: int, brokers: int = 3) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    async with Cluster(brokers=brokers, config=CONFIG, seed=1) as cluster:
+        figures["create"] = await measured(lambda: topic_online(cluster, partitions))
+        await trio.sleep(5)
+        controller = cluster.controller_id
+        assert controller is not None
+
+        async def failover() -> None:
+            await cluster.expire_session(controller)
+            await cluster.wait_until(lambda: cluster.controller_id not in (None, controller), timeout=120)
+            new = cluster.controller_id
+            await cluster.wait_until(lambda: all(cluster.broker(b).metadata_cache.controller_id == new
+                                                 for b in cluster.live_broker_ids), timeout=120, interval=0.001)
+
+        figures["failover"] = await measured(failover)
+        await trio.sleep(10)
+        victim = next(b for b in cluster.live_broker_ids if b != cluster.controller_id)
+        figures["shutdown"] = await measured(lambda: cluster.shutdown_broker(victim))
+        await cluster.restart_broker(victim)
+        await cluster.wait_until(lambda: all_in_isr(cluster, partitions, victim), timeout=3600)
+        figures["prefer"] = await measured(cluster.elect_preferred_leaders)
+        await trio.sleep(10)
+        led = [p for p in range(partitions) if cluster.leader_for("t", p) == victim]
+        expires_at = cluster.session_deadline(victim)
+        await cluster.kill_broker(victim)
+        await trio.sleep(expires_at - trio.current_time() - 0.001)
+
+        async def leader_failover() -> None:
+            await cluster.wait_until(lambda: all(cluster.leader_for("t", p) not in (victim, -1) for p in led),
+                                     timeout=120, interval=0.001)
+            for p in led:
+                await cluster.wait_for_leader("t", p, not_on=[victim], interval=0.001)
+
+        figures["leader failover"] = await measured(leader_failover)
+    return figures
+
+
+async def real_clock_figures(partitions: int) -> dict[str, float]:
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await topic_online(cluster, partitions)
+        await trio.sleep(1)
+        started = cpu()
+        await trio.sleep(3)
+        idle = (cpu() - started) / 3
+        records = [Record(None, b"x" * 100) for _ in range(10)]
+        latencies = []
+        for _ in range(200):
+            sent = time.perf_counter()
+            await cluster.produce("t", 0, records)
+            latencies.append(time.perf_counter() - sent)
+    return {"idle (s/s)": idle, "produce latency": statistics.median(latencies)}
+
+
+async def keyed_produce(partitions: int, records: int = 20_000) -> float:
+    """CPU per record of `Producer.send` with 1,000 distinct keys (linger.ms 5, acks=all), flushed at the end."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("k", partitions, 3)
+        async with Producer(cluster, {"acks": "all", "linger.ms": 5}) as producer:
+            keys = [b"key-%d" % i for i in range(1000)]
+            started = cpu()
+            for i in range(records):
+                await producer.send("k", b"v" * 100, key=keys[i % 1000])
+            await producer.flush()
+            return (cpu() - started) / records
+
+
+async def huge() -> dict[str, float]:
+    figures: dict[str, float] = {}
+    started = cpu()
+    async with Cluster(brokers=5, config=CONFIG, seed=1) as cluster:
+        figures["start"] = cpu() - started
+        figures["create 100,000"] = await measured(lambda: topic_online(cluster, 100_000))
+        controller = cluster.controller_id
+
+        async def failover() -> None:
+            await cluster.expire_session(controller)  # type: ignore[arg-type]
+            await cluster.wait_until(lambda: cluster.controller_id not in (None, controller), timeout=600)
+            new = cluster.controller_id
+            await cluster.wait_until(lambda: all(cluster.broker(b).metadata_cache.controller_id == new
+                                                 for b in cluster.live_broker_ids), timeout=600, interval=0.001)
+
+        figures["failover"] = await measured(failover)
+    return figures
+
+
+def fmt(seconds: float) -> str:
+    if seconds < 0.01:
+        return f"{seconds * 1e6:.0f} us"
+    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--huge", action="store_true", help="also a 100,000-partition, 5-broker cluster")
+    parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib)")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    # first, before the large clusters' objects weigh on the garbage collector
+    keyed = {count: trio.run(keyed_produce, count) for count in (8, 256)}
+    results: dict[int, dict[str, float]] = {}
+    for size in sizes:
+        figures = trio.run(mock_clock_figures, size, clock=trio.testing.MockClock(autojump_threshold=0))
+        figures.update(trio.run(real_clock_figures, size))
+        results[size] = figures
+        print(f"{size} partitions: " + ", ".join(f"{k} {fmt(v)}" for k, v in figures.items()), flush=True)
+    names = list(results[sizes[0]])
+    print(f"\n{'what (CPU time)':<22}" + "".join(f"{f'{size:,}':>14}" for size in sizes))
+    for name in names:
+        print(f"{name:<22}" + "".join(f"{fmt(results[size][name]):>14}" for size in sizes))
+    print("\nkeyed produce, CPU per record: " + ", ".join(f"{count} partitions {fmt(cost)}"
+                                                        for count, cost in keyed.items()))
+    if args.huge:
+        print("\n100,000 partitions, 5 brokers: " + ", ".join(
+            f"{k} {fmt(v)}" for k, v in trio.run(huge, clock=trio.testing.MockClock(autojump_threshold=0)).items()))
+    if args.plot:
+        import matplotlib.pyplot as plt  # optional: only for the picture
+
+        figure, axes = plt.subplots(figsize=(8, 5))
+        for name in names:
+            axes.plot(sizes, [results[size][name] for size in sizes], marker="o", label=name)
+        axes.set(xscale="log", yscale="log", xlabel="partitions (RF=3, 3 brokers)", ylabel="CPU seconds",
+                 title="kafkalite at scale")
+        axes.legend()
+        figure.savefig(args.plot, dpi=120)
+        print(f"wrote {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

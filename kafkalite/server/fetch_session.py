@@ -1,0 +1,128 @@
+"""Incremental fetch sessions between a follower and its leader (KIP-227), as the leader keeps them.
+
+Without a session a follower names every partition it follows in every fetch, and the leader reads all of them
+and registers a wake-up with each while the fetch is parked: with thousands of partitions on one link, every
+round costs thousands of reads, and each leadership change (a new fetch with the new set) costs a full round.
+
+With a session the leader remembers, per follower, each partition's fetch position and what it last told the
+follower of its high watermark and log start. A fetch names only what changed on the follower's side (a
+partition added or moved on, one forgotten); the leader marks a partition dirty when something changes on its
+side (an append, a high watermark or ISR change, a change of role), reads only the dirty ones, answers only
+those with news, and wakes a parked fetch only on an append to one of its own partitions. Kafka's leader still
+iterates every partition of a session on each fetch; here a fetch costs what changed.
+
+`session_epoch` counts the responses of the session the follower has received. A leader that built more than
+that knows one was lost on the way (a link cut after the leader answered) and sends everything again, since it
+had cleared what that response carried; a follower that abandons a parked fetch (to add partitions) loses no
+response, because the leader builds one only when it returns. A session the leader does not know (it restarted)
+is answered FETCH_SESSION_ID_NOT_FOUND and the follower starts a new one with a full fetch.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import trio
+
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import FetchPartition, ForgottenPartition
+
+NEW_SESSION_ID = 0  # a fetch with this id opens a session: a full fetch
+SESSIONLESS_EPOCH = -1  # a fetch with this epoch has no session (consumers, and tests that fetch by hand)
+
+
+class SessionPartition:
+    """One partition of a session: the follower's last fetch of it and what the leader last answered."""
+
+    __slots__ = ("fetch", "sent_high_watermark", "sent_log_start_offset")
+
+    def __init__(self, fetch: FetchPartition) -> None:
+        self.fetch = fetch
+        self.sent_high_watermark = -1
+        self.sent_log_start_offset = -1
+
+
+class FetchSession:
+    """One follower's session on this leader."""
+
+    __slots__ = ("id", "replica_id", "partitions", "dirty", "responses", "last_fetch_ms", "wake")
+
+    def __init__(self, session_id: int, replica_id: int) -> None:
+        self.id = session_id
+        self.replica_id = replica_id
+        self.partitions: dict[TopicPartition, SessionPartition] = {}
+        self.dirty: dict[TopicPartition, None] = {}  # ordered, so that answers come in a reproducible order
+        self.responses = 0
+        self.last_fetch_ms = 0
+        self.wake: trio.Event | None = None  # the parked fetch's, while one is parked
+
+    def mark(self, tp: TopicPartition, appended: bool) -> None:
+        self.dirty[tp] = None
+        if appended and self.wake is not None:
+            self.wake.set()
+
+    def resend_all(self) -> None:
+        """A response was lost: what it carried must go again, and so must everything it cleared."""
+        for tp, cached in self.partitions.items():
+            cached.sent_high_watermark = cached.sent_log_start_offset = -1
+            self.dirty[tp] = None
+
+
+class FetchSessionCache:
+    """The sessions of one leader, one per follower, and which sessions hear of which partition's changes."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[int, FetchSession] = {}
+        self._watching: dict[TopicPartition, dict[int, FetchSession]] = {}
+        self._ids = itertools.count(1)
+
+    def open(self, replica_id: int) -> FetchSession:
+        """A new session for the follower, replacing the one it had (a full fetch starts over)."""
+        old = self._sessions.get(replica_id)
+        if old is not None:
+            for tp in old.partitions:
+                self._unwatch(tp, replica_id)
+        session = self._sessions[replica_id] = FetchSession(next(self._ids), replica_id)
+        return session
+
+    def get(self, replica_id: int, session_id: int) -> FetchSession | None:
+        session = self._sessions.get(replica_id)
+        return session if session is not None and session.id == session_id else None
+
+    def apply(self, session: FetchSession, partitions: list[FetchPartition],
+              forgotten: list[ForgottenPartition]) -> None:
+        """The follower's changes: forgotten partitions leave, named ones join or move, and are read next."""
+        for gone in forgotten:
+            tp = TopicPartition(gone.topic, gone.partition)
+            if session.partitions.pop(tp, None) is not None:
+                session.dirty.pop(tp, None)
+                self._unwatch(tp, session.replica_id)
+        for fetch in partitions:
+            tp = TopicPartition(fetch.topic, fetch.partition)
+            cached = session.partitions.get(tp)
+            if cached is None:
+                session.partitions[tp] = SessionPartition(fetch)
+                self._watching.setdefault(tp, {})[session.replica_id] = session
+            else:
+                cached.fetch = fetch
+            session.dirty[tp] = None
+
+    def on_partition_change(self, tp: TopicPartition, appended: bool) -> None:
+        """A partition this leader hosts changed: every session with it reads it next, and an append wakes them."""
+        watching = self._watching.get(tp)
+        if watching:
+            for session in watching.values():
+                session.mark(tp, appended)
+
+    def last_fetch_ms(self, replica_id: int, tp: TopicPartition) -> int | None:
+        """When the follower last fetched in a session that holds `tp`, if it has one."""
+        watching = self._watching.get(tp)
+        session = watching.get(replica_id) if watching else None
+        return session.last_fetch_ms if session is not None else None
+
+    def _unwatch(self, tp: TopicPartition, replica_id: int) -> None:
+        watching = self._watching.get(tp)
+        if watching is not None:
+            watching.pop(replica_id, None)
+            if not watching:
+                del self._watching[tp]

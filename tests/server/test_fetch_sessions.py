@@ -1,0 +1,199 @@
+"""Incremental fetch sessions (KIP-227) between followers and leaders, on the real cluster and the mock clock.
+
+Each test watches the fetches a leader receives (a spy on its ReplicaManager.fetch_messages) and asserts what a
+session promises: after the first, full fetch a follower names only what changed, the leader reads only the
+partitions that changed and answers only those with news, a leadership change elsewhere leaves every other
+partition's position and the session itself alone, and a session that is lost (the leader forgot it, the
+follower restarted) is replaced by a full fetch without losing or repeating a record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from kafkalite.cluster import Cluster
+from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import FetchRequest, FetchResponse
+from kafkalite.server.replica_manager import ReplicaManager
+
+CONFIG = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 10000,
+          "auto.leader.rebalance.enable": False}
+PARTITIONS = 12
+
+
+@dataclass
+class Fetch:
+    replica_id: int
+    session_id: int
+    session_epoch: int
+    named: list[TopicPartition]
+    forgotten: list[TopicPartition]
+    answered: list[TopicPartition] = field(default_factory=list)
+    error_code: int = 0
+    reads: int = 0
+
+
+class FetchSpy:
+    """Every follower fetch a broker answered as leader: what it named, what the leader read and answered."""
+
+    def __init__(self, cluster: Cluster, leader: int) -> None:
+        self.fetches: list[Fetch] = []
+        manager: ReplicaManager = cluster.broker(leader).replica_manager
+        fetch_messages, read_partition = manager.fetch_messages, manager._read_partition
+        current: list[Fetch] = []
+
+        async def spy_fetch(request: FetchRequest) -> FetchResponse:
+            fetch = Fetch(request.replica_id, request.session_id, request.session_epoch,
+                          [TopicPartition(p.topic, p.partition) for p in request.partitions],
+                          [TopicPartition(p.topic, p.partition) for p in request.forgotten])
+            current.append(fetch)
+            try:
+                response = await fetch_messages(request)
+            finally:
+                current.remove(fetch)
+            fetch.error_code = response.error_code
+            fetch.answered = [TopicPartition(p.topic, p.partition) for p in response.partitions]
+            if request.replica_id >= 0:
+                self.fetches.append(fetch)
+            return response
+
+        def spy_read(*args: Any, **kwargs: Any) -> Any:
+            for fetch in current:
+                fetch.reads += 1
+            return read_partition(*args, **kwargs)
+
+        manager.fetch_messages = spy_fetch  # type: ignore[method-assign]
+        manager._read_partition = spy_read  # type: ignore[method-assign]
+
+    def from_follower(self, replica_id: int) -> list[Fetch]:
+        return [f for f in self.fetches if f.replica_id == replica_id]
+
+    def clear(self) -> None:
+        self.fetches.clear()
+
+
+async def topic_led_by_one_broker(cluster: Cluster) -> tuple[int, int]:
+    """A topic whose partitions one broker leads, followed by one other broker: (leader, follower)."""
+    await cluster.create_topic("t", PARTITIONS, 2)
+    leader = cluster.leader_for("t", 0)
+    follower = next(r for r in cluster.partition_state("t", 0).isr if r != leader)
+    targets = {TopicPartition("t", p): [leader, follower] for p in range(PARTITIONS)}
+    await cluster.reassign_partitions(targets)
+    await cluster.elect_preferred_leaders([TopicPartition("t", p) for p in range(PARTITIONS)])
+    await cluster.wait_until(lambda: all(cluster.leader_for("t", p) == leader and
+                                         len(cluster.partition_state("t", p).isr) == 2 for p in range(PARTITIONS)))
+    await trio.sleep(5)  # the moves settle: every partition's new position named, every high watermark answered
+    return leader, follower
+
+
+async def produce(cluster: Cluster, partition: int, value: bytes) -> int:
+    return await cluster.produce("t", partition, [Record(None, value)])
+
+
+async def test_after_the_first_fetch_a_follower_names_only_what_moved_and_the_leader_reads_only_that(
+        autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        spy = FetchSpy(cluster, leader)
+        await trio.sleep(5)  # the moves settle
+        spy.clear()
+        await trio.sleep(5)  # quiet: parked fetches that come back empty
+        quiet = spy.from_follower(follower)
+        assert quiet and all(f.session_id > 0 and f.named == [] and f.answered == [] for f in quiet)
+        assert all(f.reads == 0 for f in quiet)
+        spy.clear()
+        assert await produce(cluster, 3, b"x") == 0  # acks=all: the follower fetched it
+        fetches = spy.from_follower(follower)
+        tp = TopicPartition("t", 3)
+        assert any(tp in f.answered for f in fetches)  # the record, then the high watermark that covers it
+        assert all(f.named in ([], [tp]) and set(f.answered) <= {tp} for f in fetches)
+        assert all(f.reads <= 2 for f in fetches)  # that partition only: read before parking and on waking
+        await cluster.wait_until(lambda: cluster.broker(follower).replica_manager.get_partition(tp).high_watermark
+                                 == 1)
+
+
+async def test_a_leadership_change_elsewhere_leaves_the_session_and_every_other_position_alone(
+        autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        for p in range(PARTITIONS):
+            await produce(cluster, p, b"a%d" % p)
+        await trio.sleep(2)  # the follower's fetches name its new positions, and the leader answers the HWs
+        fetcher_manager = cluster.broker(follower).replica_manager.replica_fetcher_manager
+        states = {p: fetcher_manager.fetch_state(TopicPartition("t", p)) for p in range(PARTITIONS)}
+        spy = FetchSpy(cluster, leader)
+        moved = TopicPartition("t", 5)
+        await cluster.reassign_partitions({moved: [follower, leader]})
+        assert await cluster.elect_preferred_leaders([moved])
+        assert await cluster.wait_for_leader("t", 5) == follower
+        await trio.sleep(2)
+        assert all(fetcher_manager.fetch_state(TopicPartition("t", p)) is states[p]
+                   for p in range(PARTITIONS) if p != 5)  # the same fetch states: no position was reset
+        fetches = spy.from_follower(follower)
+        assert fetches and all(f.session_id > 0 and f.session_epoch > 0 for f in fetches)  # no full fetch again
+        assert all(set(f.named) <= {moved} for f in fetches)
+        assert any(moved in f.forgotten for f in fetches)
+        assert moved not in cluster.broker(leader).replica_manager.fetch_sessions.get(
+            follower, fetches[-1].session_id).partitions
+        assert await produce(cluster, 0, b"b") == 1 and await produce(cluster, 5, b"b") == 1
+
+
+async def test_a_partition_added_mid_session_is_fetched_without_a_full_fetch(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=3) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        spy = FetchSpy(cluster, leader)
+        await cluster.create_partitions("t", PARTITIONS + 1)
+        added = TopicPartition("t", PARTITIONS)
+        await cluster.reassign_partitions({added: [leader, follower]})
+        await cluster.elect_preferred_leaders([added])
+        assert await cluster.wait_for_leader("t", PARTITIONS) == leader
+        await cluster.wait_until(lambda: len(cluster.partition_state("t", PARTITIONS).isr) == 2)
+        assert await produce(cluster, PARTITIONS, b"new") == 0
+        fetches = spy.from_follower(follower)
+        assert any(added in f.named for f in fetches)
+        assert all(f.session_id > 0 and len(f.named) <= 2 for f in fetches)  # the new one, and the one it moved
+
+
+async def test_a_session_the_leader_forgot_is_replaced_by_a_full_fetch(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=4) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        for p in range(PARTITIONS):
+            await produce(cluster, p, b"before")
+        spy = FetchSpy(cluster, leader)
+        sessions = cluster.broker(leader).replica_manager.fetch_sessions
+        sessions.open(follower)  # as if the leader had evicted the follower's session: its id is unknown now
+        for p in range(PARTITIONS):
+            assert await produce(cluster, p, b"after") == 1  # acks=all: the follower fetches again
+        fetches = spy.from_follower(follower)
+        refused = [i for i, f in enumerate(fetches) if f.error_code != 0]
+        assert refused, "the follower's next fetch names a session the leader no longer has"
+        full = fetches[refused[0] + 1]
+        assert full.session_id == 0 and len(full.named) == PARTITIONS
+        follower_logs = cluster.broker(follower).replica_manager
+        for p in range(PARTITIONS):
+            log = follower_logs.get_partition(TopicPartition("t", p)).log
+            assert [r.value for b in log.read(0, 1 << 20) for r in b.records()] == [b"before", b"after"]
+
+
+async def test_a_restarted_follower_opens_a_new_session_and_catches_up(autojump_clock: Any) -> None:
+    async with Cluster(brokers=3, config=CONFIG, seed=5) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        await cluster.kill_broker(follower)
+        await cluster.wait_until(lambda: all(len(cluster.partition_state("t", p).isr) == 1
+                                             for p in range(PARTITIONS)), timeout=60)
+        for p in range(PARTITIONS):
+            await produce(cluster, p, b"while-down")
+        spy = FetchSpy(cluster, leader)
+        await cluster.restart_broker(follower)
+        await cluster.wait_until(lambda: all(len(cluster.partition_state("t", p).isr) == 2
+                                             for p in range(PARTITIONS)), timeout=60)
+        for p in range(PARTITIONS):
+            assert await produce(cluster, p, b"back") == 1
+        fetches = spy.from_follower(follower)
+        assert fetches[0].session_id == 0  # a new incarnation starts with a full fetch, then goes incremental
+        opened = next(i for i, f in enumerate(fetches) if f.session_id > 0)
+        assert all(f.session_id == fetches[opened].session_id for f in fetches[opened:])
