@@ -51,7 +51,7 @@ operations = st.lists(st.one_of(
 ), max_size=40)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(operations)
 def test_cache_matches_the_naive_model(ops):
     cache, model = LeaderEpochCache(), NaiveCache()
@@ -67,7 +67,7 @@ def test_cache_matches_the_naive_model(ops):
             assert cache.end_offset_for(requested, leo) == model.end_offset_for(requested, leo)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(
     st.tuples(st.just("append"), st.integers(0, 2), st.integers(1, 4)),
     st.tuples(st.just("truncate"), st.integers(0, 40)),

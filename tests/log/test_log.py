@@ -429,7 +429,7 @@ def test_empty_log_answers_nothing():
 
 # -- reads against a naive scan -----------------------------------------------------------------------------------
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(sizes=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 60)), min_size=1, max_size=25),
        segment_bytes=st.integers(50, 400), data=st.data())
 def test_reads_match_a_naive_scan(sizes, segment_bytes, data):
