@@ -261,7 +261,7 @@ class ReplicaFetcher:
     def _process_partition_data(self, tp: TopicPartition, state: PartitionFetchState,
                                 data: FetchPartitionResponse) -> None:
         try:
-            state.partition.append_records_to_follower(data.batches, data.high_watermark)
+            state.partition.append_records_to_follower(data.batches, data.high_watermark, data.log_start_offset)
         except Exception:
             log.exception("broker %d: appending fetched data of %s failed; waiting for the controller",
                           self._manager.broker_id, tp)
