@@ -88,6 +88,7 @@ class PartitionDescription:
     isr: tuple[int, ...]
     high_watermark: int
     log_end_offsets: dict[int, int]
+    log_start_offsets: dict[int, int]  # per replica: DeleteRecords and retention move them
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +352,8 @@ class Cluster:
         return controller
 
     async def describe_topic(self, topic: str) -> list[PartitionDescription]:
-        """Per partition the controller's leader, epoch and ISR, the leader's HW and every replica's LEO."""
+        """Per partition the controller's leader, epoch and ISR, the leader's HW and every replica's LEO and log
+        start offset."""
         zk = self._zk()
         assignment = zk.get_replica_assignment(_expect(topic, str, "topic"))
         if assignment is None:
@@ -367,13 +369,13 @@ class Cluster:
                 leader_partition = self._nodes[leader].broker.replica_manager.get_partition(tp)  # type: ignore[union-attr]
                 if leader_partition is not None and leader_partition.is_leader:
                     hw = leader_partition.high_watermark
-            leos = {}
-            for replica in replicas:
-                replica_log = self._nodes[replica].log_manager.get_log(tp) if replica in self._nodes else None
-                if replica_log is not None:
-                    leos[replica] = replica_log.log_end_offset
-            described.append(PartitionDescription(topic, partition, leader, epoch, tuple(replicas), tuple(isr), hw,
-                                                  leos))
+            logs = {replica: self._nodes[replica].log_manager.get_log(tp) for replica in replicas
+                    if replica in self._nodes}
+            found = {replica: replica_log for replica, replica_log in logs.items() if replica_log is not None}
+            described.append(PartitionDescription(
+                topic, partition, leader, epoch, tuple(replicas), tuple(isr), hw,
+                {replica: replica_log.log_end_offset for replica, replica_log in found.items()},
+                {replica: replica_log.log_start_offset for replica, replica_log in found.items()}))
         return described
 
     # -- admin and data path for tests ------------------------------------------------------------------------------

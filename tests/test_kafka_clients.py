@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from kafkalite.common.records import Record
+from kafkalite.common.types import TopicPartition as NativeTopicPartition
 from kafkalite.embedded import EmbeddedCluster
+from kafkalite.network.requests import EARLIEST_TIMESTAMP
 
 aiokafka = pytest.importorskip("aiokafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -611,3 +613,63 @@ def test_group_admin_with_each_client(cluster: EmbeddedCluster) -> None:
 
     with cluster.admin() as admin:
         assert not {"admin-ck", "admin-kp"} & {g.group_id for g in admin.list_groups()}
+
+
+# -- deleting records ----------------------------------------------------------------------------------------------
+
+
+def _kafka_python_delete_records(bootstrap: str, topic: str, offset: int) -> int:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        return int(admin.delete_records({tp: offset}, timeout_ms=int(DEADLINE * 1000))[tp]["low_watermark"])
+    finally:
+        admin.close()
+
+
+def _aiokafka_delete_records(bootstrap: str, topic: str, offset: int) -> int:
+    from aiokafka.admin import RecordsToDelete
+
+    async def run() -> int:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            tp = aiokafka.TopicPartition(topic, 0)
+            return (await admin.delete_records({tp: RecordsToDelete(offset)}, int(DEADLINE * 1000)))[tp]
+        finally:
+            await admin.close()
+
+    return asyncio.run(run())
+
+
+def _confluent_delete_records(bootstrap: str, topic: str, offset: int) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.delete_records([confluent_kafka.TopicPartition(topic, 0, offset)],
+                                    operation_timeout=DEADLINE).values()
+    return int(future.result(DEADLINE).low_watermark)
+
+
+DELETERS: dict[str, Callable[[str, str, int], int]] = {
+    "kafka-python": _kafka_python_delete_records, "aiokafka": _aiokafka_delete_records,
+    "confluent-kafka": _confluent_delete_records}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_delete_records_with_each_admin(cluster: EmbeddedCluster, topic: str, client: str) -> None:
+    """DeleteRecords as each client's admin sends it (all three send the flexible v2): the low watermark comes
+    back, the client's consumer reads from there, -1 deletes up to the high watermark, an offset beyond it is
+    refused with OFFSET_OUT_OF_RANGE; the native sync admin does the same."""
+    sent = records()
+    produce(client, cluster.kafka_bootstrap_servers, topic, sent)
+    native_read(cluster, topic, COUNT)
+    assert DELETERS[client](cluster.kafka_bootstrap_servers, topic, 12) == 12
+    assert cluster.list_offset(topic, 0, EARLIEST_TIMESTAMP) == 12
+    assert consume(client, cluster.kafka_bootstrap_servers, topic, 12, COUNT - 12) == list(enumerate(sent))[12:]
+    with pytest.raises(Exception) as raised:
+        DELETERS[client](cluster.kafka_bootstrap_servers, topic, COUNT + 5)
+    assert "OffsetOutOfRange" in type(raised.value).__name__ or "OFFSET_OUT_OF_RANGE" in str(raised.value)
+    with cluster.admin() as admin:
+        assert admin.delete_records({NativeTopicPartition(topic, 0): 20}) == {NativeTopicPartition(topic, 0): 20}
+    assert DELETERS[client](cluster.kafka_bootstrap_servers, topic, -1) == COUNT
+    [described] = cluster.describe_topic(topic)
+    assert described.log_start_offsets == {1: COUNT, 2: COUNT, 3: COUNT}

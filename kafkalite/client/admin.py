@@ -1,4 +1,4 @@
-"""The admin client: topics, cluster description and offsets.
+"""The admin client: topics, cluster description, offsets and deleting records.
 
 Each call retries what Kafka's AdminClient retries (no controller known, controller moved, broker not
 reachable, leader moved) until default.api.timeout.ms, and raises anything else as the KafkaError subclass of
@@ -7,7 +7,7 @@ the broker's error code with the broker's message, so `except TopicAlreadyExists
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, TypeVar, cast
@@ -30,7 +30,8 @@ from kafkalite.network.requests import (
     DescribeConfigsRequest, DescribeConfigsResponse,
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, CreatableTopic,
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    CreateTopicsResponse, DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListPartitionReassignmentsRequest, MetadataBroker,
     ListPartitionReassignmentsResponse, OngoingReassignment, ReassignablePartition, Request,
     NO_GENERATION, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
@@ -463,14 +464,7 @@ class Admin(_GroupAdmin):
         async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
             if self.metadata.expired():  # leaders known metadata.max.age.ms ago may have moved
                 await self.metadata.refresh()
-            remaining = [tp for tp in timestamps if tp not in found]
-            by_leader: dict[int, list[TopicPartition]] = {}
-            for tp in remaining:
-                leader = self.metadata.leader_for(tp)
-                if leader is None:
-                    raise _Retry(errors.LeaderNotAvailableError(f"no leader known for {tp}"))
-                by_leader.setdefault(leader.leader, []).append(tp)
-            for leader_id, tps in by_leader.items():
+            for leader_id, tps in self._by_leader(tp for tp in timestamps if tp not in found).items():
                 response: ListOffsetsResponse = await self._transport.send(leader_id, ListOffsetsRequest(
                     CONSUMER_REPLICA_ID, [ListOffsetsPartition(tp.topic, tp.partition, timestamps[tp])
                                           for tp in tps]))
@@ -486,6 +480,58 @@ class Admin(_GroupAdmin):
             return found
 
         return await self._with_retries(attempt, "list_offsets")
+
+    async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Kafka's deleteRecords: delete every record below each partition's offset (-1: below the high
+        watermark). Returns each partition's low watermark, its log start offset from now on on every in-sync
+        replica. Raises UnknownTopicOrPartitionError for a partition that does not exist, and the brokers' errors:
+        OffsetOutOfRangeError for an offset beyond the high watermark or negative, InvalidTopicError for an
+        internal topic."""
+        where = "delete_records()"
+        wanted: dict[TopicPartition, int] = {}
+        for tp, offset in mapping(offsets, where, "TopicPartition to offsets").items():
+            if not is_int(offset):
+                raise TypeError(f"{where} takes int offsets (-1: the high watermark), not {offset!r} for {tp!r}")
+            wanted[topic_partition(tp, where)] = offset
+        low_watermarks: dict[TopicPartition, int] = {}
+        self.metadata.add_topics(tp.topic for tp in wanted)
+
+        async def attempt() -> dict[TopicPartition, int]:
+            if self.metadata.expired():
+                await self.metadata.refresh()
+            remaining = [tp for tp in wanted if tp not in low_watermarks]
+            for tp in remaining:
+                if isinstance(self.metadata.topic_errors.get(tp.topic), errors.UnknownTopicOrPartitionError) \
+                        or (tp.topic in self.metadata.topics and not self.metadata.lists(tp)):
+                    raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+            stale: list[KafkaError] = []  # leaders moved, or in-sync replicas were slow to follow
+            for leader_id, tps in self._by_leader(remaining).items():
+                response: DeleteRecordsResponse = await self._transport.send(leader_id, DeleteRecordsRequest(
+                    [DeleteRecordsPartition(tp.topic, tp.partition, wanted[tp]) for tp in tps],
+                    self.config["request.timeout.ms"]))
+                for result in response.partitions:
+                    if result.error_code == errors.NONE.code:
+                        low_watermarks[TopicPartition(result.topic, result.partition)] = result.low_watermark
+                    elif result.error_code in STALE_METADATA_ERRORS:
+                        stale.append(errors.for_code(result.error_code).exception(result.error_message))
+                    else:
+                        errors.raise_for(result.error_code, result.error_message)
+            missing = [tp for tp in wanted if tp not in low_watermarks]
+            if missing:
+                raise _Retry(stale[0] if stale else errors.NotLeaderOrFollowerError(f"no answer for {missing}"))
+            return low_watermarks
+
+        return await self._with_retries(attempt, "delete_records", final=(errors.UnknownTopicOrPartitionError,))
+
+    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        """The partitions grouped by the leader the metadata names; a retry while one has no leader known."""
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = self.metadata.leader_for(tp)
+            if leader is None:
+                raise _Retry(errors.LeaderNotAvailableError(f"no leader known for {tp}"))
+            by_leader.setdefault(leader.leader, []).append(tp)
+        return by_leader
 
 
 def _checked_new_topic(topic: Any) -> NewTopic:

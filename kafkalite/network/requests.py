@@ -40,6 +40,7 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -63,6 +64,7 @@ CONSUMER_REPLICA_ID = -1  # Fetch/ListOffsets from a client rather than a follow
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 UNDEFINED_EPOCH = -1
+HIGH_WATERMARK = -1  # DeleteRecords: delete every record below the high watermark
 UNDEFINED_EPOCH_OFFSET = -1
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -324,6 +326,36 @@ class ListOffsetsPartitionResponse:
 @dataclass(slots=True)
 class ListOffsetsResponse(Response):
     partitions: list[ListOffsetsPartitionResponse]
+
+
+@dataclass(slots=True)
+class DeleteRecordsPartition:
+    topic: str
+    partition: int
+    offset: int  # records below it are deleted; HIGH_WATERMARK: every record below the high watermark
+
+
+@dataclass(slots=True)
+class DeleteRecordsRequest(Request):
+    """Kafka's DeleteRecords: each partition's leader moves its log start offset to the offset given."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.DELETE_RECORDS
+    partitions: list[DeleteRecordsPartition]
+    timeout_ms: int = 30000  # how long to wait for the in-sync replicas to move their log start as well
+
+
+@dataclass(slots=True)
+class DeleteRecordsPartitionResult:
+    topic: str
+    partition: int
+    error_code: int
+    low_watermark: int = -1  # the partition's log start offset once the deletion is done
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteRecordsResponse(Response):
+    partitions: list[DeleteRecordsPartitionResult]
 
 
 @dataclass(slots=True)
@@ -954,6 +986,7 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         ListPartitionReassignmentsRequest, DescribeConfigsRequest, AlterConfigsRequest, FindCoordinatorRequest,
         JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest,
         OffsetFetchRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest, OffsetDeleteRequest,
+        DeleteRecordsRequest,
     )
 }
 
@@ -969,6 +1002,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.METADATA: MetadataResponse,
     ApiKey.CREATE_TOPICS: CreateTopicsResponse,
     ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
+    ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
     ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,

@@ -24,6 +24,7 @@ from kafkalite.network.requests import (
     ProducePartitionResponse, ProduceRequest, ProduceResponse, Request, Response, RESPONSE_TYPES,
     DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest,
     DescribeGroupsResponse, OffsetCommitPartitionResponse, OffsetCommitRequest, OffsetCommitResponse,
+    DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse,
 )
 
 
@@ -41,6 +42,11 @@ def _produce(request: Any, code: int, message: str | None) -> Response:
 def _list_offsets(request: Any, code: int, message: str | None) -> Response:
     return ListOffsetsResponse([ListOffsetsPartitionResponse(p.topic, p.partition, code, error_message=message)
                                 for p in request.partitions])
+
+
+def _delete_records(request: Any, code: int, message: str | None) -> Response:
+    return DeleteRecordsResponse([DeleteRecordsPartitionResult(p.topic, p.partition, code, error_message=message)
+                                  for p in request.partitions])
 
 
 def _offsets_for_leader_epoch(request: Any, code: int, message: str | None) -> Response:
@@ -91,6 +97,7 @@ def _delete_groups(request: Any, code: int, message: str | None) -> Response:
 _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None]] = {
     ProduceRequest: _produce,
     ListOffsetsRequest: _list_offsets,
+    DeleteRecordsRequest: _delete_records,
     OffsetsForLeaderEpochRequest: _offsets_for_leader_epoch,
     MetadataRequest: _metadata,
     CreateTopicsRequest: _create_topics,

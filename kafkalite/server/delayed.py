@@ -1,4 +1,4 @@
-"""Delayed produce and delayed fetch: Kafka's purgatory, on Trio primitives.
+"""Delayed produce, delayed fetch and delayed delete-records: Kafka's purgatory, on Trio primitives.
 
 A request that cannot be answered yet parks on what it waits for, and the partition wakes it when that
 changes, so a waiting request costs nothing until it can make progress:
@@ -6,7 +6,9 @@ changes, so a waiting request costs nothing until it can make progress:
 - an acks=-1 produce waits for the high watermark to pass its last offset. Each partition keeps its waiters
   in a heap by required offset, so an advance of the HW releases exactly the satisfied ones in O(log n) each;
 - a fetch waits for data: a follower for the log end offset to move, a consumer for the high watermark. It
-  parks one event in every partition it asked for and re-checks when any of them fires.
+  parks one event in every partition it asked for and re-checks when any of them fires;
+- a DeleteRecords waits, in the same way, for each partition's low watermark (the smallest log start offset in
+  the ISR) to reach its offset: the partition wakes it when a follower reports a new log start or the ISR changes.
 
 Deadlines are entries in the broker's `Timer` (Kafka's purgatory timer): a request that waits past its
 deadline is woken and answers with what it has. Nothing polls, and no waiter pays for a cancel scope.

@@ -347,13 +347,16 @@ class ReplicaFetcher:
         if data.batches and data.batches[0].base_offset != state.fetch_offset:
             self._named[tp] = None  # an answer for a position the leader no longer has from us: name ours again
             return
+        log_start_offset = state.partition.log.log_start_offset
         try:
-            state.partition.append_records_to_follower(data.batches, data.high_watermark)
+            state.partition.append_records_to_follower(data.batches, data.high_watermark, data.log_start_offset)
         except Exception:
             log.exception("broker %d: appending fetched data of %s failed; waiting for the controller",
                           self._manager.broker_id, tp)
             self._fail(tp, state)
             return
+        if state.partition.log.log_start_offset != log_start_offset:
+            self._named[tp] = None  # the leader waits to hear it (a DeleteRecords waits for every log start)
         self._moved_to(tp, state, state.partition.log.log_end_offset)
 
     def _moved_to(self, tp: TopicPartition, state: PartitionFetchState, fetch_offset: int) -> None:

@@ -60,6 +60,9 @@ from kafkalite.network.requests import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     ElectLeadersRequest,
     FetchRequest,
@@ -129,6 +132,7 @@ _ENTRIES: dict[type[Request], tuple[str, str, Callable[[Any], int]]] = {
     ProduceRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     FetchRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     ListOffsetsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    DeleteRecordsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     OffsetsForLeaderEpochRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     ElectLeadersRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.topic_partitions or ())),
     AlterPartitionReassignmentsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
@@ -189,6 +193,7 @@ class KafkaApis:
             ProduceRequest: self.handle_produce,
             FetchRequest: self.handle_fetch,
             ListOffsetsRequest: self.handle_list_offsets,
+            DeleteRecordsRequest: self.handle_delete_records,
             OffsetsForLeaderEpochRequest: self.handle_offsets_for_leader_epoch,
             MetadataRequest: self.handle_metadata,
             ApiVersionsRequest: self.handle_api_versions,
@@ -412,6 +417,16 @@ class KafkaApis:
 
     async def handle_list_offsets(self, request: ListOffsetsRequest, context: RequestContext) -> Response:
         return self.replica_manager.fetch_offsets(request)
+
+    async def handle_delete_records(self, request: DeleteRecordsRequest, context: RequestContext) -> Response:
+        """Records of internal topics are not deleted (INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager answers):
+        `__consumer_offsets` holds the groups and their committed offsets, which its coordinator replays."""
+        allowed = [p for p in request.partitions if p.topic not in INTERNAL_TOPICS]
+        results = await self.replica_manager.delete_records(request.timeout_ms, allowed)
+        return DeleteRecordsResponse(results + [DeleteRecordsPartitionResult(
+            p.topic, p.partition, errors.INVALID_TOPIC_EXCEPTION.code,
+            error_message=f"cannot delete records of the internal topic {p.topic}")
+            for p in request.partitions if p.topic in INTERNAL_TOPICS])
 
     async def handle_offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest,
                                               context: RequestContext) -> Response:

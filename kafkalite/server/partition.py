@@ -3,8 +3,9 @@
 As leader it appends producers' batches, tracks each follower's log end offset from its fetches, moves the
 high watermark to the smallest LEO in the ISR, and shrinks or expands the ISR, writing every change to the
 partition-state znode with a version check so that a stale leader's write fails instead of overwriting the
-controller's. As follower it only records what the controller told it and takes the leader's HW from fetch
-responses; its log is driven by the replica fetcher.
+controller's. It also moves its log start offset for DeleteRecords and tracks the followers' log starts, which
+they report in their fetches. As follower it only records what the controller told it and takes the leader's
+HW and log start offset from fetch responses; its log is driven by the replica fetcher.
 
 Everything here is synchronous: a method runs to completion between two Trio checkpoints, so the ISR, the HW
 and the log never disagree while another task looks at them.
@@ -25,6 +26,7 @@ from kafkalite.common.errors import (
     MessageTooLargeError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
@@ -33,7 +35,7 @@ from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredErr
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from kafkalite.log import Log
 from kafkalite.log.producer_state import ProducerStateManager
-from kafkalite.network.requests import NO_LEADER, LeaderAndIsrPartitionState
+from kafkalite.network.requests import HIGH_WATERMARK, NO_LEADER, LeaderAndIsrPartitionState
 from kafkalite.server.delayed import DelayedProduce, FetchWatchers, ProducePurgatory
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.log_manager import LogManager, log_config_for
@@ -46,6 +48,7 @@ class FollowerState:
     """What the leader knows of one follower, from that follower's fetches."""
 
     log_end_offset: int = -1  # unknown until the follower fetches from this leader
+    log_start_offset: int = -1  # likewise: the log start the follower reported in its last fetch
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = -1
     last_fetch_time_ms: int = 0
@@ -80,6 +83,7 @@ class Partition:
         self.delayed_produces = ProducePurgatory()
         self.log_end_offset_watchers = FetchWatchers()  # follower fetches wait for new data
         self.high_watermark_watchers = FetchWatchers()  # consumer fetches wait for committed data
+        self.low_watermark_watchers = FetchWatchers()  # DeleteRecords waits for the ISR to move its log starts
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic_partition}, broker={self.local_broker_id}, leader={self.leader_replica_id}, "
@@ -110,6 +114,21 @@ class Partition:
 
     def follower_log_end_offsets(self) -> dict[int, int]:
         return {replica: state.log_end_offset for replica, state in self._followers.items()}
+
+    def follower_log_start_offsets(self) -> dict[int, int]:
+        return {replica: state.log_start_offset for replica, state in self._followers.items()}
+
+    @property
+    def low_watermark(self) -> int:
+        """Kafka's lowWatermarkIfLeader, over the ISR: the smallest log start offset of the leader and its in-sync
+        followers (-1 for one that has not reported since this leader took over). Records below it are gone from
+        every replica that may become leader, so a DeleteRecords is done once this reaches its offset."""
+        low = self.log.log_start_offset
+        for replica in self.isr:
+            if replica != self.local_broker_id:
+                state = self._followers.get(replica)
+                low = min(low, state.log_start_offset if state is not None else -1)
+        return low
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a request that names the leader epoch it expects is fenced when the epochs differ."""
@@ -143,6 +162,7 @@ class Partition:
                            for replica in self.assigned_replicas if replica != self.local_broker_id}
         self.maybe_increment_leader_hw()
         self._changed(appended=True)
+        self.low_watermark_watchers.wake_all()  # a DeleteRecords waits on the new ISR now
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> None:
         was_leader = self.is_leader
@@ -152,7 +172,7 @@ class Partition:
         self._followers = {}
         if was_leader:
             self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
-        self._wake_fetches()
+        self._wake_waiters()
 
     def _apply_partition_state(self, state: LeaderAndIsrPartitionState) -> None:
         self.controller_epoch = state.controller_epoch
@@ -164,11 +184,13 @@ class Partition:
         """The replica is going away (StopReplica with delete): release everything parked on it."""
         self.leader_replica_id = NO_LEADER
         self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
-        self._wake_fetches()
+        self._wake_waiters()
 
-    def _wake_fetches(self) -> None:
+    def _wake_waiters(self) -> None:
+        """Parked fetches and DeleteRecords look again: they answer NOT_LEADER_OR_FOLLOWER if leadership went."""
         self.log_end_offset_watchers.wake_all()
         self.high_watermark_watchers.wake_all()
+        self.low_watermark_watchers.wake_all()
         self._changed(appended=True)
 
     def _changed(self, appended: bool) -> None:
@@ -227,6 +249,31 @@ class Partition:
             self.delayed_produces.watch(operation)
         return operation
 
+    # -- leader: delete records ----------------------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Kafka's deleteRecordsOnLeader: move the log start to `offset` (HIGH_WATERMARK: to the high watermark)
+        and return that offset; the caller waits for `low_watermark` to reach it.
+
+        OFFSET_OUT_OF_RANGE for a negative offset or one beyond the high watermark: records a consumer cannot
+        see yet may not be deleted, or the log start would pass uncommitted data a new leader might not have.
+        An offset at or below the log start deletes nothing. Parked follower fetches are woken so that the
+        followers learn the new log start from their next fetch response at once.
+        """
+        self.ensure_leader()
+        target = self._high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"the offset {offset} for partition {self.topic_partition} is not valid: "
+                                        f"give an offset >= 0, or {HIGH_WATERMARK} for the high watermark")
+        if target > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.topic_partition} below offset {target}: it is beyond the high "
+                f"watermark {self._high_watermark}")
+        self.log.maybe_increment_log_start_offset(target)
+        self.log_end_offset_watchers.wake_all()
+        self._changed(appended=True)  # followers fetching in a session hear of the new log start at once
+        return target
+
     def _replication_outcome(self) -> errors.ErrorCode:
         if len(self.isr) < self.min_insync_replicas:
             return errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -234,8 +281,8 @@ class Partition:
 
     # -- leader: follower tracking, high watermark, ISR ----------------------------------------------------------
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> None:
-        """Record a follower's fetch: its LEO is the offset it asks for.
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
+        """Record a follower's fetch: its LEO is the offset it asks for, its log start the one it reports.
 
         A follower is caught up if it asked for the leader's LEO, or for at least the LEO the leader had at
         the follower's previous fetch (then it was caught up as of that fetch). The second rule keeps a
@@ -254,6 +301,9 @@ class Partition:
         state.last_fetch_leader_log_end_offset = leader_end_offset
         state.last_fetch_time_ms = now
         state.log_end_offset = fetch_offset
+        if log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self.low_watermark_watchers.wake_all()
         self.maybe_expand_isr(replica_id)
         self.maybe_increment_leader_hw()
 
@@ -338,15 +388,22 @@ class Partition:
         self.zk_version = new_version
         self._on_isr_change(self.topic_partition)
         self._changed(appended=False)  # a follower dropped from it gets the partition read, and may rejoin
+        self.low_watermark_watchers.wake_all()  # a follower left behind no longer holds a DeleteRecords back
         return True
 
     # -- follower -------------------------------------------------------------------------------------------------
 
-    def append_records_to_follower(self, batches: Sequence[RecordBatch], leader_high_watermark: int) -> None:
+    def append_records_to_follower(self, batches: Sequence[RecordBatch], leader_high_watermark: int,
+                                   leader_log_start_offset: int) -> None:
+        """Append what the leader sent and take its high watermark and log start offset (Kafka's
+        processPartitionData), so that records a DeleteRecords removed on the leader go here too and stay gone
+        when this replica becomes leader. The log start never passes this log's end: a follower that far
+        behind is answered OFFSET_OUT_OF_RANGE and restarts at the leader's log start instead."""
         for batch in batches:
             self.log.append_as_follower(batch)
             self.producer_state.update(batch)
         self._follow_high_watermark(leader_high_watermark)
+        self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.log.log_end_offset))
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)

@@ -1,8 +1,9 @@
 """ReplicaManager: the partitions this broker hosts and the requests that touch their logs (seed 000).
 
 It turns the controller's LeaderAndIsr into leaders and followers, appends producers' batches and waits for
-replication, serves fetches to followers and consumers, and runs the leader's periodic duties: shrinking the
-ISR of lagging followers and telling the controller, through ISR change notifications, what changed.
+replication, serves fetches to followers and consumers, deletes records below an offset (DeleteRecords), and
+runs the leader's periodic duties: shrinking the ISR of lagging followers and telling the controller, through
+ISR change notifications, what changed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    DeleteRecordsPartition,
+    DeleteRecordsPartitionResult,
     EpochEndOffset,
     FetchPartition,
     FetchPartitionResponse,
@@ -264,7 +267,9 @@ class ReplicaManager:
         if from_follower and request.session_epoch != SESSIONLESS_EPOCH:
             return await self._fetch_in_session(request)
         results, readable, failed = self._read_from_local_log(request, from_follower, record_follower_fetch=True)
-        if request.max_wait_ms <= 0 or readable >= request.min_bytes or failed or not request.partitions:
+        if request.max_wait_ms <= 0 or self._fetch_complete(request.min_bytes, request.partitions, results, readable,
+                                                            failed) \
+                or not request.partitions:
             return FetchResponse(errors.NONE.code, results)
         watched = [self.all_partitions[TopicPartition(p.topic, p.partition)] for p in request.partitions]
         watchers = [p.log_end_offset_watchers if from_follower else p.high_watermark_watchers for p in watched]
@@ -272,7 +277,7 @@ class ReplicaManager:
 
         def ready() -> bool:  # re-reads, as Kafka's DelayedFetch does, without counting the follower's fetch again
             results, readable, failed = self._read_from_local_log(request, from_follower)
-            if readable >= request.min_bytes or failed:
+            if self._fetch_complete(request.min_bytes, request.partitions, results, readable, failed):
                 latest.append(results)
                 return True
             return False
@@ -300,7 +305,8 @@ class ReplicaManager:
         sessions.apply(session, request.partitions, request.forgotten)
         session.last_fetch_ms = now_ms()
         results, readable, failed = self._read_session(session, request.max_bytes, record_follower_fetch=True)
-        if request.max_wait_ms > 0 and readable < request.min_bytes and not failed:
+        asked = [session.partitions[TopicPartition(r.topic, r.partition)].fetch for r in results]
+        if request.max_wait_ms > 0 and not self._fetch_complete(request.min_bytes, asked, results, readable, failed):
             session.wake = wake = trio.Event()
             entry = self.delayed_timer.schedule(trio.current_time() + request.max_wait_ms / 1000, wake)
             try:
@@ -354,6 +360,16 @@ class ReplicaManager:
         for tp in clean:
             del session.dirty[tp]
 
+    @staticmethod
+    def _fetch_complete(min_bytes: int, partitions: Sequence[FetchPartition], results: list[FetchPartitionResponse],
+                        readable: int, failed: bool) -> bool:
+        """Kafka's DelayedFetch completion (min_bytes read, or an error), and one more for followers: a leader log
+        start beyond the one the follower reported. A DeleteRecords waits for the followers to move theirs, and
+        they learn it from a fetch response; parked for replica.fetch.wait.max.ms, they would make it wait that
+        long. Consumers report no log start (-1)."""
+        return readable >= min_bytes or failed or any(
+            0 <= asked.log_start_offset < result.log_start_offset for asked, result in zip(partitions, results))
+
     def _read_from_local_log(self, request: FetchRequest, from_follower: bool, record_follower_fetch: bool = False
                              ) -> tuple[list[FetchPartitionResponse], int, bool]:
         """(responses, bytes read, whether any partition failed); no record is touched, only whole batches.
@@ -385,7 +401,7 @@ class ReplicaManager:
                     f"fetch offset {fetch.fetch_offset} of {tp} is outside [{partition_log.log_start_offset}, "
                     f"{partition_log.log_end_offset}]")
             if recorded_id is not None:
-                partition.update_follower_fetch_state(recorded_id, fetch.fetch_offset)
+                partition.update_follower_fetch_state(recorded_id, fetch.fetch_offset, fetch.log_start_offset)
             bound = partition_log.log_end_offset if follower_id is not None else partition.high_watermark
             max_bytes = min(fetch.partition_max_bytes, budget)
             batches = [] if fetch.fetch_offset >= bound or (max_bytes <= 0 and not min_one_batch) else \
@@ -401,6 +417,55 @@ class ReplicaManager:
                                       high_watermark=partition.high_watermark,
                                       last_stable_offset=partition.high_watermark,
                                       log_start_offset=partition_log.log_start_offset, batches=batches)
+
+    # -- delete records -------------------------------------------------------------------------------------------
+
+    async def delete_records(self, timeout_ms: int, entries: Sequence[DeleteRecordsPartition]
+                             ) -> list[DeleteRecordsPartitionResult]:
+        """Kafka's deleteRecords with its DelayedDeleteRecords: each partition's leader moves its log start
+        offset, then the answer waits until every in-sync replica has moved its own as far (the low watermark),
+        which the followers do from their next fetch response. Only then is the deletion safe from a leader
+        change. A partition still short of it after `timeout_ms` answers REQUEST_TIMED_OUT with the low
+        watermark reached; the leader's log start has moved all the same, as in Kafka.
+        """
+        results = []
+        pending: list[tuple[DeleteRecordsPartitionResult, Partition, int]] = []
+        for entry in entries:
+            tp = TopicPartition(entry.topic, entry.partition)
+            try:
+                partition = self._leader_partition(tp)
+                required = partition.delete_records_on_leader(entry.offset)
+            except Exception as exc:
+                code, message = _error_of(exc, f"delete records of {tp}")
+                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, code, error_message=message))
+                continue
+            result = DeleteRecordsPartitionResult(entry.topic, entry.partition, errors.NONE.code,
+                                                  partition.low_watermark)
+            results.append(result)
+            if result.low_watermark < required:
+                pending.append((result, partition, required))
+
+        def ready() -> bool:
+            return all(not partition.is_leader or partition.low_watermark >= required
+                       for _, partition, required in pending)
+
+        if pending and timeout_ms > 0 and not ready():
+            await await_fetch([partition.low_watermark_watchers for _, partition, _ in pending],
+                              trio.current_time() + timeout_ms / 1000, self.delayed_timer, ready)
+        for result, partition, required in pending:
+            if not partition.is_leader:
+                result.error_code = errors.NOT_LEADER_OR_FOLLOWER.code
+                result.error_message = (f"broker {self.broker_id} stopped leading {partition.topic_partition} before "
+                                        f"its replicas deleted the records below {required}")
+                continue
+            result.low_watermark = partition.low_watermark
+            if result.low_watermark < required:
+                lagging = sorted(replica for replica, log_start in partition.follower_log_start_offsets().items()
+                                 if replica in partition.isr and log_start < required)
+                result.error_code = errors.REQUEST_TIMED_OUT.code
+                result.error_message = (f"the log start of {partition.topic_partition} is {required} on the leader, "
+                                        f"but in-sync replicas {lagging} had not moved theirs within {timeout_ms} ms")
+        return results
 
     # -- offsets --------------------------------------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ def requests() -> list[r.Request]:
                        max_bytes=1 << 20, isolation_level=r.READ_COMMITTED, broker_epoch=12),
         r.ListOffsetsRequest(r.CONSUMER_REPLICA_ID, [r.ListOffsetsPartition("orders", 0, r.EARLIEST_TIMESTAMP),
                                                      r.ListOffsetsPartition("orders", 1, 1_700_000_000_000, 3)]),
+        r.DeleteRecordsRequest([r.DeleteRecordsPartition("orders", 0, 12),
+                                r.DeleteRecordsPartition("orders", 1, r.HIGH_WATERMARK)], timeout_ms=5000),
         r.OffsetsForLeaderEpochRequest(2, [r.OffsetForLeaderPartition("orders", 0, 4, 5)]),
         r.MetadataRequest(["orders", "logs"], allow_auto_topic_creation=True),
         r.CreateTopicsRequest([
@@ -99,6 +101,8 @@ def responses() -> list[r.Response]:
         r.FetchResponse(0, [r.FetchPartitionResponse("orders", 0, 0, 10, 10, 0, [batch(0, b"a"), batch(1, b"b")]),
                             r.FetchPartitionResponse("orders", 1, 1, error_message="out of range")]),
         r.ListOffsetsResponse([r.ListOffsetsPartitionResponse("orders", 0, 0, -1, 17, 4)]),
+        r.DeleteRecordsResponse([r.DeleteRecordsPartitionResult("orders", 0, 0, 12),
+                                 r.DeleteRecordsPartitionResult("orders", 1, 1, error_message="beyond the HW")]),
         r.OffsetsForLeaderEpochResponse([r.EpochEndOffset("orders", 0, 0, 4, 100), r.EpochEndOffset("x", 1, 3)]),
         r.MetadataResponse([r.MetadataBroker(1, "127.0.0.1", 9092, "rack-a"), r.MetadataBroker(2, "h", 1)],
                            "cluster-1", 1, [

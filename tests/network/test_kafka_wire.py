@@ -20,8 +20,8 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
-    ApiVersionsResponse, JoinGroupRequest, Message, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest,
-    ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
+    ApiVersionsResponse, DeleteRecordsRequest, JoinGroupRequest, Message, MetadataResponse, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
 )
 
 SAFETY_TIMEOUT = 20
@@ -244,3 +244,22 @@ async def test_group_apis_answer_errors_as_kafka_does() -> None:
             left = await call(port, 13, 1, group_id=GROUP, member_id="stranger")
             assert left.error_code == errors.UNKNOWN_MEMBER_ID.code
             assert (await call(port, 13, 1, group_id=GROUP, member_id=member)).error_code == 0
+
+
+async def test_delete_records_answers_each_partition_at_version_0() -> None:
+    """The low watermark where the deletion was done, Kafka's error code where not; v0 has a v0 response header."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=4) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            for value in (b"a", b"b", b"c"):
+                assert len(await exchange(port, produce_frame(kafka_batch(value)))) == 1
+            deleted = await call(port, 21, 0, timeout_ms=5000, topics=[
+                entry(DeleteRecordsRequest, "DeleteRecordsTopic", name=name, partitions=[
+                    entry(DeleteRecordsRequest, "DeleteRecordsTopic.DeleteRecordsPartition", partition_index=index,
+                          offset=offset) for index, offset in partitions])
+                for name, partitions in ((TOPIC, ((0, 2),)), ("missing", ((0, 1),)))])
+            assert [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions])
+                    for t in deleted.topics] == [
+                (TOPIC, [(0, 0, 2)]), ("missing", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION.code, -1)])]
+            assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 2)] == [b"c"]

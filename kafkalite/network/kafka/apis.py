@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from kafkalite.network.kafka import (
-    alter_configs, api_versions, create_partitions, create_topics, delete_groups, delete_topics, describe_cluster,
-    describe_configs, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
-    list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce, sync_group,
+    alter_configs, api_versions, create_partitions, create_topics, delete_groups, delete_records, delete_topics,
+    describe_cluster, describe_configs, describe_groups, fetch, find_coordinator, heartbeat, init_producer_id,
+    join_group, leave_group, list_groups, list_offsets, metadata, offset_commit, offset_delete, offset_fetch, produce,
+    sync_group,
 )
 from kafkalite.network.kafka.api import KafkaApi
 
@@ -26,6 +27,7 @@ APIS: dict[int, KafkaApi] = {api.key: api for api in (
     api_versions.API,  # 18
     create_topics.API,  # 19
     delete_topics.API,  # 20
+    delete_records.API,  # 21
     init_producer_id.API,  # 22
     describe_configs.API,  # 32
     alter_configs.API,  # 33

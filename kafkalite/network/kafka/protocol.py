@@ -21,7 +21,8 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import (
         AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-        CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
+        CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest,
+        DeleteRecordsResponse, DeleteTopicsRequest,
         DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
         DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse,
     )
@@ -42,7 +43,8 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
 __all__ = [
     "AlterConfigsRequest", "AlterConfigsResponse", "ApiVersionsRequest", "ApiVersionsResponse",
     "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
-    "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
     "DescribeGroupsRequest", "DescribeGroupsResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
     "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "InitProducerIdRequest",

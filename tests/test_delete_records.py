@@ -1,0 +1,159 @@
+"""DeleteRecords on a real three-broker cluster: the leader moves its log start, the in-sync followers follow it
+before the answer, the deleted records stay gone across a failover, and bad requests get Kafka's errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from kafkalite.client import Admin, Consumer, TopicPartition
+from kafkalite.cluster import Cluster
+from kafkalite.common import errors
+from kafkalite.common.records import Record
+from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME
+from kafkalite.network.requests import (
+    CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, HIGH_WATERMARK, DeleteRecordsPartition, DeleteRecordsPartitionResult,
+    DeleteRecordsRequest, FetchPartition, FetchRequest, RequestContext,
+)
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+TOPIC = "events"
+TP = TopicPartition(TOPIC, 0)
+COUNT = 10
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    """Ten committed records on every replica of a partition replicated three times."""
+    async with Cluster(brokers=3, config={"replica.lag.time.max.ms": 10000}, seed=21) as running:
+        await running.create_topic(TOPIC, partitions=1, replication_factor=3)
+        for i in range(COUNT):
+            await running.produce(TOPIC, 0, [Record(None, f"v{i}".encode())])
+        yield running
+
+
+def log_starts(cluster: Cluster, broker_ids: list[int] | None = None) -> dict[int, int]:
+    return {b: cluster.log_manager(b).get_log(TP).log_start_offset  # type: ignore[union-attr]
+            for b in (broker_ids or cluster.live_broker_ids)}
+
+
+async def delete(cluster: Cluster, broker_id: int, *partitions: tuple[str, int, int],
+                 timeout_ms: int = 30000) -> list[DeleteRecordsPartitionResult]:
+    """A DeleteRecordsRequest straight to one broker, as a client would send it."""
+    response = await cluster.transport.send("client", broker_id, DeleteRecordsRequest(
+        [DeleteRecordsPartition(*p) for p in partitions], timeout_ms), RequestContext(source="client"))
+    return response.partitions  # type: ignore[no-any-return]
+
+
+async def first_offset_read(cluster: Cluster, **config: Any) -> int:
+    async with Consumer(cluster, {"auto.offset.reset": "earliest", **config}) as consumer:
+        consumer.assign([TP])
+        while not (records := await consumer.poll(1)):
+            pass
+    return records[0].offset
+
+
+async def test_records_below_the_offset_are_gone_from_every_replica(cluster: Cluster) -> None:
+    async with Admin(cluster) as admin:
+        await admin.list_topics()
+        started = trio.current_time()
+        assert await admin.delete_records({TP: 4}) == {TP: 4}
+        assert log_starts(cluster) == {1: 4, 2: 4, 3: 4}  # the answer waited for the in-sync followers
+        # which did not sit out a parked fetch (replica.fetch.wait.max.ms, 500 ms) to hear of the new log start
+        assert trio.current_time() - started < 0.1
+        assert (await admin.list_offsets({TP: "earliest"}))[TP].offset == 4
+        with pytest.raises(errors.OffsetOutOfRangeError, match="outside"):
+            await cluster.fetch(TOPIC, 0, 3)
+        assert [o for o, _ in await cluster.fetch(TOPIC, 0, 4)] == list(range(4, COUNT))
+        assert await first_offset_read(cluster) == 4
+
+        assert await admin.delete_records({TP: 2}) == {TP: 4}  # below the log start: nothing to delete
+        assert await admin.delete_records({TP: HIGH_WATERMARK}) == {TP: COUNT}
+        assert log_starts(cluster) == {1: COUNT, 2: COUNT, 3: COUNT}
+    await cluster.produce(TOPIC, 0, [Record(None, b"after")])
+    assert [(o, r.value) for o, r in await cluster.fetch(TOPIC, 0, COUNT)] == [(COUNT, b"after")]
+
+
+async def test_a_consumer_positioned_below_the_new_log_start_resets_to_it(cluster: Cluster) -> None:
+    async with Consumer(cluster, {"auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 1)
+        async with Admin(cluster) as admin:
+            await admin.delete_records({TP: 7})
+        records = []
+        while not records:
+            records = await consumer.poll(1)
+    assert [r.offset for r in records] == [7, 8, 9]
+
+
+async def test_a_leader_failover_keeps_the_new_log_start(cluster: Cluster) -> None:
+    """The new leader had followed the deletion before it was answered; the old leader, back as a follower,
+    follows a deletion made while it was down."""
+    leader = cluster.leader_for(TOPIC, 0)
+    async with Admin(cluster) as admin:
+        assert await admin.delete_records({TP: 6}) == {TP: 6}
+        await cluster.kill_broker(leader)
+        await cluster.wait_until(lambda: cluster.leader_for(TOPIC, 0) not in (-1, leader))
+        assert (await admin.list_offsets({TP: "earliest"}))[TP].offset == 6
+        assert await first_offset_read(cluster) == 6
+        assert await admin.delete_records({TP: 8}) == {TP: 8}
+    await cluster.restart_broker(leader)
+    await cluster.wait_until(lambda: leader in cluster.partition_state(TOPIC, 0).isr and log_starts(cluster) == {
+        1: 8, 2: 8, 3: 8})
+
+
+async def test_a_follower_that_stops_fetching_holds_the_answer_until_it_leaves_the_isr(cluster: Cluster) -> None:
+    """Kafka's DelayedDeleteRecords: REQUEST_TIMED_OUT while a paused follower is still in the ISR (the leader
+    has deleted all the same); done once the leader drops it from the ISR; the follower catches up on resuming."""
+    leader = cluster.leader_for(TOPIC, 0)
+    follower, other = [b for b in (1, 2, 3) if b != leader]
+    cluster.pause_broker(follower)
+    [timed_out] = await delete(cluster, leader, (TOPIC, 0, 5), timeout_ms=100)
+    assert timed_out.error_code == errors.REQUEST_TIMED_OUT.code and timed_out.low_watermark < 5
+    assert f"[{follower}]" in (timed_out.error_message or "")
+    assert log_starts(cluster, [leader, other]) == {leader: 5, other: 5}
+
+    with trio.fail_after(60):
+        [done] = await delete(cluster, leader, (TOPIC, 0, 5), timeout_ms=60000)
+    assert (done.error_code, done.low_watermark) == (0, 5)
+    assert follower not in cluster.partition_state(TOPIC, 0).isr
+    cluster.resume_broker(follower)
+    await cluster.wait_until(lambda: log_starts(cluster).get(follower) == 5)
+
+
+async def test_bad_requests_get_kafkas_errors_with_a_reason_and_the_broker_keeps_serving(cluster: Cluster) -> None:
+    leader = cluster.leader_for(TOPIC, 0)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    answers = await delete(cluster, leader, (TOPIC, 0, -5), (TOPIC, 0, COUNT + 1), (TOPIC, 7, 1), ("nope", 0, 1),
+                           (GROUP_METADATA_TOPIC_NAME, 0, 1))
+    assert [(a.topic, a.partition, errors.for_code(a.error_code)) for a in answers] == [
+        (TOPIC, 0, errors.OFFSET_OUT_OF_RANGE), (TOPIC, 0, errors.OFFSET_OUT_OF_RANGE),
+        (TOPIC, 7, errors.UNKNOWN_TOPIC_OR_PARTITION), ("nope", 0, errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (GROUP_METADATA_TOPIC_NAME, 0, errors.INVALID_TOPIC_EXCEPTION)]
+    assert "-5" in answers[0].error_message and "high watermark" in answers[1].error_message  # type: ignore[operator]
+    assert all(a.error_message and a.low_watermark == -1 for a in answers)
+    [not_leader] = await delete(cluster, follower, (TOPIC, 0, 1))
+    assert not_leader.error_code == errors.NOT_LEADER_OR_FOLLOWER.code
+    [negative_timeout] = await delete(cluster, leader, (TOPIC, 0, 1), timeout_ms=-1)
+    assert negative_timeout.error_code == errors.INVALID_REQUEST.code
+
+    async with Admin(cluster) as admin:
+        with pytest.raises(errors.OffsetOutOfRangeError, match="-5"):
+            await admin.delete_records({TP: -5})
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await admin.delete_records({TopicPartition(TOPIC, 3): 1})
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await admin.delete_records({TopicPartition("nope", 0): 1})
+        with pytest.raises(TypeError, match="int offsets"):
+            await admin.delete_records({TP: "4"})  # type: ignore[dict-item]
+    assert log_starts(cluster) == {1: 0, 2: 0, 3: 0}
+    await cluster.produce(TOPIC, 0, [Record(None, b"still serving")])
+    assert len(await cluster.fetch(TOPIC, 0, 0)) == COUNT + 1
+    response = await cluster.transport.send("client", leader, FetchRequest(
+        CONSUMER_REPLICA_ID, 0, 0, [FetchPartition(TOPIC, 0, 0)]), RequestContext(source="client"))
+    assert response.partitions[0].log_start_offset == 0
+    assert await cluster.list_offset(TOPIC, 0, EARLIEST_TIMESTAMP) == 0
