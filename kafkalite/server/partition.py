@@ -345,10 +345,19 @@ class Partition:
                     state.last_fetch_leader_log_end_offset = log_end_offset
 
     def maybe_shrink_isr(self, now: int, max_lag_ms: int) -> None:
-        """Drop followers that have not caught up within `max_lag_ms`; the leader itself never leaves."""
+        """Drop followers that have not caught up within `max_lag_ms`; the leader itself never leaves.
+
+        Also the other way: a follower out of the ISR that has caught up within `max_lag_ms` is offered to
+        `maybe_expand_isr` again. In a fetch session a caught-up follower names nothing, so its fetches no longer
+        retry an expansion that failed (the ISR write met a newer partition state, or the coordination service
+        was out of reach); this tick does.
+        """
         if not self.is_leader:
             return
         self._catch_up_idle_followers()
+        for replica, state in self._followers.items():
+            if replica not in self.isr and now - state.last_caught_up_time_ms <= max_lag_ms:
+                self.maybe_expand_isr(replica)
         out_of_sync = {replica for replica in self.isr if replica != self.local_broker_id
                        and now - self._followers.get(replica, FollowerState()).last_caught_up_time_ms > max_lag_ms}
         if out_of_sync:
@@ -364,7 +373,8 @@ class Partition:
         end_offset = self._followers[replica_id].log_end_offset
         if end_offset >= self._high_watermark and end_offset >= self.leader_epoch_start_offset:
             log.info("%s: expanding ISR %s with %d", self.topic_partition, sorted(self.isr), replica_id)
-            self._update_isr(self.isr | {replica_id})
+            if not self._update_isr(self.isr | {replica_id}):
+                self._changed(appended=False)  # read again at the follower's next fetch, and tried again
 
     def _update_isr(self, new_isr: set[int]) -> bool:
         """Write the ISR with the version we last saw; on a version mismatch keep the old ISR.

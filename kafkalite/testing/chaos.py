@@ -595,7 +595,8 @@ def summary(results: Sequence[ChaosResult]) -> str:
             seeds_by_kind[kind].append(result.seed)
     walls = [r.wall_s for r in results] or [0.0]
     lines = [f"{len(results)} seeds, {sum(not r.ok for r in results)} failing",
-             f"virtual time per seed {statistics.median([r.virtual_s for r in results] or [0]):.0f} s (median); "
+             f"virtual time per seed {statistics.median([r.virtual_s for r in results] or [0]):.0f} s (median), "
+             f"{min([r.virtual_s for r in results] or [0]):.0f} s (min); "
              f"wall time per seed median {statistics.median(walls):.2f} s, max {max(walls):.2f} s, "
              f"total {sum(walls):.0f} s",
              f"{'kind':<28}{'seeds':>8}  first seeds"]
