@@ -197,3 +197,29 @@ async def test_a_restarted_follower_opens_a_new_session_and_catches_up(autojump_
         assert fetches[0].session_id == 0  # a new incarnation starts with a full fetch, then goes incremental
         opened = next(i for i, f in enumerate(fetches) if f.session_id > 0)
         assert all(f.session_id == fetches[opened].session_id for f in fetches[opened:])
+
+
+async def test_a_caught_up_follower_rejoins_the_isr_after_a_failed_isr_write_with_no_new_records(
+        autojump_clock: Any) -> None:
+    """Chaos seed 297: the leader's one attempt to readmit an idle, caught-up follower failed (its ISR write met a
+    newer partition state), and as the follower's fetches named nothing, nothing tried again."""
+    async with Cluster(brokers=3, config=CONFIG, seed=6) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        tp = TopicPartition("t", 0)
+        await produce(cluster, 0, b"before")
+        cluster.pause_broker(follower)
+        await cluster.wait_until(lambda: follower not in cluster.partition_state("t", 0).isr, timeout=60)
+        partition = cluster.broker(leader).replica_manager.get_partition(tp)
+        update_isr = partition._update_isr
+        refused: list[set[int]] = []
+
+        def refuse_the_first_expansion(new_isr: set[int]) -> bool:
+            if follower in new_isr and not refused:
+                refused.append(new_isr)
+                return False  # as when the partition state changed since the leader last read it
+            return update_isr(new_isr)
+
+        partition._update_isr = refuse_the_first_expansion  # type: ignore[method-assign]
+        cluster.resume_broker(follower)
+        await cluster.wait_until(lambda: follower in cluster.partition_state("t", 0).isr, timeout=30)
+        assert refused and partition.log.log_end_offset == 1  # readmitted without a record written since
