@@ -5,7 +5,7 @@ Frames are built from the request dataclasses' own annotations (so every field o
 reached), filled from pools of hostile values, then mutated at the msgpack level and at the frame level
 (truncated, wrong length, random bytes, an unknown API key or version). Each seed is printed on failure and
 replays the same frames. Destructive admin requests that would legitimately remove data (DeleteTopics,
-AlterConfigs) never name the topic whose records are checked; everything else may.
+AlterConfigs, DeleteRecords) never name the topic whose records are checked; everything else may.
 
 Real clock: the kernel moves the bytes. `KAFKALITE_FUZZ_FRAMES` sets the frames per request type (default 60,
 over 1,000 in all); CI runs the default.
@@ -31,7 +31,14 @@ from kafkalite.cluster import Cluster
 from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.connection import Connection
-from kafkalite.network.requests import REQUEST_TYPES, AlterConfigsRequest, ApiKey, DeleteTopicsRequest, MetadataRequest
+from kafkalite.network.requests import (
+    REQUEST_TYPES,
+    AlterConfigsRequest,
+    ApiKey,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    MetadataRequest,
+)
 
 FRAMES_PER_TYPE = int(os.environ.get("KAFKALITE_FUZZ_FRAMES", "60"))
 ACKED_TOPIC = "acked-data"
@@ -40,6 +47,7 @@ RESPONSE_WAIT_S = 0.2  # a request that is still waiting (a long-polling fetch) 
 INTS = [0, 1, 2, 3, -1, -2, 7, 100, 2**15 - 1, 2**15, 2**31 - 1, 2**31, 2**63 - 1, -(2**63), 2**64 - 1, 10**12]
 STRINGS = ["fuzz-target", "nope", "", ".", "..", "x" * 250, "a/b", "é", "\x00", ACKED_TOPIC, "NATIVE", "retention.ms",
            "min.insync.replicas", "1"]
+DESTRUCTIVE = (DeleteTopicsRequest, AlterConfigsRequest, DeleteRecordsRequest)  # may remove records, as asked
 HOSTILE = [None, True, 0, -1, 2**64 - 1, -(2**63), 1.5, "", "x" * 1000, b"", b"\xff" * 64, [], [[[]]], {}, {1: 2},
            [None] * 50, ".."]
 
@@ -50,8 +58,7 @@ def value_for(annotation: Any, rng: random.Random, request_type: type, depth: in
     if annotation is int:
         return rng.choice(INTS) if rng.random() < 0.5 else rng.randrange(-2, 4)
     if annotation is str:
-        pool = [s for s in STRINGS if s != ACKED_TOPIC] if request_type in (DeleteTopicsRequest, AlterConfigsRequest) \
-            else STRINGS
+        pool = [s for s in STRINGS if s != ACKED_TOPIC] if request_type in DESTRUCTIVE else STRINGS
         return rng.choice(pool)
     if annotation is bool:
         return rng.random() < 0.5
