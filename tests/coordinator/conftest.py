@@ -31,13 +31,15 @@ async def send(cluster: Cluster, broker_id: int, request: Request, client: str =
 
 
 async def coordinator_of(cluster: Cluster, group_id: str) -> int:
-    """Ask until the coordinator is known (the first ask creates `__consumer_offsets`)."""
-    while True:
-        response: FindCoordinatorResponse = await send(cluster, cluster.live_broker_ids[0],
-                                                       FindCoordinatorRequest(group_id))
-        if response.error_code == 0:
-            return response.node_id
-        await trio.sleep(0.1)
+    """Ask until the coordinator is known (the first ask creates `__consumer_offsets`); fail after 60 virtual
+    seconds rather than ask forever."""
+    with trio.fail_after(60):
+        while True:
+            response: FindCoordinatorResponse = await send(cluster, cluster.live_broker_ids[0],
+                                                           FindCoordinatorRequest(group_id))
+            if response.error_code == 0:
+                return response.node_id
+            await trio.sleep(0.1)
 
 
 def join_request(group_id: str, member_id: str = "", topics: tuple[str, ...] = ("events",), *,
