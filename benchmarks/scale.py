@@ -14,7 +14,8 @@ the figure is the work alone; the per-record and latency figures run on the real
 - leader failover: a broker leading a third of the partitions dies; from its session's expiry until every
   partition it led has a new leader acting as leader
 - idle: CPU per second of a quiet cluster, on the real clock
-- produce latency: `Cluster.produce` of 10 records, acks=-1, to one partition, median of 200, real clock
+- produce latency: `Cluster.produce` of 10 records, acks=-1, to one partition, median of 200, real clock, and
+  the same on a 1-partition cluster in the same run, the peer the target is set against
 - keyed produce: CPU per record of `Producer.send` with 1,000 keys over 8 and over 256 partitions
 - create: creating the N-partition topic
 
@@ -158,6 +159,7 @@ def main() -> None:
     sizes = [int(size) for size in args.sizes.split(",")]
     # first, before the large clusters' objects weigh on the garbage collector
     keyed = {count: trio.run(keyed_produce, count) for count in (8, 256)}
+    peer_latency = trio.run(real_clock_figures, 1)["produce latency"]  # the 1-partition cluster the target names
     results: dict[int, dict[str, float]] = {}
     for size in sizes:
         figures = trio.run(mock_clock_figures, size, clock=trio.testing.MockClock(autojump_threshold=0))
@@ -168,7 +170,9 @@ def main() -> None:
     print(f"\n{'what (CPU time)':<22}" + "".join(f"{f'{size:,}':>14}" for size in sizes))
     for name in names:
         print(f"{name:<22}" + "".join(f"{fmt(results[size][name]):>14}" for size in sizes))
-    print("\nkeyed produce, CPU per record: " + ", ".join(f"{count} partitions {fmt(cost)}"
+    print(f"\nproduce latency against a 1-partition cluster in this run ({fmt(peer_latency)}): " + ", ".join(
+        f"{size:,} partitions {results[size]['produce latency'] / peer_latency:.2f}x" for size in sizes))
+    print("keyed produce, CPU per record: " + ", ".join(f"{count} partitions {fmt(cost)}"
                                                         for count, cost in keyed.items()))
     if args.huge:
         print("\n100,000 partitions, 5 brokers: " + ", ".join(
