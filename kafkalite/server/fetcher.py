@@ -157,7 +157,8 @@ class ReplicaFetcher:
         self._forgotten.pop(tp, None)
 
     def _leave_session(self, tp: TopicPartition) -> None:
-        if self._in_session.pop(tp, 0) is None:
+        if tp in self._in_session:
+            del self._in_session[tp]
             self._named.pop(tp, None)
             self._forgotten[tp] = None
 
