@@ -92,9 +92,11 @@ class ReplicaStateMachine:
         try:
             if target is ReplicaState.OFFLINE:
                 self._take_offline(replicas)
+            elif target is ReplicaState.ONLINE:
+                self._bring_online(replicas, announce)
             else:
                 for replica in replicas:
-                    self._handle_state_change(replica, target, announce)
+                    self._handle_state_change(replica, target)
             self.batch.send_requests_to_brokers(self.context.epoch)
         except BaseException:
             self.batch.clear()
@@ -108,19 +110,30 @@ class ReplicaStateMachine:
             state_change_log.error(message)
             raise IllegalStateTransition(message)
 
-    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState, announce: bool) -> None:
-        tp = replica.topic_partition
+    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
-        if target is ReplicaState.ONLINE and current is not ReplicaState.NEW:
-            leadership = self.context.partition_leadership_info.get(tp)
-            if leadership is not None:
-                self.batch.add_leader_and_isr_request_for_brokers([replica.replica], tp, leadership,
-                                                                  self.context.partition_replica_assignment(tp),
-                                                                  update_metadata=announce)
-        elif target is ReplicaState.DELETION_STARTED:
-            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=True,
+        if target is ReplicaState.DELETION_STARTED:
+            self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
+                                                            delete_partition=True,
                                                             callback=self._on_stop_replica_with_delete)
         self._set_state(replica, current, target)
+
+    def _bring_online(self, replicas: list[PartitionAndReplica], announce: bool) -> None:
+        """Each replica gets its partition's current LeaderAndIsr, one per partition for all of its replicas (from
+        New, the partition's election already sent it)."""
+        context = self.context
+        told: dict[TopicPartition, list[int]] = {}
+        for replica in replicas:
+            current = context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
+            if current is not ReplicaState.NEW:
+                told.setdefault(replica.topic_partition, []).append(replica.replica)
+            self._set_state(replica, current, ReplicaState.ONLINE)
+        for tp, broker_ids in told.items():
+            leadership = context.partition_leadership_info.get(tp)
+            if leadership is not None:
+                self.batch.add_leader_and_isr_request_for_brokers(broker_ids, tp, leadership,
+                                                                  context.partition_replica_assignment(tp),
+                                                                  update_metadata=announce)
 
     def _set_state(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
         if target is ReplicaState.NON_EXISTENT:
