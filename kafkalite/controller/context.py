@@ -7,7 +7,7 @@ it needs no locks (Kafka's controllerLock is our single event queue).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -100,15 +100,23 @@ class ControllerContext:
         return [tp for topic in sorted(self.partition_assignments) for tp in self.partitions_for_topic(topic)]
 
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return [tp for tp in self.all_partitions() if broker_id in self.partition_replica_assignment(tp)]
+        return [TopicPartition(topic, partition) for topic, partition, replicas in self._assignments()
+                if broker_id in replicas]
 
     def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionAndReplica]:
         return [PartitionAndReplica(tp.topic, tp.partition, r)
                 for tp in partitions for r in self.partition_replica_assignment(tp)]
 
     def replicas_on_brokers(self, broker_ids: set[int]) -> list[PartitionAndReplica]:
-        return [replica for replica in self.replicas_for_partitions(self.all_partitions())
-                if replica.replica in broker_ids]
+        return [PartitionAndReplica(topic, partition, r) for topic, partition, replicas in self._assignments()
+                for r in replicas if r in broker_ids]
+
+    def _assignments(self) -> Iterator[tuple[str, int, list[int]]]:
+        """(topic, partition, replicas) of every partition, in order."""
+        for topic in sorted(self.partition_assignments):
+            assignment = self.partition_assignments[topic]
+            for partition in sorted(assignment):
+                yield topic, partition, assignment[partition]
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted

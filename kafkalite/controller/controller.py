@@ -268,10 +268,7 @@ class KafkaController:
         context.all_topics = set(self.zk.get_all_topics(watch=True))
         for topic in sorted(context.all_topics):
             context.partition_assignments[topic] = term.admin.watch_assignment(topic)
-        for tp in context.all_partitions():
-            state = self.zk.get_partition_state(tp)
-            if state is not None:
-                context.partition_leadership_info[tp] = state
+        context.partition_leadership_info.update(self.zk.get_partition_states(context.all_partitions()))
         if self.config["delete.topic.enable"]:
             context.topics_to_be_deleted = set(self.zk.get_children(DELETE_TOPICS_PATH)) & context.all_topics
         term.reassignment.initialize()
@@ -403,7 +400,8 @@ class KafkaController:
         replicated = [tp for tp in context.partitions_on_broker(broker_id)
                       if tp in context.partition_leadership_info and len(context.partition_replica_assignment(tp)) > 1
                       and not context.is_topic_queued_up_for_deletion(tp.topic)]
-        led = [tp for tp in replicated if context.partition_leadership_info[tp].leader_and_isr.leader == broker_id]
+        led = {tp: None for tp in replicated
+               if context.partition_leadership_info[tp].leader_and_isr.leader == broker_id}  # ordered, and a set
         term.partitions.handle_state_changes(led, PartitionState.ONLINE, controlled_shutdown_partition_leader_selector)
         term.replicas.handle_state_changes([PartitionAndReplica(tp.topic, tp.partition, broker_id)
                                             for tp in replicated if tp not in led], ReplicaState.OFFLINE)
@@ -419,14 +417,8 @@ class KafkaController:
         if not names:
             return
         changed = sorted({tp for name in names for tp in self.zk.read_isr_change_notification(name)})
-        refreshed = []
-        for tp in changed:
-            if tp.topic not in self.context.all_topics:
-                continue
-            state = self.zk.get_partition_state(tp)
-            if state is not None:
-                self.context.partition_leadership_info[tp] = state
-                refreshed.append(tp)
+        refreshed = self.zk.get_partition_states(tp for tp in changed if tp.topic in self.context.all_topics)
+        self.context.partition_leadership_info.update(refreshed)
         self.term.batch.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, refreshed)
         self.zk.delete_isr_change_notifications(names, self.context.epoch_zk_version)
 

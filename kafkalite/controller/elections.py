@@ -23,6 +23,7 @@ from kafkalite.controller.partition_state_machine import PartitionState, Partiti
 from kafkalite.coordination.kafka_zk import (
     PREFERRED_REPLICA_ELECTION_PATH,
     KafkaZkClient,
+    LeaderIsrAndControllerEpoch,
     decode_preferred_replica_election,
 )
 from kafkalite.coordination.service import DeleteOp
@@ -62,7 +63,10 @@ class Elections:
     def elect(self, partitions: Iterable[TopicPartition], election_type: int) -> list[ElectionResult]:
         """Every partition's outcome, in the order asked; the eligible ones elected in one state change."""
         partitions = list(dict.fromkeys(partitions))
-        refused = {tp: self._refusal(tp, election_type) for tp in partitions}
+        existing = (PartitionState.ONLINE, PartitionState.OFFLINE)
+        stored = self.zk.get_partition_states(tp for tp in partitions
+                                              if self.context.partition_states.get(tp) in existing)
+        refused = {tp: self._refusal(tp, election_type, stored.get(tp)) for tp in partitions}
         eligible = [tp for tp in partitions if refused[tp] is None]
         elected = set(self._partitions.handle_state_changes(eligible, PartitionState.ONLINE,
                                                              _SELECTORS[election_type]))
@@ -76,15 +80,14 @@ class Elections:
             results.append(ElectionResult(tp.topic, tp.partition, code.code, message))
         return results
 
-    def _refusal(self, tp: TopicPartition, election_type: int) -> tuple[errors.ErrorCode, str] | None:
+    def _refusal(self, tp: TopicPartition, election_type: int, leadership: LeaderIsrAndControllerEpoch | None
+                 ) -> tuple[errors.ErrorCode, str] | None:
         """Why `tp` cannot be elected now, as Kafka's ElectLeaders answers it; None if it may be.
 
-        The ISR is read as stored: a leader may have let the preferred replica back in since the controller's
-        cache was filled (ISR change notifications come in batches)."""
+        `leadership` is the state as stored (None: none, or the partition is not online or offline): a leader
+        may have let the preferred replica back in since the controller's cache was filled (ISR change
+        notifications come in batches)."""
         context = self.context
-        if context.partition_states.get(tp) not in (PartitionState.ONLINE, PartitionState.OFFLINE):
-            return errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist"
-        leadership = self.zk.get_partition_state(tp)
         if leadership is None:
             return errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist"
         context.partition_leadership_info[tp] = leadership

@@ -25,7 +25,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from kafkalite.common.config import BrokerConfig, TopicConfig
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.context import ControllerContext, IllegalStateTransition
-from kafkalite.controller.leader_selectors import LeaderSelector, NoLeaderAvailable, offline_partition_leader_selector
+from kafkalite.controller.leader_selectors import (
+    Election,
+    LeaderSelector,
+    NoLeaderAvailable,
+    offline_partition_leader_selector,
+)
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.controller.states import PartitionState
 from kafkalite.coordination.errors import BadVersionError, NodeExistsError
@@ -33,6 +38,9 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderI
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
+
+_Elected = tuple[Sequence[int], LeaderIsrAndControllerEpoch, list[int], bool]
+"""An elected partition: the brokers to tell, its new state, its assignment, whether it is new."""
 
 
 VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
@@ -66,9 +74,10 @@ class PartitionStateMachine:
 
     def trigger_online_partition_state_change(self) -> None:
         """Elect leaders for every New or Offline partition of a topic not being deleted."""
-        partitions = [tp for tp, state in sorted(self.context.partition_states.items())
-                      if state in (PartitionState.NEW, PartitionState.OFFLINE)
-                      and not self.context.is_topic_queued_up_for_deletion(tp.topic)]
+        context = self.context
+        partitions = sorted(tp for tp, state in context.partition_states.items()
+                            if state in (PartitionState.NEW, PartitionState.OFFLINE)
+                            and not context.is_topic_queued_up_for_deletion(tp.topic))
         self.handle_state_changes(partitions, PartitionState.ONLINE)
 
     def handle_state_changes(self, partitions: Iterable[TopicPartition], target: PartitionState,
@@ -79,15 +88,14 @@ class PartitionStateMachine:
 
         An election picks from `replicas[tp]` when given (a finishing reassignment's target replicas), else
         from the partition's assignment."""
-        partitions = list(partitions)
+        partitions = list(dict.fromkeys(partitions))
         if not partitions:
             return []
         for tp in partitions:
             self._check_transition(tp, target)
         self.batch.new_batch()
         try:
-            moved = [tp for tp in partitions
-                     if self._handle_state_change(tp, target, selector, (replicas or {}).get(tp))]
+            moved = self._do_handle_state_changes(partitions, target, selector, replicas or {})
             self.batch.send_requests_to_brokers(self.context.epoch)
         except BaseException:
             self.batch.clear()
@@ -102,22 +110,33 @@ class PartitionStateMachine:
             state_change_log.error(message)
             raise IllegalStateTransition(message)
 
-    def _handle_state_change(self, tp: TopicPartition, target: PartitionState, selector: LeaderSelector,
-                             replicas: Sequence[int] | None) -> bool:
-        current = self.context.partition_states.get(tp, PartitionState.NON_EXISTENT)
+    def _do_handle_state_changes(self, partitions: list[TopicPartition], target: PartitionState,
+                                 selector: LeaderSelector, replicas: Mapping[TopicPartition, Sequence[int]]
+                                 ) -> list[TopicPartition]:
+        """The whole set at once, as Kafka's doHandleStateChanges: one read of the stored states, one write of
+        the new ones (each partition's write succeeds or fails on its own), then the requests, partition by
+        partition in the order given."""
+        states = self.context.partition_states
+        current = {tp: states.get(tp, PartitionState.NON_EXISTENT) for tp in partitions}
         if target is PartitionState.ONLINE:
-            elected = self._initialize_leader_and_isr(tp) if current is PartitionState.NEW else \
-                self._elect_leader(tp, selector, replicas)
-            if not elected:
-                return False
-        self._set_state(tp, current, target)
-        return True
+            elected = self._initialize_leader_and_isr([tp for tp in partitions if current[tp] is PartitionState.NEW])
+            elected.update(self._elect_leaders([tp for tp in partitions if current[tp] is not PartitionState.NEW],
+                                               selector, replicas))
+            partitions = [tp for tp in partitions if tp in elected]
+            for tp in partitions:
+                recipients, state, assignment, is_new = elected[tp]
+                self.batch.add_leader_and_isr_request_for_brokers(recipients, tp, state, assignment, is_new=is_new)
+        for tp in partitions:
+            self._set_state(tp, current[tp], target)
+        return partitions
 
     def _set_state(self, tp: TopicPartition, current: PartitionState, target: PartitionState) -> None:
         if target is PartitionState.NON_EXISTENT:
             self.context.partition_states.pop(tp, None)
         else:
             self.context.partition_states[tp] = target
+        if not state_change_log.isEnabledFor(logging.INFO):
+            return
         leadership = self.context.partition_leadership_info.get(tp)
         detail = "" if leadership is None else (
             f" with leader {leadership.leader_and_isr.leader}, epoch {leadership.leader_and_isr.leader_epoch}, "
@@ -125,58 +144,74 @@ class PartitionStateMachine:
         state_change_log.info("controller %d epoch %d changed partition %s from %s to %s%s", self.controller_id,
                               self.context.epoch, tp, current.value, target.value, detail)
 
-    def _initialize_leader_and_isr(self, tp: TopicPartition) -> bool:
-        """A new partition: its first live replica leads, every live replica is in the ISR."""
-        assignment = self.context.partition_replica_assignment(tp)
-        live = [r for r in assignment if self.context.is_replica_online(r)]
-        if not live:
-            state_change_log.error("controller %d epoch %d: no live replica of new partition %s (assigned %s)",
-                                   self.controller_id, self.context.epoch, tp, assignment)
-            return False
-        state = LeaderIsrAndControllerEpoch(LeaderAndIsr(live[0], 0, tuple(live), 0), self.context.epoch)
-        try:
-            self.zk.controller_multi(self.context.epoch_zk_version, self.zk.create_partition_state_ops(tp, state))
-        except NodeExistsError:
+    def _initialize_leader_and_isr(self, partitions: list[TopicPartition]) -> dict[TopicPartition, _Elected]:
+        """New partitions: the first live replica leads, every live replica is in the ISR; their state znodes
+        are created together, and one that exists already is left out (logged)."""
+        context = self.context
+        states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        for tp in partitions:
+            assignment = context.partition_replica_assignment(tp)
+            live = [r for r in assignment if context.is_replica_online(r)]
+            if not live:
+                state_change_log.error("controller %d epoch %d: no live replica of new partition %s (assigned %s)",
+                                       self.controller_id, context.epoch, tp, assignment)
+                continue
+            states[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(live[0], 0, tuple(live), 0), context.epoch)
+        if not states:
+            return {}
+        created, failed = self.zk.create_partition_states(context.epoch_zk_version, states)
+        for tp, exc in failed.items():
+            if not isinstance(exc, NodeExistsError):
+                raise exc
             state_change_log.error("controller %d epoch %d: partition state of new partition %s already exists",
-                                   self.controller_id, self.context.epoch, tp)
-            return False
-        self.context.partition_leadership_info[tp] = state
-        self.batch.add_leader_and_isr_request_for_brokers(live, tp, state, assignment, is_new=True)
-        return True
+                                   self.controller_id, context.epoch, tp)
+        elected = {}
+        for tp in created:
+            state = context.partition_leadership_info[tp] = states[tp]
+            assignment = context.partition_replica_assignment(tp)
+            elected[tp] = (state.leader_and_isr.isr, state, assignment, True)
+        return elected
 
-    def _elect_leader(self, tp: TopicPartition, selector: LeaderSelector, replicas: Sequence[int] | None) -> bool:
-        """Ask the selector, write the result with version checks, queue LeaderAndIsr.
+    def _elect_leaders(self, partitions: list[TopicPartition], selector: LeaderSelector,
+                       replicas: Mapping[TopicPartition, Sequence[int]]) -> dict[TopicPartition, _Elected]:
+        """Ask the selector, write the results with version checks; what to tell whom for each one elected.
 
-        The state is read from the coordination service, not the cache, as Kafka does: a leader may have changed
-        the ISR since, and its ISR change notification may not have reached us yet. Everything happens between
-        two checkpoints, so nobody can write in between and a version mismatch cannot happen but by a bug."""
-        current = self.zk.get_partition_state(tp)
-        if current is None:
-            return False
-        self.context.partition_leadership_info[tp] = current
-        candidates = replicas if replicas is not None else self.context.partition_replica_assignment(tp)
-        try:
-            election = selector(candidates, current.leader_and_isr, self.context.brokers(),
-                                self._unclean_allowed(tp.topic))
-        except NoLeaderAvailable as exc:
-            state_change_log.warning("controller %d epoch %d: no leader elected for %s: %s",
-                                     self.controller_id, self.context.epoch, tp, exc)
-            return False
-        new_state = LeaderIsrAndControllerEpoch(election.leader_and_isr, self.context.epoch)
-        try:
-            results = self.zk.controller_multi(self.context.epoch_zk_version,
-                                               [self.zk.update_partition_state_op(tp, new_state)])
-        except BadVersionError:
+        The states are read from the coordination service, not the cache, as Kafka does: a leader may have
+        changed an ISR since, and its ISR change notification may not have reached us yet. Reads and writes
+        happen between two checkpoints, so nobody can write in between and a version mismatch cannot happen
+        but by a bug; if one does, that partition alone is not elected."""
+        if not partitions:
+            return {}
+        context = self.context
+        stored = self.zk.get_partition_states(partitions)
+        brokers = context.brokers()
+        unclean: dict[str, bool] = {}  # each topic's config read once per batch
+        elections: dict[TopicPartition, Election] = {}
+        for tp in partitions:
+            current = stored.get(tp)
+            if current is None:
+                continue
+            context.partition_leadership_info[tp] = current
+            if tp.topic not in unclean:
+                unclean[tp.topic] = self._unclean_allowed(tp.topic)
+            candidates = replicas.get(tp)
+            if candidates is None:
+                candidates = context.partition_replica_assignment(tp)
+            try:
+                elections[tp] = selector(candidates, current.leader_and_isr, brokers, unclean[tp.topic])
+            except NoLeaderAvailable as exc:
+                state_change_log.warning("controller %d epoch %d: no leader elected for %s: %s",
+                                         self.controller_id, context.epoch, tp, exc)
+        written, failed = self.zk.update_leader_and_isr(context.epoch_zk_version, {
+            tp: LeaderIsrAndControllerEpoch(election.leader_and_isr, context.epoch)
+            for tp, election in elections.items()})
+        for tp, exc in failed.items():
+            if not isinstance(exc, BadVersionError):
+                raise exc
             log.error("controller %d: the state of %s changed while it was being elected", self.controller_id, tp)
-            return False
-        lai = election.leader_and_isr
-        new_state = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[1].version),  # type: ignore[attr-defined]
-            self.context.epoch)
-        self.context.partition_leadership_info[tp] = new_state
-        self.batch.add_leader_and_isr_request_for_brokers(
-            election.replicas_to_receive_request, tp, new_state, self.context.partition_replica_assignment(tp))
-        return True
+        context.partition_leadership_info.update(written)
+        return {tp: (elections[tp].replicas_to_receive_request, state, context.partition_replica_assignment(tp),
+                     False) for tp, state in written.items()}
 
     def _unclean_allowed(self, topic: str) -> bool:
         return TopicConfig.for_broker(self.zk.get_topic_config(topic), self.config)["unclean.leader.election.enable"]

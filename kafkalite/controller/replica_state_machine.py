@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from kafkalite.common.types import TopicPartition
 from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.controller.states import ReplicaState
 from kafkalite.coordination.errors import BadVersionError
-from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
+from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderIsrAndControllerEpoch
 from kafkalite.network.requests import NO_LEADER, Response
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,8 @@ class ReplicaStateMachine:
         self._on_stop_replica_with_delete = on_stop_replica_with_delete
 
     def startup(self) -> None:
-        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones, and
+        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones (their
+        LeaderAndIsr only: failover has just sent every broker every partition's state), and
         take the others offline, out of every ISR, as Kafka's ReplicaStateMachine.startup does: a broker that
         died while there was no controller (the controller's own, say) would otherwise stay in the ISRs it was in
         until each leader's lag check dropped it, and acks=all writes would wait for it meanwhile."""
@@ -74,10 +76,13 @@ class ReplicaStateMachine:
                 self.context.replica_states[replica] = ReplicaState.DELETION_INELIGIBLE
                 if not self.context.is_topic_queued_up_for_deletion(replica.topic):
                     offline.append(replica)
-        self.handle_state_changes(online, ReplicaState.ONLINE)
+        self.handle_state_changes(online, ReplicaState.ONLINE, announce=False)
         self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
-    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState) -> None:
+    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState, *,
+                             announce: bool = True) -> None:
+        """Move `replicas` to `target` in one request batch. `announce=False` leaves the partitions out of the
+        batch's UpdateMetadata: failover has just sent every broker every partition's state."""
         replicas = list(replicas)
         if not replicas:
             return
@@ -85,8 +90,13 @@ class ReplicaStateMachine:
             self._check_transition(replica, target)
         self.batch.new_batch()
         try:
-            for replica in replicas:
-                self._handle_state_change(replica, target)
+            if target is ReplicaState.OFFLINE:
+                self._take_offline(replicas)
+            elif target is ReplicaState.ONLINE:
+                self._bring_online(replicas, announce)
+            else:
+                for replica in replicas:
+                    self._handle_state_change(replica, target)
             self.batch.send_requests_to_brokers(self.context.epoch)
         except BaseException:
             self.batch.clear()
@@ -102,55 +112,98 @@ class ReplicaStateMachine:
 
     def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
-        tp = replica.topic_partition
-        assignment = self.context.partition_replica_assignment(tp)
-        if target is ReplicaState.ONLINE and current is not ReplicaState.NEW:
-            leadership = self.context.partition_leadership_info.get(tp)
-            if leadership is not None:
-                self.batch.add_leader_and_isr_request_for_brokers([replica.replica], tp, leadership, assignment)
-        elif target is ReplicaState.OFFLINE:
-            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=False)
-            leadership = self._remove_replica_from_isr(replica)
-            if leadership is not None and not self.context.is_topic_queued_up_for_deletion(tp.topic):
-                others = [r for r in assignment if r != replica.replica and self.context.is_replica_online(r)]
-                self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
-        elif target is ReplicaState.DELETION_STARTED:
-            self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=True,
+        if target is ReplicaState.DELETION_STARTED:
+            self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
+                                                            delete_partition=True,
                                                             callback=self._on_stop_replica_with_delete)
+        self._set_state(replica, current, target)
+
+    def _bring_online(self, replicas: list[PartitionAndReplica], announce: bool) -> None:
+        """Each replica gets its partition's current LeaderAndIsr, one per partition for all of its replicas (from
+        New, the partition's election already sent it)."""
+        context = self.context
+        told: dict[TopicPartition, list[int]] = {}
+        for replica in replicas:
+            current = context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
+            if current is not ReplicaState.NEW:
+                told.setdefault(replica.topic_partition, []).append(replica.replica)
+            self._set_state(replica, current, ReplicaState.ONLINE)
+        for tp, broker_ids in told.items():
+            leadership = context.partition_leadership_info.get(tp)
+            if leadership is not None:
+                self.batch.add_leader_and_isr_request_for_brokers(broker_ids, tp, leadership,
+                                                                  context.partition_replica_assignment(tp),
+                                                                  update_metadata=announce)
+
+    def _set_state(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
         if target is ReplicaState.NON_EXISTENT:
             self.context.replica_states.pop(replica, None)
         else:
             self.context.replica_states[replica] = target
-        state_change_log.info("controller %d epoch %d changed replica %d of %s from %s to %s", self.controller_id,
-                              self.context.epoch, replica.replica, tp, current.value, target.value)
+        state_change_log.info("controller %d epoch %d changed replica %d of %s-%d from %s to %s", self.controller_id,
+                              self.context.epoch, replica.replica, replica.topic, replica.partition, current.value,
+                              target.value)
 
-    def _remove_replica_from_isr(self, replica: PartitionAndReplica) -> LeaderIsrAndControllerEpoch | None:
-        """Take the replica out of the ISR (the last member stays, as in Kafka); leader -1 if it was the leader.
+    def _take_offline(self, replicas: list[PartitionAndReplica]) -> None:
+        """StopReplica (keep the log) to each replica; out of the ISR; the partitions' other replicas told.
 
-        As Kafka's doRemoveReplicasFromIsr, the state is read from the coordination service, not the cache: a
-        leader may have added the replica back since the cache was filled, and its ISR change notification
-        may not have arrived yet. Returns the new state to announce, or None when there was nothing to change."""
-        tp = replica.topic_partition
-        stored = self.zk.get_partition_state(tp)
-        if stored is None:
-            return None
-        self.context.partition_leadership_info[tp] = stored
-        lai = stored.leader_and_isr
-        if replica.replica not in lai.isr and lai.leader != replica.replica:
-            return None  # nothing to change, nothing to announce
-        new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
-        new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
-        new_state = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), self.context.epoch)
-        try:
-            results = self.zk.controller_multi(self.context.epoch_zk_version,
-                                               [self.zk.update_partition_state_op(tp, new_state)])
-        except BadVersionError:
+        In rounds, each partition at most once per round, so that a partition losing two replicas (two brokers
+        died) leaves its ISR one replica at a time, in the order given, as if they went one by one."""
+        rounds: list[list[PartitionAndReplica]] = []
+        seen: dict[tuple[str, int], int] = {}
+        for replica in replicas:
+            key = (replica.topic, replica.partition)
+            index = seen[key] = seen.get(key, -1) + 1
+            if index == len(rounds):
+                rounds.append([])
+            rounds[index].append(replica)
+        context = self.context
+        for group in rounds:
+            current = [context.replica_states.get(replica, ReplicaState.NON_EXISTENT) for replica in group]
+            for replica in group:
+                self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
+                                                                delete_partition=False)
+            removed = self._remove_replicas_from_isr(group)
+            for replica, was in zip(group, current):
+                tp = replica.topic_partition
+                leadership = removed.get(replica)
+                if leadership is not None and not context.is_topic_queued_up_for_deletion(tp.topic):
+                    assignment = context.partition_replica_assignment(tp)
+                    others = [r for r in assignment if r != replica.replica and context.is_replica_online(r)]
+                    self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
+                self._set_state(replica, was, ReplicaState.OFFLINE)
+
+    def _remove_replicas_from_isr(self, replicas: list[PartitionAndReplica]
+                                  ) -> dict[PartitionAndReplica, LeaderIsrAndControllerEpoch]:
+        """Take each replica out of its partition's ISR (the last member stays, as in Kafka); leader -1 where it
+        led. One replica per partition; all read together, all written together (Kafka's removeReplicasFromIsr).
+
+        As Kafka's doRemoveReplicasFromIsr, the states are read from the coordination service, not the cache: a
+        leader may have added a replica back since the cache was filled, and its ISR change notification may
+        not have arrived yet. Returns the new state to announce per replica; a replica that was in no ISR, or
+        whose partition's write failed its version check, has none."""
+        context = self.context
+        stored = self.zk.get_partition_states(replica.topic_partition for replica in replicas)
+        changes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        owners: dict[TopicPartition, PartitionAndReplica] = {}
+        for replica in replicas:
+            tp = replica.topic_partition
+            state = stored.get(tp)
+            if state is None:
+                continue
+            context.partition_leadership_info[tp] = state
+            lai = state.leader_and_isr
+            if replica.replica not in lai.isr and lai.leader != replica.replica:
+                continue  # nothing to change, nothing to announce
+            new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
+            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
+            changes[tp] = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), context.epoch)
+            owners[tp] = replica
+        written, failed = self.zk.update_leader_and_isr(context.epoch_zk_version, changes)
+        for tp, exc in failed.items():
+            if not isinstance(exc, BadVersionError):
+                raise exc
             log.error("controller %d: the state of %s changed while replica %d was being removed from its ISR",
-                      self.controller_id, tp, replica.replica)
-            return None
-        written = new_state.leader_and_isr
-        updated = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(written.leader, written.leader_epoch, written.isr,
-                         results[1].version), self.context.epoch)  # type: ignore[attr-defined]
-        self.context.partition_leadership_info[tp] = updated
-        return updated
+                      self.controller_id, tp, owners[tp].replica)
+        context.partition_leadership_info.update(written)
+        return {owners[tp]: state for tp, state in written.items()}

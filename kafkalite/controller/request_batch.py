@@ -48,6 +48,8 @@ class ControllerBrokerRequestBatch:
         # The partitions' states are read when the batch is sent, once each, however many state changes
         # touched them: a failover touches every replica of every partition.
         self.update_metadata_request_partitions: dict[TopicPartition, None] = {}  # ordered, as sent
+        self._leader_and_isr_states: dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch,
+                                                                LeaderAndIsrPartitionState]] = {}
 
     def new_batch(self) -> None:
         if self.leader_and_isr_request_map or self.stop_replica_request_map or \
@@ -64,22 +66,38 @@ class ControllerBrokerRequestBatch:
         self.stop_replica_callbacks.clear()
         self.update_metadata_request_broker_set.clear()
         self.update_metadata_request_partitions.clear()
+        self._leader_and_isr_states.clear()
 
     def add_leader_and_isr_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
                                                leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch,
-                                               replicas: list[int], is_new: bool = False) -> None:
-        lai = leader_isr_and_controller_epoch.leader_and_isr
-        state = None  # one state for every broker told: requests are not changed on their way
+                                               replicas: list[int], is_new: bool = False, *,
+                                               update_metadata: bool = True) -> None:
+        """LeaderAndIsr for `tp` to each broker, and (unless `update_metadata` is false) its state to every live
+        broker in the batch's UpdateMetadata."""
+        state = None
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
             if state is None:
-                state = LeaderAndIsrPartitionState(
-                    tp.topic, tp.partition, leader_isr_and_controller_epoch.controller_epoch, lai.leader,
-                    lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
+                state = self._leader_and_isr_state(tp, leader_isr_and_controller_epoch, replicas, is_new)
             self.leader_and_isr_request_map.setdefault(broker_id, {})[tp] = state
-        self.update_metadata_request_broker_set.update(self.context.live_brokers)
-        self.update_metadata_request_partitions[tp] = None
+        if update_metadata:
+            self.update_metadata_request_broker_set.update(self.context.live_brokers)
+            self.update_metadata_request_partitions[tp] = None
+
+    def _leader_and_isr_state(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch,
+                              replicas: list[int], is_new: bool) -> LeaderAndIsrPartitionState:
+        """One state per partition and batch for every broker told, however many calls name it (a replica state
+        change names one replica at a time): requests are not changed on their way."""
+        built = self._leader_and_isr_states.get(tp)
+        if built is not None and built[0] is leadership and built[1].is_new == is_new and \
+                built[1].replicas == replicas:
+            return built[1]
+        lai = leadership.leader_and_isr
+        state = LeaderAndIsrPartitionState(tp.topic, tp.partition, leadership.controller_epoch, lai.leader,
+                                           lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
+        self._leader_and_isr_states[tp] = (leadership, state)
+        return state
 
     def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],
                                                 partitions: Iterable[TopicPartition] = ()) -> None:

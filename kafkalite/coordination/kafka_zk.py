@@ -15,9 +15,9 @@ processes the event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 import trio
@@ -26,6 +26,7 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import (
     BadVersionError,
     ConnectionLossError,
+    CoordinationError,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
@@ -43,6 +44,8 @@ from kafkalite.coordination.service import (
 )
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
@@ -414,6 +417,44 @@ class KafkaZkClient:
                     from None
             raise
 
+    def controller_multi_each(self, epoch_zk_version: int, groups: Mapping[K, Sequence[Op]]
+                              ) -> tuple[dict[K, list[object]], dict[K, CoordinationError]]:
+        """Controller writes that succeed or fail group by group, as the writes a ZooKeeper client pipelines do
+        (Kafka's controller sends a whole batch's partition states so).
+
+        All groups go in one transaction; if a group's op fails (a version moved on, a node exists), that group
+        is left out and the others are written one transaction each, so a conflict costs its own group only and
+        several cost no more than writing each group alone. Returns each written group's op results and each
+        failed group's error; ControllerMovedError (or a lost session) fails them all, as it does every
+        controller write."""
+        done: dict[K, list[object]] = {}
+        failed: dict[K, CoordinationError] = {}
+        if not groups:
+            return done, failed
+        owners = [key for key, ops in groups.items() for _ in ops]
+        try:
+            results = self.controller_multi(epoch_zk_version, [op for ops in groups.values() for op in ops])
+        except CoordinationError as exc:
+            if not exc.index:  # no op failed (the session), or the epoch check did
+                raise
+            failed[owners[exc.index - 1]] = exc
+        else:
+            position = 1  # after the epoch check
+            for key, ops in groups.items():
+                done[key] = results[position:position + len(ops)]
+                position += len(ops)
+            return done, failed
+        for key, ops in groups.items():
+            if key in failed:
+                continue
+            try:
+                done[key] = self.controller_multi(epoch_zk_version, ops)[1:]
+            except CoordinationError as exc:
+                if not exc.index:
+                    raise
+                failed[key] = exc
+        return done, failed
+
     # -- idempotent producers ---------------------------------------------------------------------------------------
 
     def allocate_producer_id_block(self, broker_id: int) -> range:
@@ -502,20 +543,63 @@ class KafkaZkClient:
             return None
         return decode_partition_state(data, stat.version)
 
-    def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> list[Op]:
+    def get_partition_states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition,
+                                                                                LeaderIsrAndControllerEpoch]:
+        """The stored state of each partition that has one, read together (Kafka's getTopicPartitionStates)."""
+        partitions = list(partitions)
+        found = self.session.get_many([partition_state_path(tp) for tp in partitions])
+        return {tp: decode_partition_state(*data) for tp, data in zip(partitions, found) if data is not None}
+
+    def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, *,
+                                   with_parent: bool = True) -> list[Op]:
+        """A new partition's state znode and the parents it lacks (`with_parent=False`: not `partitions`)."""
         base = f"{TOPICS_PATH}/{tp.topic}/partitions"
         ops: list[Op] = []
-        if not self.exists(base):
+        if with_parent and not self.exists(base):
             ops.append(CreateOp(base))
         if not self.exists(f"{base}/{tp.partition}"):
             ops.append(CreateOp(f"{base}/{tp.partition}"))
         ops.append(CreateOp(partition_state_path(tp), encode_partition_state(state)))
         return ops
 
+    def create_partition_states(self, epoch_zk_version: int, states: Mapping[TopicPartition,
+                                                                             LeaderIsrAndControllerEpoch]
+                                ) -> tuple[list[TopicPartition], dict[TopicPartition, CoordinationError]]:
+        """Create new partitions' state znodes, one transaction for them all; returns the partitions created
+        and, per partition, why it was not (NodeExistsError: its state exists already).
+
+        A topic's `partitions` znode, when missing, is created with its first partition's: if that one fails,
+        its state existed, so the parent did too, and the others still find it."""
+        topics: set[str] = set()
+        ops: dict[TopicPartition, list[Op]] = {}
+        for tp, state in states.items():
+            ops[tp] = self.create_partition_state_ops(tp, state, with_parent=tp.topic not in topics)
+            topics.add(tp.topic)
+        done, failed = self.controller_multi_each(epoch_zk_version, ops)
+        return list(done), failed
+
     def update_partition_state_op(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> Op:
         """A version-checked write of the partition state: it fails if anyone changed it since we read it."""
         return SetDataOp(partition_state_path(tp), encode_partition_state(state),
                          version=state.leader_and_isr.zk_version)
+
+    def update_leader_and_isr(self, epoch_zk_version: int, states: Mapping[TopicPartition,
+                                                                          LeaderIsrAndControllerEpoch]
+                              ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch],
+                                         dict[TopicPartition, CoordinationError]]:
+        """Version-checked writes of partition states (Kafka's updateLeaderAndIsr): each fails on its own if
+        anyone changed that partition since it was read. Returns the states written, with their new zk versions,
+        and per partition the error of a write that failed."""
+        done, failed = self.controller_multi_each(epoch_zk_version, {
+            tp: [self.update_partition_state_op(tp, state)] for tp, state in states.items()})
+        written = {}
+        for tp, results in done.items():
+            state = states[tp]
+            lai = state.leader_and_isr
+            written[tp] = LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[0].version),  # type: ignore[attr-defined]
+                state.controller_epoch)
+        return written, failed
 
     def conditional_update_partition_state(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch
                                            ) -> int | None:

@@ -152,10 +152,11 @@ def validate_path(path: str) -> str:
 
 
 class _Transaction:
-    """One atomic write: its zxid, the undo steps to roll it back, and the watch events to fire on commit."""
+    """One atomic write: its zxid and time, the undo steps to roll it back, and the watch events to fire on commit."""
 
     def __init__(self, zxid: int) -> None:
         self.zxid = zxid
+        self.now = trio.current_time()  # every node the transaction touches gets the same ctime or mtime
         self.undo: list[Callable[[], None]] = []
         self.events: list[WatchedEvent] = []
 
@@ -263,9 +264,9 @@ class CoordinationService:
     # -- reads ----------------------------------------------------------------------------------------------------
 
     def _get_node(self, path: str) -> _Znode:
-        node = self._nodes.get(validate_path(path))
+        node = self._nodes.get(path) if type(path) is str else None  # a stored path was validated when created
         if node is None:
-            raise NoNodeError(path, "no node")
+            raise NoNodeError(validate_path(path), "no node")
         return node
 
     def _watch_table(self, child: bool) -> dict[str, set[int]]:
@@ -281,6 +282,21 @@ class CoordinationService:
         if watch:
             self._watch(False, path, session)
         return node.data, node.stat()
+
+    def get_many(self, session: Session, paths: Sequence[str]) -> list[tuple[bytes, int] | None]:
+        """Each path's data and version, None where there is no node: the reads a ZooKeeper client pipelines
+        (Kafka's controller reads every partition state of an election so), with one session check."""
+        self._check_session(session, paths[0] if paths else "/")
+        nodes = self._nodes
+        found = []
+        for path in paths:
+            node = nodes.get(path) if type(path) is str else None
+            if node is None:
+                validate_path(path)
+                found.append(None)
+            else:
+                found.append((node.data, node.version))
+        return found
 
     def exists(self, session: Session, path: str, watch: bool) -> ZnodeStat | None:
         self._check_session(session, path)
@@ -367,9 +383,8 @@ class CoordinationService:
             path = validate_path(f"{parent_path.rstrip('/')}/{name}")
         if path in self._nodes:
             raise NodeExistsError(path, "node exists")
-        now = trio.current_time()
         owner = session.session_id if op.ephemeral else 0
-        node = _Znode(op.data, txn.zxid, now, owner, txn.zxid, txn.zxid, now)
+        node = _Znode(op.data, txn.zxid, txn.now, owner, txn.zxid, txn.zxid, txn.now)
         old_parent = (parent.cversion, parent.pzxid)
         self._nodes[path] = node
         parent.children.add(name)
@@ -395,7 +410,7 @@ class CoordinationService:
         if version != ANY_VERSION and node.version != version:
             raise BadVersionError(path, f"version is {node.version}, expected {version}")
         old = (node.data, node.version, node.mzxid, node.mtime)
-        node.data, node.version, node.mzxid, node.mtime = data, node.version + 1, txn.zxid, trio.current_time()
+        node.data, node.version, node.mzxid, node.mtime = data, node.version + 1, txn.zxid, txn.now
 
         def undo() -> None:
             node.data, node.version, node.mzxid, node.mtime = old
@@ -543,6 +558,10 @@ class Session:
 
     def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
         return self._service.exists(self, path, watch)
+
+    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, int] | None]:
+        """(data, version) of each path, None where there is none; sets no watch."""
+        return self._service.get_many(self, paths)
 
     def get_children(self, path: str, *, watch: bool = False) -> list[str]:
         return self._service.get_children(self, path, watch)

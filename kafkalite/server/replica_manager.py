@@ -107,10 +107,16 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.all_partitions.get(tp)
 
-    def get_or_create_partition(self, tp: TopicPartition) -> Partition:
+    def get_or_create_partition(self, tp: TopicPartition, topic_configs: dict[str, TopicConfig] | None = None
+                                ) -> Partition:
+        """`topic_configs` keeps the topic configs read for a request's partitions, so each is read once."""
         partition = self.all_partitions.get(tp)
         if partition is None:
-            topic_config = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
+            topic_configs = {} if topic_configs is None else topic_configs
+            topic_config = topic_configs.get(tp.topic)
+            if topic_config is None:
+                topic_config = topic_configs[tp.topic] = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic),
+                                                                                self.config)
             partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change,
                                   self.fetch_sessions)
             self.all_partitions[tp] = partition
@@ -137,6 +143,7 @@ class ReplicaManager:
         each partition's leader epoch must be newer than ours, then leaders and followers are made."""
         results: list[PartitionError] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
+        topic_configs: dict[str, TopicConfig] = {}
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
@@ -154,7 +161,7 @@ class ReplicaManager:
                     log.warning("broker %d: deleting a stray log of %s before hosting the new partition",
                                 self.broker_id, tp)
                     self.log_manager.delete_log(tp)
-                accepted[self.get_or_create_partition(tp)] = state
+                accepted[self.get_or_create_partition(tp, topic_configs)] = state
                 error = errors.NONE
             results.append(PartitionError(state.topic, state.partition, error.code))
         leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}
