@@ -21,6 +21,7 @@ is answered FETCH_SESSION_ID_NOT_FOUND and the follower starts a new one with a 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 
 import trio
 
@@ -71,7 +72,8 @@ class FetchSession:
 class FetchSessionCache:
     """The sessions of one leader, one per follower, and which sessions hear of which partition's changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_leave: Callable[[TopicPartition], None] | None = None) -> None:
+        self._on_leave = on_leave  # a partition left a session: its follower no longer fetches it there
         self._sessions: dict[int, FetchSession] = {}
         self._watching: dict[TopicPartition, dict[int, FetchSession]] = {}
         self._ids = itertools.count(1)
@@ -120,9 +122,15 @@ class FetchSessionCache:
         session = watching.get(replica_id) if watching else None
         return session.last_fetch_ms if session is not None else None
 
+    def silent_since(self, since_ms: int) -> Iterator[FetchSession]:
+        """The sessions whose follower has not fetched since `since_ms`."""
+        return (session for session in self._sessions.values() if session.last_fetch_ms < since_ms)
+
     def _unwatch(self, tp: TopicPartition, replica_id: int) -> None:
         watching = self._watching.get(tp)
         if watching is not None:
             watching.pop(replica_id, None)
             if not watching:
                 del self._watching[tp]
+        if self._on_leave is not None:
+            self._on_leave(tp)

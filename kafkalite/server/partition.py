@@ -58,9 +58,11 @@ class Partition:
     def __init__(self, tp: TopicPartition, local_broker_id: int, log_manager: LogManager,
                  topic_config: TopicConfig, zk: KafkaZkClient,
                  on_isr_change: Callable[[TopicPartition], None],
-                 fetch_sessions: FetchSessionCache | None = None) -> None:
+                 fetch_sessions: FetchSessionCache | None = None,
+                 on_lag_possible: Callable[[Partition], None] | None = None) -> None:
         self.topic_partition = tp
         self._fetch_sessions = fetch_sessions
+        self._on_lag_possible = on_lag_possible
         self.local_broker_id = local_broker_id
         self.topic_config = topic_config
         self._log_manager = log_manager
@@ -194,9 +196,16 @@ class Partition:
         self._changed(appended=True)
 
     def _changed(self, appended: bool) -> None:
-        """Tell the followers' fetch sessions: they read this partition next, and an append wakes them."""
+        """Tell the followers' fetch sessions: they read this partition next, and an append wakes them. A change
+        of log end, role or ISR may also leave a follower behind, so the ISR tick looks at this partition again."""
         if self._fetch_sessions is not None:
             self._fetch_sessions.on_partition_change(self.topic_partition, appended)
+        if appended:
+            self._lag_possible()
+
+    def _lag_possible(self) -> None:
+        if self._on_lag_possible is not None:
+            self._on_lag_possible(self)
 
     # -- leader: produce ------------------------------------------------------------------------------------------
 
@@ -296,8 +305,10 @@ class Partition:
         leader_end_offset = self.log.log_end_offset
         if fetch_offset >= leader_end_offset:
             state.last_caught_up_time_ms = now
-        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
-            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, state.last_fetch_time_ms)
+        else:
+            if fetch_offset >= state.last_fetch_leader_log_end_offset:
+                state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, state.last_fetch_time_ms)
+            self._lag_possible()
         state.last_fetch_leader_log_end_offset = leader_end_offset
         state.last_fetch_time_ms = now
         state.log_end_offset = fetch_offset
@@ -343,6 +354,23 @@ class Partition:
                     state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, fetched_ms)
                     state.last_fetch_time_ms = fetched_ms
                     state.last_fetch_leader_log_end_offset = log_end_offset
+
+    def needs_lag_check(self) -> bool:
+        """Whether the ISR tick must look at this partition. It need not when this replica is no leader, or when
+        every follower is in the ISR, holds the whole log and has the partition in its fetch session: then each
+        follower was caught up as of its session's latest fetch, so only a session falling silent can shrink the
+        ISR, and the tick finds those sessions itself (`FetchSessionCache.silent_since`). Whatever ends that
+        state (an append, a follower behind, a role or ISR change, a partition leaving a session) puts the
+        partition back in front of the tick."""
+        if not self.is_leader:
+            return False
+        sessions = self._fetch_sessions
+        if sessions is None or len(self.isr) != len(self._followers) + 1:
+            return True
+        log_end_offset = self.log.log_end_offset
+        tp = self.topic_partition
+        return any(replica not in self.isr or state.log_end_offset < log_end_offset
+                   or sessions.last_fetch_ms(replica, tp) is None for replica, state in self._followers.items())
 
     def maybe_shrink_isr(self, now: int, max_lag_ms: int) -> None:
         """Drop followers that have not caught up within `max_lag_ms`; the leader itself never leaves.
@@ -397,6 +425,7 @@ class Partition:
         self.isr = set(ordered)
         self.zk_version = new_version
         self._on_isr_change(self.topic_partition)
+        self._lag_possible()
         self._changed(appended=False)  # a follower dropped from it gets the partition read, and may rejoin
         self.low_watermark_watchers.wake_all()  # a follower left behind no longer holds a DeleteRecords back
         return True

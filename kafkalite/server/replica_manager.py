@@ -86,7 +86,11 @@ class ReplicaManager:
         self._isr_changes: set[TopicPartition] = set()
         self._isr_changed = trio.Event()
         self.delayed_timer = Timer()  # the deadlines of parked produces and fetches
-        self.fetch_sessions = FetchSessionCache()  # the followers' incremental fetch sessions on this leader
+        # the followers' incremental fetch sessions on this leader
+        self.fetch_sessions = FetchSessionCache(on_leave=self._lag_possible_in)
+        # The leader partitions the ISR tick must look at (Partition.needs_lag_check); a dict for a reproducible
+        # order. A quiet cluster's tick then costs what lags, not what it hosts.
+        self._lag_checks: dict[Partition, None] = {}
 
     def startup(self, nursery: trio.Nursery) -> None:
         self.replica_fetcher_manager.startup(nursery)
@@ -112,7 +116,7 @@ class ReplicaManager:
         if partition is None:
             topic_config = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
             partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change,
-                                  self.fetch_sessions)
+                                  self.fetch_sessions, self._lag_possible)
             self.all_partitions[tp] = partition
         return partition
 
@@ -520,13 +524,33 @@ class ReplicaManager:
         self._isr_changes.add(tp)
         self._isr_changed.set()
 
+    def _lag_possible(self, partition: Partition) -> None:
+        self._lag_checks[partition] = None
+
+    def _lag_possible_in(self, tp: TopicPartition) -> None:
+        partition = self.all_partitions.get(tp)
+        if partition is not None:
+            self._lag_checks[partition] = None
+
     async def _isr_expiration_loop(self) -> None:
         while True:
             await trio.sleep(self._lag_time_max_ms / 2000)
             await self.gate.checkpoint()
-            now = now_ms()
-            for partition in list(self.all_partitions.values()):
-                partition.maybe_shrink_isr(now, self._lag_time_max_ms)
+            self.shrink_isrs(now_ms())
+
+    def shrink_isrs(self, now: int) -> None:
+        """Kafka's maybeShrinkIsr over every leader partition, but only the ones that can change are visited: a
+        partition whose followers are all in sync in a live session (`Partition.needs_lag_check`) cannot shrink
+        until a session falls silent for `replica.lag.time.max.ms`, so such sessions send their partitions back
+        to be checked."""
+        max_lag_ms = self._lag_time_max_ms
+        for session in self.fetch_sessions.silent_since(now - max_lag_ms):
+            for tp in session.partitions:
+                self._lag_possible_in(tp)
+        for partition in list(self._lag_checks):
+            partition.maybe_shrink_isr(now, max_lag_ms)
+            if not partition.needs_lag_check():
+                del self._lag_checks[partition]
 
     async def _isr_change_propagation_loop(self) -> None:
         """Batch ISR changes into one notification per interval, so a burst does not flood the controller."""

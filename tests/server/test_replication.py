@@ -92,6 +92,26 @@ async def test_isr_shrinks_when_a_follower_stalls_and_expands_when_it_catches_up
     assert harness.batches(3, TP) == harness.batches(1, TP)
 
 
+async def test_an_idle_partition_still_shrinks_its_isr_at_the_lag_limit(harness: Harness, autojump_clock: MockClock) -> None:
+    """After a minute without records the ISR tick no longer visits the partition (every follower is caught up
+    in a live fetch session); a follower that stops fetching still leaves the ISR once it has been silent for
+    replica.lag.time.max.ms (10 s here), at the first tick after that (ticks come every 5 s), not before."""
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, REPLICAS)
+    await trio.sleep(60)
+    leader = harness.partition(1, TP)
+    assert leader.isr == {1, 2, 3} and not leader.needs_lag_check()
+    harness.gates[3].pause()  # its parked fetch (replica.fetch.wait.max.ms 500) was its last
+    paused_at = trio.current_time()
+    await harness.wait_until(lambda: leader.isr == {1, 2}, timeout=30)
+    assert 10 - 0.5 < trio.current_time() - paused_at <= 10 + 5 + 0.01
+    state = harness.zk.get_partition_state(TP)
+    assert state is not None and state.leader_and_isr.isr == (1, 2)
+    harness.gates[3].resume()
+    await harness.wait_until(lambda: leader.isr == {1, 2, 3}, timeout=30)
+
+
 async def test_isr_write_with_stale_version_keeps_the_old_isr(harness: Harness, autojump_clock: MockClock) -> None:
     await harness.elect(TP, 1, REPLICAS, REPLICAS)
     leader = harness.partition(1, TP)
