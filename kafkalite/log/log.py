@@ -20,7 +20,7 @@ from kafkalite.log.segment import LogSegment
 _WEEK_MS = 7 * 24 * 3600 * 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     """The topic-level log settings, named after Kafka's (log.segment.bytes, log.roll.ms, ...)."""
 
@@ -39,6 +39,9 @@ class UnexpectedAppendOffsetError(InvalidRecordError):
 
 
 class Log:
+    __slots__ = ("config", "name", "_clock_ms", "_log_start_offset", "_segments", "_segment_bases",
+                 "_log_end_offset", "leader_epoch_cache")
+
     def __init__(self, config: LogConfig = LogConfig(), *, clock_ms: Callable[[], int] = now_ms,
                  log_start_offset: int = 0, name: str = "") -> None:
         self.config = config

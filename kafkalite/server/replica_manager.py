@@ -91,6 +91,9 @@ class ReplicaManager:
         # The leader partitions the ISR tick must look at (Partition.needs_lag_check); a dict for a reproducible
         # order. A quiet cluster's tick then costs what lags, not what it hosts.
         self._lag_checks: dict[Partition, None] = {}
+        # bound once: every hosted partition keeps both, and a bound method made per partition is 64 bytes each
+        self._on_isr_change = self.record_isr_change
+        self._on_lag_possible = self._lag_possible
 
     def startup(self, nursery: trio.Nursery) -> None:
         self.replica_fetcher_manager.startup(nursery)
@@ -111,12 +114,17 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.all_partitions.get(tp)
 
-    def get_or_create_partition(self, tp: TopicPartition) -> Partition:
+    def get_or_create_partition(self, tp: TopicPartition, topic_configs: dict[str, TopicConfig]) -> Partition:
+        """The hosted partition, created if new; `topic_configs` holds the topic configs read for the request at
+        hand, so a topic's config is read once and its new partitions share one (read-only) copy."""
         partition = self.all_partitions.get(tp)
         if partition is None:
-            topic_config = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
-            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change,
-                                  self.fetch_sessions, self._lag_possible)
+            topic_config = topic_configs.get(tp.topic)
+            if topic_config is None:
+                topic_config = topic_configs[tp.topic] = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic),
+                                                                                self.config)
+            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self._on_isr_change,
+                                  self.fetch_sessions, self._on_lag_possible)
             self.all_partitions[tp] = partition
         return partition
 
@@ -141,6 +149,7 @@ class ReplicaManager:
         each partition's leader epoch must be newer than ours, then leaders and followers are made."""
         results: list[PartitionError] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
+        topic_configs: dict[str, TopicConfig] = {}
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
@@ -158,7 +167,7 @@ class ReplicaManager:
                     log.warning("broker %d: deleting a stray log of %s before hosting the new partition",
                                 self.broker_id, tp)
                     self.log_manager.delete_log(tp)
-                accepted[self.get_or_create_partition(tp)] = state
+                accepted[self.get_or_create_partition(tp, topic_configs)] = state
                 error = errors.NONE
             results.append(PartitionError(state.topic, state.partition, error.code))
         leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import pytest
 import trio
 from trio.testing import MockClock
@@ -9,6 +11,7 @@ from trio.testing import MockClock
 from kafkalite.common import errors
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import LeaderAndIsrRequest
+from kafkalite.server.partition import Partition
 
 from .conftest import Harness, batch
 
@@ -20,7 +23,7 @@ async def test_become_leader_and_followers(harness: Harness, autojump_clock: Moc
     await harness.elect(TP, 1, REPLICAS, REPLICAS)
     leader = harness.partition(1, TP)
     assert leader.is_leader and leader.leader_epoch == 0 and leader.isr == {1, 2, 3}
-    assert leader.assigned_replicas == REPLICAS
+    assert list(leader.assigned_replicas) == REPLICAS
     for follower_id in (2, 3):
         follower = harness.partition(follower_id, TP)
         assert not follower.is_leader and follower.leader_replica_id == 1 and follower.leader_epoch == 0
@@ -224,7 +227,7 @@ async def test_a_follower_told_of_a_dead_leader_follows_it_once_the_same_epoch_n
 
 @pytest.mark.parametrize("broker_config", [{"replica.fetch.wait.max.ms": 5000}])
 async def test_a_follower_rejoins_the_isr_only_once_it_holds_the_start_of_the_leaders_epoch(
-        harness: Harness, autojump_clock: MockClock) -> None:
+        harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """KAFKA-7128: a new leader's high watermark can lag the start of its epoch; a follower that has only
     reached that high watermark must not rejoin the ISR, or a clean election of it loses committed records.
 
@@ -248,15 +251,15 @@ async def test_a_follower_rejoins_the_isr_only_once_it_holds_the_start_of_the_le
     leader = harness.partition(2, TP)
     assert (leader.leader_epoch_start_offset, leader.high_watermark) == (2, 0)
     joined_at: list[int] = []
-    update_isr = leader._update_isr
+    update_isr = Partition._update_isr
 
-    def cut_off_3_when_it_joins(new_isr: set[int]) -> bool:
-        if 3 in new_isr and 3 not in leader.isr:
+    def cut_off_3_when_it_joins(partition: Partition, new_isr: AbstractSet[int]) -> bool:
+        if partition is leader and 3 in new_isr and 3 not in leader.isr:
             joined_at.append(leader.follower_log_end_offsets()[3])
             harness.transport.partition([1], [2], [3])
-        return update_isr(new_isr)
+        return update_isr(partition, new_isr)
 
-    leader._update_isr = cut_off_3_when_it_joins  # type: ignore[method-assign]
+    monkeypatch.setattr(Partition, "_update_isr", cut_off_3_when_it_joins)
     await harness.wait_until(lambda: bool(joined_at), timeout=30, what="3 to join the ISR")
 
     state = harness.zk.get_partition_state(TP)
