@@ -150,12 +150,12 @@ class ReplicaManager:
         results: list[PartitionError] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
         topic_configs: dict[str, TopicConfig] = {}
+        fenced: list[tuple[TopicPartition, int, int]] = []
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
             if current is not None and state.leader_epoch <= current.leader_epoch:
-                log.info("broker %d: ignoring LeaderAndIsr for %s with leader epoch %d (current %d)", self.broker_id,
-                         tp, state.leader_epoch, current.leader_epoch)
+                fenced.append((tp, state.leader_epoch, current.leader_epoch))
                 error = errors.FENCED_LEADER_EPOCH
             elif self.broker_id not in state.replicas:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -170,6 +170,12 @@ class ReplicaManager:
                 accepted[self.get_or_create_partition(tp, topic_configs)] = state
                 error = errors.NONE
             results.append(PartitionError(state.topic, state.partition, error.code))
+        if fenced:
+            # one line per request: a new controller resends every partition's state, all at the epoch we have
+            log.info("broker %d: ignoring LeaderAndIsr for %d partition(s) whose leader epoch is not newer than ours "
+                     "(partition, epoch sent, current): %s%s", self.broker_id, len(fenced),
+                     ", ".join(f"({tp}, {sent}, {current})" for tp, sent, current in fenced[:10]),
+                     ", ..." if len(fenced) > 10 else "")
         leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}
         followers = {p: s for p, s in accepted.items() if s.leader != self.broker_id}
         if leaders:
