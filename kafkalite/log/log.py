@@ -225,6 +225,8 @@ class Log:
         Only a prefix of segments is deleted, and never the active one, so the log stays contiguous and keeps
         somewhere to append.
         """
+        if len(self._segments) < 2:  # most logs of a large cluster, every retention pass: nothing to look at
+            return 0
         now = self._clock_ms()
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
