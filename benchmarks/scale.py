@@ -13,11 +13,16 @@ the figure is the work alone; the per-record and latency figures run on the real
 - prefer: after that broker restarts and rejoins every ISR, a preferred election of every partition
 - leader failover: a broker leading a third of the partitions dies; from its session's expiry until every
   partition it led has a new leader acting as leader
-- idle: CPU per second of a quiet cluster, on the real clock
+- idle: CPU per second of a quiet cluster on the real clock, over one ISR tick period (replica.lag.time.max.ms
+  / 2, so the periodic work is in the window exactly once), starting one period after every partition's ISR is
+  full: the first tick after a leadership change looks at each partition once, a quiet cluster's ticks do not
 - produce latency: `Cluster.produce` of 10 records, acks=-1, to one partition, median of 200, real clock, and
   the same on a 1-partition cluster in the same run, the peer the target is set against
 - keyed produce: CPU per record of `Producer.send` with 1,000 keys over 8 and over 256 partitions
 - create: creating the N-partition topic
+- memory/partition: what creating the topic leaves allocated (tracemalloc, after `gc.collect()`, 30 s later on the
+  mock clock), over the partition count: the three replicas, the controller's and the coordination service's
+  share, everything a partition costs the process
 
 `--huge` adds a 100,000-partition, 5-broker cluster: start, create its topic, fail the controller over.
 To compare with another version, run the same file with that version on PYTHONPATH (the CHANGELOG quotes both).
@@ -26,8 +31,10 @@ To compare with another version, run the same file with that version on PYTHONPA
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,6 +47,13 @@ from kafkalite.common.records import Record
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False,
           "replica.lag.time.max.ms": 30000}
+# On the real clock a 10,000-partition topic takes seconds of CPU to create, on a machine that may be busy: a
+# session that expires meanwhile would add a failover to the idle window, so the real-clock cluster keeps longer.
+REAL_CLOCK_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": 60000}
+IDLE_WINDOW = CONFIG["replica.lag.time.max.ms"] / 2000  # one ISR tick period, in seconds
+MEMORY = "memory/partition"
+
+
 def cpu() -> float:
     return time.process_time()
 
@@ -97,12 +111,14 @@ async def mock_clock_figures(partitions: int, brokers: int = 3) -> dict[str, flo
 
 
 async def real_clock_figures(partitions: int) -> dict[str, float]:
-    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+    async with Cluster(brokers=3, config=REAL_CLOCK_CONFIG, seed=1) as cluster:
         await topic_online(cluster, partitions)
-        await trio.sleep(1)
+        await cluster.wait_until(lambda: all(len(cluster.partition_state("t", p).isr) == 3 for p in range(partitions)),
+                                 timeout=600, interval=0.5)
+        await trio.sleep(IDLE_WINDOW + 1)
         started = cpu()
-        await trio.sleep(3)
-        idle = (cpu() - started) / 3
+        await trio.sleep(IDLE_WINDOW)
+        idle = (cpu() - started) / IDLE_WINDOW
         records = [Record(None, b"x" * 100) for _ in range(10)]
         latencies = []
         for _ in range(200):
@@ -110,6 +126,22 @@ async def real_clock_figures(partitions: int) -> dict[str, float]:
             await cluster.produce("t", 0, records)
             latencies.append(time.perf_counter() - sent)
     return {"idle (s/s)": idle, "produce latency": statistics.median(latencies)}
+
+
+async def memory_per_partition(partitions: int) -> dict[str, float]:
+    """Bytes still allocated, per partition, once the topic is created and the cluster has settled."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await trio.sleep(1)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            await topic_online(cluster, partitions)
+            await trio.sleep(30)
+            gc.collect()
+            return {MEMORY: (tracemalloc.get_traced_memory()[0] - before) / partitions}
+        finally:
+            tracemalloc.stop()
 
 
 async def keyed_produce(partitions: int, records: int = 20_000) -> float:
@@ -144,7 +176,9 @@ async def huge() -> dict[str, float]:
     return figures
 
 
-def fmt(seconds: float) -> str:
+def fmt(seconds: float, name: str = "") -> str:
+    if name == MEMORY:
+        return f"{seconds / 1024:.1f} KiB"
     if seconds < 0.01:
         return f"{seconds * 1e6:.0f} us"
     return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
@@ -164,12 +198,13 @@ def main() -> None:
     for size in sizes:
         figures = trio.run(mock_clock_figures, size, clock=trio.testing.MockClock(autojump_threshold=0))
         figures.update(trio.run(real_clock_figures, size))
+        figures.update(trio.run(memory_per_partition, size, clock=trio.testing.MockClock(autojump_threshold=0)))
         results[size] = figures
-        print(f"{size} partitions: " + ", ".join(f"{k} {fmt(v)}" for k, v in figures.items()), flush=True)
+        print(f"{size} partitions: " + ", ".join(f"{k} {fmt(v, k)}" for k, v in figures.items()), flush=True)
     names = list(results[sizes[0]])
     print(f"\n{'what (CPU time)':<22}" + "".join(f"{f'{size:,}':>14}" for size in sizes))
     for name in names:
-        print(f"{name:<22}" + "".join(f"{fmt(results[size][name]):>14}" for size in sizes))
+        print(f"{name:<22}" + "".join(f"{fmt(results[size][name], name):>14}" for size in sizes))
     print(f"\nproduce latency against a 1-partition cluster in this run ({fmt(peer_latency)}): " + ", ".join(
         f"{size:,} partitions {results[size]['produce latency'] / peer_latency:.2f}x" for size in sizes))
     print("keyed produce, CPU per record: " + ", ".join(f"{count} partitions {fmt(cost)}"
@@ -180,12 +215,19 @@ def main() -> None:
     if args.plot:
         import matplotlib.pyplot as plt  # optional: only for the picture
 
-        figure, axes = plt.subplots(figsize=(8, 5))
+        figure, (times, memory) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [3, 2]})
         for name in names:
-            axes.plot(sizes, [results[size][name] for size in sizes], marker="o", label=name)
-        axes.set(xscale="log", yscale="log", xlabel="partitions (RF=3, 3 brokers)", ylabel="CPU seconds",
-                 title="kafkalite at scale")
-        axes.legend()
+            if name != MEMORY:
+                times.plot(sizes, [results[size][name] for size in sizes], marker="o", label=name)
+        times.set(xscale="log", yscale="log", xlabel="partitions (RF=3, 3 brokers)",
+                  ylabel="CPU seconds (idle: CPU seconds per second)", title="kafkalite at scale")
+        times.legend(fontsize="small")
+        memory.plot(sizes, [results[size][MEMORY] / 1024 for size in sizes], marker="o")
+        memory.axhline(8, linestyle="--", color="grey", label="target: 8 KiB")
+        memory.set(xscale="log", ylim=(0, None), xlabel="partitions (RF=3, 3 brokers)", ylabel="KiB per partition",
+                   title="memory per partition")
+        memory.legend(fontsize="small")
+        figure.tight_layout()
         figure.savefig(args.plot, dpi=120)
         print(f"wrote {args.plot}")
 

@@ -24,6 +24,7 @@ moves the controller as well.
 from __future__ import annotations
 
 import random
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -484,19 +485,22 @@ async def kafka7128(s: Script) -> list[Anomaly]:
     await s.jitter()
     leader = s.local(b)
     joined_at: list[int] = []
-    update_isr = leader._update_isr
+    update_isr = Partition._update_isr
 
-    def cut_off_c_when_it_joins(new_isr: set[int]) -> bool:
-        if c in new_isr and c not in leader.isr:
+    def cut_off_c_when_it_joins(partition: Partition, new_isr: AbstractSet[int]) -> bool:
+        if partition is leader and c in new_isr and c not in leader.isr:
             joined_at.append(leader.follower_log_end_offsets()[c])
             cluster.partition_network({a}, {b}, {c})
-        return update_isr(new_isr)
+        return update_isr(partition, new_isr)
 
-    leader._update_isr = cut_off_c_when_it_joins  # type: ignore[method-assign]
-    assert await cluster.elect_preferred_leaders([s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
-    await s.leader_is(b)
-    assert (leader.leader_epoch_start_offset, leader.high_watermark) == (2, 0)
-    await s.wait_for(lambda: bool(joined_at), "C to join the ISR")
+    Partition._update_isr = cut_off_c_when_it_joins  # type: ignore[method-assign]
+    try:
+        assert await cluster.elect_preferred_leaders([s.tp]) == {s.tp: ElectionOutcome(errors.NONE)}
+        await s.leader_is(b)
+        assert (leader.leader_epoch_start_offset, leader.high_watermark) == (2, 0)
+        await s.wait_for(lambda: bool(joined_at), "C to join the ISR")
+    finally:
+        Partition._update_isr = update_isr  # type: ignore[method-assign]
     await cluster.kill_broker(b)
     await s.leader_is(c)
     assert joined_at == [2] and s.values(c, 2) == [(0, b"b"), (1, b"c")]

@@ -331,6 +331,11 @@ class Producer:
         self._wakeup = trio.Event()
         self._timer = Timer()  # wakes the sender for linger.ms, retry backoffs and delivery timeouts
         self._next_check = math.inf  # when the sender's timer wakes it next
+        # No queued batch expires before this: a batch entering a queue lowers it, and only a walk of the queues
+        # once it has passed raises it, so the sender looks for expired batches once per delivery.timeout.ms, not
+        # at every wake-up.
+        self._expiry_bound = math.inf
+        self._backlog = False  # the last drain left batches behind that a request coming back may let go
         self._flushing = 0
         self._open = False  # between __aenter__ and __aexit__
         self._needs_producer_id = self.idempotent
@@ -458,8 +463,10 @@ class Producer:
         if stamped and (timestamp is not None or batch.timestamps is not None):  # not a new batch left plain
             batch.add_timestamp(NO_TIMESTAMP if timestamp is None else timestamp)
         batch.size += size
-        if started or batch.size >= self._batch_size:  # ready now, or ready after linger.ms
+        if batch.size >= self._batch_size or (started and self._may_send_now(batch)):
             self._drain_now()
+        elif started and batch.created + self._linger_s < self._next_check:
+            self._wakeup.set()  # the sender's timer must come by the time this batch has lingered
         handle = _new_handle(RecordHandle, (batch, len(rows) - 1))
         if started:  # let the sender run while records keep coming, as Kafka's sender thread would
             await trio.lowlevel.checkpoint()
@@ -490,7 +497,19 @@ class Producer:
         self._queued[tp] = queue
         queue.open = batch
         self._incomplete.add(batch)
+        self._expiry_bound = min(self._expiry_bound, batch.deadline)
         return batch
+
+    def _may_send_now(self, opened: _ProducerBatch) -> bool:
+        """Whether opening this batch can make a drain send something, or needs one to look for a leader.
+
+        It can when it leaves its partition's previous batch behind (that batch is ready then), when the producer
+        is flushing, or when its partition's leader is unknown. A batch opened alone only waits out linger.ms;
+        should its leader be ready on account of another partition, the drain that sends it takes this one along.
+        Draining after every opened batch walked every queued partition per record of a keyed producer.
+        """
+        return len(self._queues[opened.tp].batches) > 1 or bool(self._flushing) \
+            or self.metadata.leader_for(opened.tp) is None
 
     async def flush(self) -> None:
         """Send everything queued now, without lingering, and wait until each record succeeded or failed."""
@@ -542,9 +561,10 @@ class Producer:
         A keyed producer spread over many partitions would otherwise send a request per partition, each batch
         alone, as its linger ran out.
         """
-        next_check = math.inf
+        next_check = self._expiry_bound
         ready: dict[int, list[tuple[_PartitionQueue, _ProducerBatch]]] = {}
         due: set[int] = set()
+        self._backlog = False
         for tp, queue in list(self._queued.items()):
             if not queue.batches:
                 del self._queued[tp]
@@ -552,7 +572,6 @@ class Producer:
             if queue.retries:
                 continue
             batch = queue.batches[0]
-            next_check = min(next_check, batch.deadline)
             if batch.retry_at > now:
                 next_check = min(next_check, batch.retry_at)
                 continue
@@ -565,12 +584,16 @@ class Producer:
                 self._refresh_metadata_soon()
                 continue
             if self.idempotent and len(queue.in_flight) >= 5:
+                self._backlog = True
                 continue
             ready.setdefault(found.leader, []).append((queue, batch))
             if lingered:
                 due.add(found.leader)
         for leader, entries in ready.items():
-            if leader not in due or self._in_flight.get(leader, 0) >= self._max_in_flight:
+            if leader not in due:
+                continue
+            if self._in_flight.get(leader, 0) >= self._max_in_flight:
+                self._backlog = True
                 continue
             batches: list[_ProducerBatch] = []
             request_size = 0
@@ -580,6 +603,8 @@ class Producer:
                     break
                 request_size += batch.size
                 queue.pop()
+                if queue.batches:  # the next one goes in a later request, at the latest when this one is answered
+                    self._backlog = True
                 queue.in_flight.append(batch)
                 batches.append(self._seal(queue, batch))
             self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
@@ -668,13 +693,21 @@ class Producer:
                     self._on_failure(batch, error)
         finally:
             self._in_flight[leader] -= 1
+            retrying = False
             for batch in batches:
                 queue = self._queues[batch.tp]
                 queue.in_flight.remove(batch)
-                queue.requeue_retries()
+                if queue.retries and not queue.in_flight:
+                    retrying = True
+                    self._expiry_bound = min(self._expiry_bound, *(retry.deadline for retry in queue.retries))
+                    queue.requeue_retries()
                 if queue.batches:
                     self._queued[batch.tp] = queue
-            self._drain_now()
+            # What this answer can make sendable: batches left behind (by the in-flight limits, or queued behind the
+            # ones sent) and retries; or the sender waits for the requests in flight to come back before it asks
+            # for a new producer id. Anything else waits out linger.ms, which the sender's timer already covers.
+            if self._backlog or retrying or self._needs_producer_id:
+                self._drain_now()
 
     def _on_failure(self, batch: _ProducerBatch, error: KafkaError) -> None:
         queue = self._queues[batch.tp]
@@ -728,10 +761,26 @@ class Producer:
             self._needs_producer_id = True
 
     def _expire_batches(self, now: float) -> None:
+        """Fail the queued batches out of delivery.timeout.ms, oldest deadline first, across partitions.
+
+        Batches in flight, or failed and waiting for their partition's requests to come back, are not expired
+        here: an answer decides them, or they expire once queued again. Within a queue deadlines only grow from
+        the front (a batch is created after those before it; retries go back in front in their order), so the
+        expired batches are the front ones, and the earliest deadline of the batches left is a front one too.
+        """
+        if now < self._expiry_bound:
+            return
+        expired: list[_ProducerBatch] = []
+        bound = math.inf
         for queue in self._queued.values():
             while queue.batches and queue.batches[0].deadline <= now:
-                batch = queue.pop()
-                self._fail_batch(batch, self._expired(batch))
+                expired.append(queue.pop())
+            if queue.batches:
+                bound = min(bound, queue.batches[0].deadline)
+        self._expiry_bound = bound
+        expired.sort(key=lambda batch: batch.deadline)
+        for batch in expired:
+            self._fail_batch(batch, self._expired(batch))
 
     def _expired(self, batch: _ProducerBatch) -> KafkaError:
         """What a batch out of delivery.timeout.ms fails with: the error it was being retried after, if any.

@@ -24,7 +24,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import trio
 from sortedcontainers import SortedSet
@@ -114,6 +114,9 @@ _WATCH_KINDS_FIRED: dict[EventType, tuple[bool, ...]] = {
 }
 
 
+_SORTED_FROM = 32
+
+
 @dataclass(slots=True)
 class _Znode:
     data: bytes
@@ -125,11 +128,33 @@ class _Znode:
     mtime: float = 0.0
     version: int = 0
     cversion: int = 0
-    children: SortedSet = field(default_factory=SortedSet)
+    # Made with the first child, as most znodes (partition states) have none; a plain set while small, sorted as
+    # it is read, and a SortedSet once large, so a partition's znode costs a few hundred bytes and a directory of
+    # thousands of topics is still listed without sorting it.
+    children: set[str] | SortedSet | None = None
+
+    def add_child(self, name: str) -> None:
+        children = self.children
+        if children is None:
+            self.children = {name}
+            return
+        children.add(name)
+        if len(children) == _SORTED_FROM and not isinstance(children, SortedSet):
+            self.children = SortedSet(children)
+
+    def discard_child(self, name: str) -> None:
+        if self.children is not None:
+            self.children.discard(name)
+
+    def child_names(self) -> list[str]:
+        children = self.children
+        if children is None:
+            return []
+        return list(children) if isinstance(children, SortedSet) else sorted(children)
 
     def stat(self) -> ZnodeStat:
         return ZnodeStat(self.czxid, self.mzxid, self.pzxid, self.ctime, self.mtime, self.version, self.cversion,
-                         self.ephemeral_owner, len(self.data), len(self.children))
+                         self.ephemeral_owner, len(self.data), len(self.children or ()))
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -310,7 +335,7 @@ class CoordinationService:
         node = self._get_node(path)
         if watch:
             self._watch(True, path, session)
-        return list(node.children)
+        return node.child_names()
 
     def dump(self) -> dict[str, tuple[bytes, ZnodeStat]]:
         """Every znode with its data and stat, for tests and debugging."""
@@ -387,7 +412,7 @@ class CoordinationService:
         node = _Znode(op.data, txn.zxid, txn.now, owner, txn.zxid, txn.zxid, txn.now)
         old_parent = (parent.cversion, parent.pzxid)
         self._nodes[path] = node
-        parent.children.add(name)
+        parent.add_child(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
         if owner:
@@ -395,7 +420,7 @@ class CoordinationService:
 
         def undo() -> None:
             del self._nodes[path]
-            parent.children.discard(name)
+            parent.discard_child(name)
             parent.cversion, parent.pzxid = old_parent
             if owner:
                 self._ephemerals[owner].discard(path)
@@ -431,7 +456,7 @@ class CoordinationService:
         parent = self._nodes[parent_path]
         old_parent = (parent.cversion, parent.pzxid)
         del self._nodes[path]
-        parent.children.discard(name)
+        parent.discard_child(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
         owned = self._ephemerals.get(node.ephemeral_owner)
@@ -440,7 +465,7 @@ class CoordinationService:
 
         def undo() -> None:
             self._nodes[path] = node
-            parent.children.add(name)
+            parent.add_child(name)
             parent.cversion, parent.pzxid = old_parent
             if owned is not None:
                 owned.add(path)

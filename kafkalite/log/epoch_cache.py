@@ -20,6 +20,8 @@ class LeaderEpochCache:
     at the end, and both lookups are a bisect.
     """
 
+    __slots__ = ("_epochs", "_offsets")
+
     def __init__(self) -> None:
         self._epochs: list[int] = []
         self._offsets: list[int] = []

@@ -20,7 +20,7 @@ from kafkalite.log.segment import LogSegment
 _WEEK_MS = 7 * 24 * 3600 * 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     """The topic-level log settings, named after Kafka's (log.segment.bytes, log.roll.ms, ...)."""
 
@@ -39,6 +39,9 @@ class UnexpectedAppendOffsetError(InvalidRecordError):
 
 
 class Log:
+    __slots__ = ("config", "name", "_clock_ms", "_log_start_offset", "_segments", "_segment_bases",
+                 "_log_end_offset", "leader_epoch_cache")
+
     def __init__(self, config: LogConfig = LogConfig(), *, clock_ms: Callable[[], int] = now_ms,
                  log_start_offset: int = 0, name: str = "") -> None:
         self.config = config
@@ -222,6 +225,8 @@ class Log:
         Only a prefix of segments is deleted, and never the active one, so the log stays contiguous and keeps
         somewhere to append.
         """
+        if len(self._segments) < 2:  # most logs of a large cluster, every retention pass: nothing to look at
+            return 0
         now = self._clock_ms()
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes

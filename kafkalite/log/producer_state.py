@@ -91,6 +91,8 @@ def _find_in_log(log: Log, batch: RecordBatch) -> BatchMetadata | None:
 class ProducerStateManager:
     """Producer id -> epoch, last sequence and the offsets of its last batches, for one partition log."""
 
+    __slots__ = ("producers",)
+
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
 

@@ -16,6 +16,8 @@ from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
 
 
 class LogSegment:
+    __slots__ = ("base_offset", "created_ms", "_batches", "_base_offsets", "_positions", "_max_timestamps")
+
     def __init__(self, base_offset: int, created_ms: int) -> None:
         self.base_offset = base_offset
         self.created_ms = created_ms

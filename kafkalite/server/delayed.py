@@ -26,6 +26,8 @@ from kafkalite.common import errors
 from kafkalite.common.errors import ErrorCode
 from kafkalite.common.timer import Timer
 
+_sequence = itertools.count()  # orders delayed produces that wait for the same offset, first come first served
+
 
 class DelayedProduce:
     """One partition's share of an acks=-1 produce: done once the HW reaches `required_offset`."""
@@ -46,14 +48,19 @@ class DelayedProduce:
 
 
 class ProducePurgatory:
-    """The delayed produces of one partition, released in order of the offset they wait for."""
+    """The delayed produces of one partition, released in order of the offset they wait for.
+
+    Every partition replica has one and most never hold a waiter, so the heap is made on the first."""
+
+    __slots__ = ("_heap",)
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, DelayedProduce]] = []
-        self._sequence = itertools.count()
+        self._heap: list[tuple[int, int, DelayedProduce]] | None = None
 
     def watch(self, operation: DelayedProduce) -> None:
-        heapq.heappush(self._heap, (operation.required_offset, next(self._sequence), operation))
+        if self._heap is None:
+            self._heap = []
+        heapq.heappush(self._heap, (operation.required_offset, next(_sequence), operation))
 
     def complete_up_to(self, high_watermark: int, error: ErrorCode) -> None:
         heap = self._heap
@@ -61,8 +68,8 @@ class ProducePurgatory:
             heapq.heappop(heap)[2].complete(error)
 
     def fail_all(self, error: ErrorCode) -> None:
-        heap, self._heap = self._heap, []
-        for _, _, operation in heap:
+        heap, self._heap = self._heap, None
+        for _, _, operation in heap or ():
             operation.complete(error)
 
 
@@ -96,17 +103,20 @@ class FetchWatchers:
     __slots__ = ("_events",)
 
     def __init__(self) -> None:
-        self._events: set[trio.Event] = set()
+        self._events: set[trio.Event] | None = None  # made for the first fetch that parks: most partitions see none
 
     def watch(self, event: trio.Event) -> None:
+        if self._events is None:
+            self._events = set()
         self._events.add(event)
 
     def unwatch(self, event: trio.Event) -> None:
-        self._events.discard(event)
+        if self._events is not None:
+            self._events.discard(event)
 
     def wake_all(self) -> None:
         if self._events:
-            events, self._events = self._events, set()
+            events, self._events = self._events, None
             for event in events:
                 event.set()
 

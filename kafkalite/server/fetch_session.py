@@ -21,6 +21,7 @@ is answered FETCH_SESSION_ID_NOT_FOUND and the follower starts a new one with a 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 
 import trio
 
@@ -71,9 +72,13 @@ class FetchSession:
 class FetchSessionCache:
     """The sessions of one leader, one per follower, and which sessions hear of which partition's changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_leave: Callable[[TopicPartition], None] | None = None) -> None:
+        self._on_leave = on_leave  # a partition left a session: its follower no longer fetches it there
         self._sessions: dict[int, FetchSession] = {}
-        self._watching: dict[TopicPartition, dict[int, FetchSession]] = {}
+        # Per partition, the sessions that hold it: a tuple, as there are at most replication factor - 1 of them
+        # and they change only when a follower adds or forgets the partition, while a dict each would cost a
+        # leader hundreds of bytes per partition.
+        self._watching: dict[TopicPartition, tuple[FetchSession, ...]] = {}
         self._ids = itertools.count(1)
 
     def open(self, replica_id: int) -> FetchSession:
@@ -102,27 +107,32 @@ class FetchSessionCache:
             cached = session.partitions.get(tp)
             if cached is None:
                 session.partitions[tp] = SessionPartition(fetch)
-                self._watching.setdefault(tp, {})[session.replica_id] = session
+                self._watching[tp] = self._watching.get(tp, ()) + (session,)
             else:
                 cached.fetch = fetch
             session.dirty[tp] = None
 
     def on_partition_change(self, tp: TopicPartition, appended: bool) -> None:
         """A partition this leader hosts changed: every session with it reads it next, and an append wakes them."""
-        watching = self._watching.get(tp)
-        if watching:
-            for session in watching.values():
-                session.mark(tp, appended)
+        for session in self._watching.get(tp, ()):
+            session.mark(tp, appended)
 
     def last_fetch_ms(self, replica_id: int, tp: TopicPartition) -> int | None:
         """When the follower last fetched in a session that holds `tp`, if it has one."""
-        watching = self._watching.get(tp)
-        session = watching.get(replica_id) if watching else None
-        return session.last_fetch_ms if session is not None else None
+        for session in self._watching.get(tp, ()):
+            if session.replica_id == replica_id:
+                return session.last_fetch_ms
+        return None
+
+    def silent_since(self, since_ms: int) -> Iterator[FetchSession]:
+        """The sessions whose follower has not fetched since `since_ms`."""
+        return (session for session in self._sessions.values() if session.last_fetch_ms < since_ms)
 
     def _unwatch(self, tp: TopicPartition, replica_id: int) -> None:
-        watching = self._watching.get(tp)
-        if watching is not None:
-            watching.pop(replica_id, None)
-            if not watching:
-                del self._watching[tp]
+        remaining = tuple(session for session in self._watching.get(tp, ()) if session.replica_id != replica_id)
+        if remaining:
+            self._watching[tp] = remaining
+        else:
+            self._watching.pop(tp, None)
+        if self._on_leave is not None:
+            self._on_leave(tp)

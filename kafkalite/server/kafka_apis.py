@@ -268,9 +268,13 @@ class KafkaApis:
     def _on_leadership_change(self, request: LeaderAndIsrRequest, response: LeaderAndIsrResponse) -> None:
         """Kafka's onLeadershipChange: the coordinator takes the offsets partitions this broker now leads and
         gives up those it now follows."""
-        accepted = {(e.topic, e.partition) for e in response.partition_errors if e.error_code == errors.NONE.code}
-        for state in request.partition_states:
-            if state.topic == GROUP_METADATA_TOPIC_NAME and (state.topic, state.partition) in accepted:
+        offsets_states = [state for state in request.partition_states if state.topic == GROUP_METADATA_TOPIC_NAME]
+        if not offsets_states:
+            return
+        accepted = {e.partition for e in response.partition_errors
+                    if e.topic == GROUP_METADATA_TOPIC_NAME and e.error_code == errors.NONE.code}
+        for state in offsets_states:
+            if state.partition in accepted:
                 if state.leader == self.broker_id:
                     self.group_coordinator.on_election(state.partition, state.leader_epoch)
                 else:

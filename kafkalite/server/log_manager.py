@@ -23,10 +23,16 @@ RETENTION_CHECK_INTERVAL_MS = 300_000
 """Kafka's default log.retention.check.interval.ms."""
 
 
+_log_configs: dict[LogConfig, LogConfig] = {}
+
+
 def log_config_for(topic_config: TopicConfig) -> LogConfig:
-    return LogConfig(segment_bytes=topic_config["segment.bytes"], segment_ms=topic_config["segment.ms"],
-                     retention_ms=topic_config["retention.ms"], retention_bytes=topic_config["retention.bytes"],
-                     max_message_bytes=topic_config["max.message.bytes"])
+    """The log settings of a topic config. Equal settings give the same (immutable) object, so the logs of a
+    cluster share the few distinct configs there are instead of holding one each."""
+    config = LogConfig(segment_bytes=topic_config["segment.bytes"], segment_ms=topic_config["segment.ms"],
+                       retention_ms=topic_config["retention.ms"], retention_bytes=topic_config["retention.bytes"],
+                       max_message_bytes=topic_config["max.message.bytes"])
+    return _log_configs.setdefault(config, config)
 
 
 class LogManager:

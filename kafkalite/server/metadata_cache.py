@@ -1,8 +1,13 @@
 """MetadataCache: the broker's copy of the cluster metadata, as the controller last described it (seed 001).
 
 Every broker holds the full picture, so a client may bootstrap from any of them. The cache changes only on
-UpdateMetadata; a broker never asks the coordination service for it. Snapshots are replaced, never edited,
-so a reader holding one sees a consistent view even if an update lands while it works.
+UpdateMetadata; a broker never asks the coordination service for it.
+
+An update costs what it changes: the partition states it names are written in place, and only the small
+picture of live brokers and controller is rebuilt. Readers stay consistent because every read and every update
+is synchronous, so an update is applied whole between two Trio checkpoints and no reader ever sees half of one;
+what a read returns is built afresh (lists, metadata objects) or is an immutable state an update replaces, never
+edits, so it stays as it was when the next update lands.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class MetadataSnapshot:
-    partition_states: dict[str, dict[int, UpdateMetadataPartitionState]]
+    """The live brokers and the controller, as of one update: replaced whole by the next."""
+
     controller_id: int | None
     alive_brokers: dict[int, LiveBroker]
     alive_nodes: dict[int, dict[str, BrokerEndpoint]]  # broker id -> listener name -> endpoint
@@ -41,7 +47,8 @@ class MetadataSnapshot:
 class MetadataCache:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
-        self._snapshot = MetadataSnapshot({}, None, {}, {})
+        self._snapshot = MetadataSnapshot(None, {}, {})
+        self._partition_states: dict[str, dict[int, UpdateMetadataPartitionState]] = {}
         self._updated = trio.Event()
 
     async def wait_until(self, condition: Callable[[MetadataCache], bool]) -> None:
@@ -52,8 +59,7 @@ class MetadataCache:
     def update_metadata(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply an UpdateMetadata; returns the partitions it deleted (those marked LEADER_DURING_DELETE).
 
-        Updates may be partial (only some partitions), so partition states start from the previous snapshot;
-        only the topics the request touches are copied.
+        Updates may be partial (only some partitions): the states named replace those cached, the rest stay.
         """
         alive_brokers: dict[int, LiveBroker] = {}
         alive_nodes: dict[int, dict[str, BrokerEndpoint]] = {}
@@ -65,26 +71,27 @@ class MetadataCache:
             log.error("listeners are not identical across brokers: %s", alive_nodes)
         controller_id = request.controller_id if request.controller_id >= 0 else None
         deleted: list[TopicPartition] = []
-        partition_states = self._snapshot.partition_states
-        if request.partition_states:
-            partition_states = dict(partition_states)
-            copied: set[str] = set()
-            for state in request.partition_states:
-                if state.topic not in copied:
-                    partition_states[state.topic] = dict(partition_states.get(state.topic, {}))
-                    copied.add(state.topic)
-                topic_states = partition_states[state.topic]
-                if state.leader == LEADER_DURING_DELETE:
+        partition_states = self._partition_states
+        emptied: list[str] = []
+        for state in request.partition_states:
+            topic_states = partition_states.get(state.topic)
+            if state.leader == LEADER_DURING_DELETE:
+                if topic_states is not None:
                     topic_states.pop(state.partition, None)
-                    deleted.append(TopicPartition(state.topic, state.partition))
-                else:
-                    topic_states[state.partition] = state
-            for topic in copied:
-                if not partition_states[topic]:
-                    del partition_states[topic]
+                    if not topic_states:
+                        emptied.append(state.topic)
+                deleted.append(TopicPartition(state.topic, state.partition))
+            elif topic_states is None:
+                partition_states[state.topic] = {state.partition: state}
+            else:
+                topic_states[state.partition] = state
+        for topic in emptied:
+            if not partition_states.get(topic, True):
+                del partition_states[topic]
+        if request.partition_states:
             log.debug("broker %d cached %d partition states (correlation id %d)", self.broker_id,
                       len(request.partition_states), correlation_id)
-        self._snapshot = MetadataSnapshot(partition_states, controller_id, alive_brokers, alive_nodes)
+        self._snapshot = MetadataSnapshot(controller_id, alive_brokers, alive_nodes)
         self._updated.set()
         self._updated = trio.Event()
         return deleted
@@ -96,16 +103,17 @@ class MetadataCache:
         return self._snapshot.controller_id
 
     def get_partition_info(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
-        return self._snapshot.partition_states.get(tp.topic, {}).get(tp.partition)
+        topic_states = self._partition_states.get(tp.topic)
+        return topic_states.get(tp.partition) if topic_states is not None else None
 
     def contains_topic(self, topic: str) -> bool:
-        return topic in self._snapshot.partition_states
+        return topic in self._partition_states
 
     def contains_partition(self, tp: TopicPartition) -> bool:
         return self.get_partition_info(tp) is not None
 
     def get_all_topics(self) -> set[str]:
-        return set(self._snapshot.partition_states)
+        return set(self._partition_states)
 
     def get_alive_brokers(self) -> list[LiveBroker]:
         return [broker for _, broker in sorted(self._snapshot.alive_brokers.items())]
@@ -132,7 +140,7 @@ class MetadataCache:
     def get_topic_metadata(self, topics: Iterable[str] | None, listener: str) -> list[MetadataTopic]:
         """Topic metadata for a client; `topics=None` means every topic. Unknown topics get an error entry."""
         snapshot = self._snapshot
-        names = sorted(snapshot.partition_states) if topics is None else list(topics)
+        names = sorted(self._partition_states) if topics is None else list(topics)
         result = []
         for name in names:
             try:
@@ -140,7 +148,7 @@ class MetadataCache:
             except InvalidTopicError as exc:
                 result.append(MetadataTopic(exc.code, str(name), error_message=exc.message))
                 continue
-            states = snapshot.partition_states.get(name)
+            states = self._partition_states.get(name)
             if states is None:
                 result.append(MetadataTopic(errors.UNKNOWN_TOPIC_OR_PARTITION.code, name,
                                             error_message=f"unknown topic {name!r}"))

@@ -14,8 +14,9 @@ and the log never disagree while another task looks at them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set as AbstractSet
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
@@ -42,6 +43,17 @@ from kafkalite.server.log_manager import LogManager, log_config_for
 
 log = logging.getLogger(__name__)
 
+_LOG_END, _HIGH_WATERMARK, _LOW_WATERMARK = range(3)  # what a parked request waits for to move
+_ReplicaSet = TypeVar("_ReplicaSet", frozenset[int], tuple[int, ...])
+_replica_sets: dict[frozenset[int] | tuple[int, ...], frozenset[int] | tuple[int, ...]] = {}
+
+
+def _shared(replicas: _ReplicaSet) -> _ReplicaSet:
+    """One object for every partition with an equal ISR or assignment. A cluster has few distinct ones (sets and
+    sequences of up to replication-factor broker ids) and they are immutable, so tens of thousands of partitions
+    need not hold one each."""
+    return _replica_sets.setdefault(replicas, replicas)  # type: ignore[return-value]
+
 
 @dataclass(slots=True)
 class FollowerState:
@@ -55,12 +67,20 @@ class FollowerState:
 
 
 class Partition:
+    # Slots: a broker holds one of these per replica it hosts, tens of thousands in a large cluster.
+    __slots__ = ("topic_partition", "_fetch_sessions", "_on_lag_possible", "local_broker_id", "topic_config",
+                 "_log_manager", "_zk", "_on_isr_change", "log", "producer_state", "leader_replica_id",
+                 "leader_epoch", "leader_epoch_start_offset", "zk_version", "controller_epoch", "assigned_replicas",
+                 "isr", "_followers", "_high_watermark", "delayed_produces", "_watchers")
+
     def __init__(self, tp: TopicPartition, local_broker_id: int, log_manager: LogManager,
                  topic_config: TopicConfig, zk: KafkaZkClient,
                  on_isr_change: Callable[[TopicPartition], None],
-                 fetch_sessions: FetchSessionCache | None = None) -> None:
+                 fetch_sessions: FetchSessionCache | None = None,
+                 on_lag_possible: Callable[[Partition], None] | None = None) -> None:
         self.topic_partition = tp
         self._fetch_sessions = fetch_sessions
+        self._on_lag_possible = on_lag_possible
         self.local_broker_id = local_broker_id
         self.topic_config = topic_config
         self._log_manager = log_manager
@@ -76,18 +96,44 @@ class Partition:
         self.leader_epoch_start_offset: int = 0
         self.zk_version: int = 0
         self.controller_epoch: int = 0
-        self.assigned_replicas: list[int] = []
-        self.isr: set[int] = set()
+        self.assigned_replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = _shared(frozenset())  # replaced whole on every change, never edited
         self._followers: dict[int, FollowerState] = {}
         self._high_watermark = min(log_manager.checkpointed_high_watermark(tp), self.log.log_end_offset)
         self.delayed_produces = ProducePurgatory()
-        self.log_end_offset_watchers = FetchWatchers()  # follower fetches wait for new data
-        self.high_watermark_watchers = FetchWatchers()  # consumer fetches wait for committed data
-        self.low_watermark_watchers = FetchWatchers()  # DeleteRecords waits for the ISR to move its log starts
+        # What parked requests wait on, by kind (_LOG_END, ...): made when the first one parks, as most of a large
+        # cluster's partitions never see one.
+        self._watchers: tuple[FetchWatchers, FetchWatchers, FetchWatchers] | None = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic_partition}, broker={self.local_broker_id}, leader={self.leader_replica_id}, "
                 f"epoch={self.leader_epoch}, isr={sorted(self.isr)}, hw={self._high_watermark})")
+
+    @property
+    def log_end_offset_watchers(self) -> FetchWatchers:
+        """Follower fetches parked until new data arrives."""
+        return self._parked()[_LOG_END]
+
+    @property
+    def high_watermark_watchers(self) -> FetchWatchers:
+        """Consumer fetches parked until committed data arrives."""
+        return self._parked()[_HIGH_WATERMARK]
+
+    @property
+    def low_watermark_watchers(self) -> FetchWatchers:
+        """DeleteRecords parked until the ISR has moved its log starts."""
+        return self._parked()[_LOW_WATERMARK]
+
+    def _parked(self) -> tuple[FetchWatchers, FetchWatchers, FetchWatchers]:
+        if self._watchers is None:
+            self._watchers = (FetchWatchers(), FetchWatchers(), FetchWatchers())
+        return self._watchers
+
+    def _wake(self, *kinds: int) -> None:
+        """Wake the requests parked here on these kinds of progress, if any ever parked."""
+        if self._watchers is not None:
+            for kind in kinds:
+                self._watchers[kind].wake_all()
 
     def update_topic_config(self, topic_config: TopicConfig) -> None:
         """A dynamic topic config change: min.insync.replicas, retention and roll apply from now on."""
@@ -152,7 +198,7 @@ class Partition:
     def make_leader(self, state: LeaderAndIsrPartitionState) -> None:
         self._apply_partition_state(state)
         self.leader_replica_id = self.local_broker_id
-        self.isr = set(state.isr)
+        self.isr = _shared(frozenset(state.isr))
         self.leader_epoch_start_offset = self.log.log_end_offset
         self.log.leader_epoch_cache.assign(state.leader_epoch, self.leader_epoch_start_offset)
         # Follower positions from an earlier term say nothing about what the followers hold now (they may
@@ -162,13 +208,13 @@ class Partition:
                            for replica in self.assigned_replicas if replica != self.local_broker_id}
         self.maybe_increment_leader_hw()
         self._changed(appended=True)
-        self.low_watermark_watchers.wake_all()  # a DeleteRecords waits on the new ISR now
+        self._wake(_LOW_WATERMARK)  # a DeleteRecords waits on the new ISR now
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> None:
         was_leader = self.is_leader
         self._apply_partition_state(state)
         self.leader_replica_id = state.leader
-        self.isr = set()
+        self.isr = _shared(frozenset())
         self._followers = {}
         if was_leader:
             self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
@@ -178,7 +224,7 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.leader_epoch = state.leader_epoch
         self.zk_version = state.zk_version
-        self.assigned_replicas = list(state.replicas)
+        self.assigned_replicas = _shared(tuple(state.replicas))
 
     def delete(self) -> None:
         """The replica is going away (StopReplica with delete): release everything parked on it."""
@@ -188,15 +234,20 @@ class Partition:
 
     def _wake_waiters(self) -> None:
         """Parked fetches and DeleteRecords look again: they answer NOT_LEADER_OR_FOLLOWER if leadership went."""
-        self.log_end_offset_watchers.wake_all()
-        self.high_watermark_watchers.wake_all()
-        self.low_watermark_watchers.wake_all()
+        self._wake(_LOG_END, _HIGH_WATERMARK, _LOW_WATERMARK)
         self._changed(appended=True)
 
     def _changed(self, appended: bool) -> None:
-        """Tell the followers' fetch sessions: they read this partition next, and an append wakes them."""
+        """Tell the followers' fetch sessions: they read this partition next, and an append wakes them. A change
+        of log end, role or ISR may also leave a follower behind, so the ISR tick looks at this partition again."""
         if self._fetch_sessions is not None:
             self._fetch_sessions.on_partition_change(self.topic_partition, appended)
+        if appended:
+            self._lag_possible()
+
+    def _lag_possible(self) -> None:
+        if self._on_lag_possible is not None:
+            self._on_lag_possible(self)
 
     # -- leader: produce ------------------------------------------------------------------------------------------
 
@@ -235,7 +286,7 @@ class Partition:
             stored = self.log.append_as_leader(batch, self.leader_epoch)
             self.producer_state.update(stored)
             offsets.append((stored.base_offset, stored.next_offset))
-        self.log_end_offset_watchers.wake_all()
+        self._wake(_LOG_END)
         self._changed(appended=True)
         self.maybe_increment_leader_hw()
         return offsets[0][0], max(end for _, end in offsets), log_append_time
@@ -270,7 +321,7 @@ class Partition:
                 f"cannot delete records of {self.topic_partition} below offset {target}: it is beyond the high "
                 f"watermark {self._high_watermark}")
         self.log.maybe_increment_log_start_offset(target)
-        self.log_end_offset_watchers.wake_all()
+        self._wake(_LOG_END)
         self._changed(appended=True)  # followers fetching in a session hear of the new log start at once
         return target
 
@@ -296,14 +347,16 @@ class Partition:
         leader_end_offset = self.log.log_end_offset
         if fetch_offset >= leader_end_offset:
             state.last_caught_up_time_ms = now
-        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
-            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, state.last_fetch_time_ms)
+        else:
+            if fetch_offset >= state.last_fetch_leader_log_end_offset:
+                state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, state.last_fetch_time_ms)
+            self._lag_possible()
         state.last_fetch_leader_log_end_offset = leader_end_offset
         state.last_fetch_time_ms = now
         state.log_end_offset = fetch_offset
         if log_start_offset != state.log_start_offset:
             state.log_start_offset = log_start_offset
-            self.low_watermark_watchers.wake_all()
+            self._wake(_LOW_WATERMARK)
         self.maybe_expand_isr(replica_id)
         self.maybe_increment_leader_hw()
 
@@ -320,7 +373,7 @@ class Partition:
             return False
         self._set_high_watermark(new_hw)
         self.delayed_produces.complete_up_to(new_hw, self._replication_outcome())
-        self.high_watermark_watchers.wake_all()
+        self._wake(_HIGH_WATERMARK)
         return True
 
     def _set_high_watermark(self, high_watermark: int) -> None:
@@ -343,6 +396,23 @@ class Partition:
                     state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, fetched_ms)
                     state.last_fetch_time_ms = fetched_ms
                     state.last_fetch_leader_log_end_offset = log_end_offset
+
+    def needs_lag_check(self) -> bool:
+        """Whether the ISR tick must look at this partition. It need not when this replica is no leader, or when
+        every follower is in the ISR, holds the whole log and has the partition in its fetch session: then each
+        follower was caught up as of its session's latest fetch, so only a session falling silent can shrink the
+        ISR, and the tick finds those sessions itself (`FetchSessionCache.silent_since`). Whatever ends that
+        state (an append, a follower behind, a role or ISR change, a partition leaving a session) puts the
+        partition back in front of the tick."""
+        if not self.is_leader:
+            return False
+        sessions = self._fetch_sessions
+        if sessions is None or len(self.isr) != len(self._followers) + 1:
+            return True
+        log_end_offset = self.log.log_end_offset
+        tp = self.topic_partition
+        return any(replica not in self.isr or state.log_end_offset < log_end_offset
+                   or sessions.last_fetch_ms(replica, tp) is None for replica, state in self._followers.items())
 
     def maybe_shrink_isr(self, now: int, max_lag_ms: int) -> None:
         """Drop followers that have not caught up within `max_lag_ms`; the leader itself never leaves.
@@ -376,7 +446,7 @@ class Partition:
             if not self._update_isr(self.isr | {replica_id}):
                 self._changed(appended=False)  # read again at the follower's next fetch, and tried again
 
-    def _update_isr(self, new_isr: set[int]) -> bool:
+    def _update_isr(self, new_isr: AbstractSet[int]) -> bool:
         """Write the ISR with the version we last saw; on a version mismatch keep the old ISR.
 
         A mismatch means the controller changed the state since; its LeaderAndIsr is on the way and will
@@ -394,11 +464,12 @@ class Partition:
             log.info("%s: ISR update to %s skipped, the partition state changed since version %d",
                      self.topic_partition, list(ordered), self.zk_version)
             return False
-        self.isr = set(ordered)
+        self.isr = _shared(frozenset(ordered))
         self.zk_version = new_version
         self._on_isr_change(self.topic_partition)
+        self._lag_possible()
         self._changed(appended=False)  # a follower dropped from it gets the partition read, and may rejoin
-        self.low_watermark_watchers.wake_all()  # a follower left behind no longer holds a DeleteRecords back
+        self._wake(_LOW_WATERMARK)  # a follower left behind no longer holds a DeleteRecords back
         return True
 
     # -- follower -------------------------------------------------------------------------------------------------

@@ -86,7 +86,14 @@ class ReplicaManager:
         self._isr_changes: set[TopicPartition] = set()
         self._isr_changed = trio.Event()
         self.delayed_timer = Timer()  # the deadlines of parked produces and fetches
-        self.fetch_sessions = FetchSessionCache()  # the followers' incremental fetch sessions on this leader
+        # the followers' incremental fetch sessions on this leader
+        self.fetch_sessions = FetchSessionCache(on_leave=self._lag_possible_in)
+        # The leader partitions the ISR tick must look at (Partition.needs_lag_check); a dict for a reproducible
+        # order. A quiet cluster's tick then costs what lags, not what it hosts.
+        self._lag_checks: dict[Partition, None] = {}
+        # bound once: every hosted partition keeps both, and a bound method made per partition is 64 bytes each
+        self._on_isr_change = self.record_isr_change
+        self._on_lag_possible = self._lag_possible
 
     def startup(self, nursery: trio.Nursery) -> None:
         self.replica_fetcher_manager.startup(nursery)
@@ -107,18 +114,17 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.all_partitions.get(tp)
 
-    def get_or_create_partition(self, tp: TopicPartition, topic_configs: dict[str, TopicConfig] | None = None
-                                ) -> Partition:
-        """`topic_configs` keeps the topic configs read for a request's partitions, so each is read once."""
+    def get_or_create_partition(self, tp: TopicPartition, topic_configs: dict[str, TopicConfig]) -> Partition:
+        """The hosted partition, created if new; `topic_configs` holds the topic configs read for the request at
+        hand, so a topic's config is read once and its new partitions share one (read-only) copy."""
         partition = self.all_partitions.get(tp)
         if partition is None:
-            topic_configs = {} if topic_configs is None else topic_configs
             topic_config = topic_configs.get(tp.topic)
             if topic_config is None:
                 topic_config = topic_configs[tp.topic] = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic),
                                                                                 self.config)
-            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self.record_isr_change,
-                                  self.fetch_sessions)
+            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self._on_isr_change,
+                                  self.fetch_sessions, self._on_lag_possible)
             self.all_partitions[tp] = partition
         return partition
 
@@ -144,12 +150,12 @@ class ReplicaManager:
         results: list[PartitionError] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
         topic_configs: dict[str, TopicConfig] = {}
+        fenced: list[tuple[TopicPartition, int, int]] = []
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
             if current is not None and state.leader_epoch <= current.leader_epoch:
-                log.info("broker %d: ignoring LeaderAndIsr for %s with leader epoch %d (current %d)", self.broker_id,
-                         tp, state.leader_epoch, current.leader_epoch)
+                fenced.append((tp, state.leader_epoch, current.leader_epoch))
                 error = errors.FENCED_LEADER_EPOCH
             elif self.broker_id not in state.replicas:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -164,6 +170,12 @@ class ReplicaManager:
                 accepted[self.get_or_create_partition(tp, topic_configs)] = state
                 error = errors.NONE
             results.append(PartitionError(state.topic, state.partition, error.code))
+        if fenced:
+            # one line per request: a new controller resends every partition's state, all at the epoch we have
+            log.info("broker %d: ignoring LeaderAndIsr for %d partition(s) whose leader epoch is not newer than ours "
+                     "(partition, epoch sent, current): %s%s", self.broker_id, len(fenced),
+                     ", ".join(f"({tp}, {sent}, {current})" for tp, sent, current in fenced[:10]),
+                     ", ..." if len(fenced) > 10 else "")
         leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}
         followers = {p: s for p, s in accepted.items() if s.leader != self.broker_id}
         if leaders:
@@ -527,13 +539,33 @@ class ReplicaManager:
         self._isr_changes.add(tp)
         self._isr_changed.set()
 
+    def _lag_possible(self, partition: Partition) -> None:
+        self._lag_checks[partition] = None
+
+    def _lag_possible_in(self, tp: TopicPartition) -> None:
+        partition = self.all_partitions.get(tp)
+        if partition is not None:
+            self._lag_checks[partition] = None
+
     async def _isr_expiration_loop(self) -> None:
         while True:
             await trio.sleep(self._lag_time_max_ms / 2000)
             await self.gate.checkpoint()
-            now = now_ms()
-            for partition in list(self.all_partitions.values()):
-                partition.maybe_shrink_isr(now, self._lag_time_max_ms)
+            self.shrink_isrs(now_ms())
+
+    def shrink_isrs(self, now: int) -> None:
+        """Kafka's maybeShrinkIsr over every leader partition, but only the ones that can change are visited: a
+        partition whose followers are all in sync in a live session (`Partition.needs_lag_check`) cannot shrink
+        until a session falls silent for `replica.lag.time.max.ms`, so such sessions send their partitions back
+        to be checked."""
+        max_lag_ms = self._lag_time_max_ms
+        for session in self.fetch_sessions.silent_since(now - max_lag_ms):
+            for tp in session.partitions:
+                self._lag_possible_in(tp)
+        for partition in list(self._lag_checks):
+            partition.maybe_shrink_isr(now, max_lag_ms)
+            if not partition.needs_lag_check():
+                del self._lag_checks[partition]
 
     async def _isr_change_propagation_loop(self) -> None:
         """Batch ISR changes into one notification per interval, so a burst does not flood the controller."""

@@ -216,6 +216,37 @@ async def test_a_record_for_a_partition_without_leader_expires_saying_so(
             await (await producer.send("orphan", b"x"))
 
 
+async def test_queued_records_expire_at_the_delivery_timeout_oldest_first(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Records queued for partitions without a leader each fail delivery.timeout.ms after their batch was created,
+    to the millisecond, in the order of those deadlines across partitions."""
+    await cluster.create_topic("stranded", partitions=6, replication_factor=1)
+    survivor = cluster.controller_id
+    leaders = {p: cluster.leader_for("stranded", p) for p in range(6)}
+    stranded = [p for p, leader in leaders.items() if leader != survivor]
+    for broker in set(leaders.values()) - {survivor}:
+        await cluster.kill_broker(broker)
+    await cluster.wait_until(lambda: all(cluster.partition_state("stranded", p).leader == -1 for p in stranded)
+                             and metadata_agrees(cluster, "stranded", 6), timeout=60)
+    failed: list[tuple[int, float]] = []
+
+    async def expect_expiry(partition: int, handle: Any, sent_at: float) -> None:
+        with pytest.raises(RequestTimedOutError, match=f"for stranded-{partition}: 5000 ms has passed"):
+            await handle
+        failed.append((partition, trio.current_time() - sent_at))
+
+    order = stranded[::-1]
+    async with Producer(bootstrap, request_timeout_ms=1000, delivery_timeout_ms=5000) as producer:
+        async with trio.open_nursery() as nursery:
+            for partition in order:
+                sent_at = trio.current_time()
+                nursery.start_soon(expect_expiry, partition, await producer.send("stranded", b"x", partition=partition),
+                                   sent_at)
+                await trio.sleep(0.5)
+    assert [partition for partition, _ in failed] == order
+    assert all(5 <= waited < 5.01 for _, waited in failed), failed
+
+
 @pytest.mark.parametrize("cluster_config", [{"auto.create.topics.enable": False}])
 async def test_an_unknown_topic_fails_after_max_block(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Producer(bootstrap, max_block_ms=5000) as producer:

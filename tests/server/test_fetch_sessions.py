@@ -9,15 +9,18 @@ follower restarted) is replaced by a full fetch without losing or repeating a re
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import FetchRequest, FetchResponse
+from kafkalite.server.partition import Partition
 from kafkalite.server.replica_manager import ReplicaManager
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 10000,
@@ -200,7 +203,7 @@ async def test_a_restarted_follower_opens_a_new_session_and_catches_up(autojump_
 
 
 async def test_a_caught_up_follower_rejoins_the_isr_after_a_failed_isr_write_with_no_new_records(
-        autojump_clock: Any) -> None:
+        autojump_clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chaos seed 297: the leader's one attempt to readmit an idle, caught-up follower failed (its ISR write met a
     newer partition state), and as the follower's fetches named nothing, nothing tried again."""
     async with Cluster(brokers=3, config=CONFIG, seed=6) as cluster:
@@ -210,16 +213,16 @@ async def test_a_caught_up_follower_rejoins_the_isr_after_a_failed_isr_write_wit
         cluster.pause_broker(follower)
         await cluster.wait_until(lambda: follower not in cluster.partition_state("t", 0).isr, timeout=60)
         partition = cluster.broker(leader).replica_manager.get_partition(tp)
-        update_isr = partition._update_isr
-        refused: list[set[int]] = []
+        update_isr = Partition._update_isr
+        refused: list[AbstractSet[int]] = []
 
-        def refuse_the_first_expansion(new_isr: set[int]) -> bool:
-            if follower in new_isr and not refused:
+        def refuse_the_first_expansion(self: Partition, new_isr: AbstractSet[int]) -> bool:
+            if self is partition and follower in new_isr and not refused:
                 refused.append(new_isr)
                 return False  # as when the partition state changed since the leader last read it
-            return update_isr(new_isr)
+            return update_isr(self, new_isr)
 
-        partition._update_isr = refuse_the_first_expansion  # type: ignore[method-assign]
+        monkeypatch.setattr(Partition, "_update_isr", refuse_the_first_expansion)
         cluster.resume_broker(follower)
         await cluster.wait_until(lambda: follower in cluster.partition_state("t", 0).isr, timeout=30)
         assert refused and partition.log.log_end_offset == 1  # readmitted without a record written since

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import pytest
 import trio
 from trio.testing import MockClock
@@ -9,6 +11,7 @@ from trio.testing import MockClock
 from kafkalite.common import errors
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import LeaderAndIsrRequest
+from kafkalite.server.partition import Partition
 
 from .conftest import Harness, batch
 
@@ -20,7 +23,7 @@ async def test_become_leader_and_followers(harness: Harness, autojump_clock: Moc
     await harness.elect(TP, 1, REPLICAS, REPLICAS)
     leader = harness.partition(1, TP)
     assert leader.is_leader and leader.leader_epoch == 0 and leader.isr == {1, 2, 3}
-    assert leader.assigned_replicas == REPLICAS
+    assert list(leader.assigned_replicas) == REPLICAS
     for follower_id in (2, 3):
         follower = harness.partition(follower_id, TP)
         assert not follower.is_leader and follower.leader_replica_id == 1 and follower.leader_epoch == 0
@@ -90,6 +93,26 @@ async def test_isr_shrinks_when_a_follower_stalls_and_expands_when_it_catches_up
     assert state is not None and state.leader_and_isr.isr == (1, 2, 3)
     await harness.wait_replicated(TP, REPLICAS)
     assert harness.batches(3, TP) == harness.batches(1, TP)
+
+
+async def test_an_idle_partition_still_shrinks_its_isr_at_the_lag_limit(harness: Harness, autojump_clock: MockClock) -> None:
+    """After a minute without records the ISR tick no longer visits the partition (every follower is caught up
+    in a live fetch session); a follower that stops fetching still leaves the ISR once it has been silent for
+    replica.lag.time.max.ms (10 s here), at the first tick after that (ticks come every 5 s), not before."""
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, REPLICAS)
+    await trio.sleep(60)
+    leader = harness.partition(1, TP)
+    assert leader.isr == {1, 2, 3} and not leader.needs_lag_check()
+    harness.gates[3].pause()  # its parked fetch (replica.fetch.wait.max.ms 500) was its last
+    paused_at = trio.current_time()
+    await harness.wait_until(lambda: leader.isr == {1, 2}, timeout=30)
+    assert 10 - 0.5 < trio.current_time() - paused_at <= 10 + 5 + 0.01
+    state = harness.zk.get_partition_state(TP)
+    assert state is not None and state.leader_and_isr.isr == (1, 2)
+    harness.gates[3].resume()
+    await harness.wait_until(lambda: leader.isr == {1, 2, 3}, timeout=30)
 
 
 async def test_isr_write_with_stale_version_keeps_the_old_isr(harness: Harness, autojump_clock: MockClock) -> None:
@@ -204,7 +227,7 @@ async def test_a_follower_told_of_a_dead_leader_follows_it_once_the_same_epoch_n
 
 @pytest.mark.parametrize("broker_config", [{"replica.fetch.wait.max.ms": 5000}])
 async def test_a_follower_rejoins_the_isr_only_once_it_holds_the_start_of_the_leaders_epoch(
-        harness: Harness, autojump_clock: MockClock) -> None:
+        harness: Harness, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """KAFKA-7128: a new leader's high watermark can lag the start of its epoch; a follower that has only
     reached that high watermark must not rejoin the ISR, or a clean election of it loses committed records.
 
@@ -228,15 +251,15 @@ async def test_a_follower_rejoins_the_isr_only_once_it_holds_the_start_of_the_le
     leader = harness.partition(2, TP)
     assert (leader.leader_epoch_start_offset, leader.high_watermark) == (2, 0)
     joined_at: list[int] = []
-    update_isr = leader._update_isr
+    update_isr = Partition._update_isr
 
-    def cut_off_3_when_it_joins(new_isr: set[int]) -> bool:
-        if 3 in new_isr and 3 not in leader.isr:
+    def cut_off_3_when_it_joins(partition: Partition, new_isr: AbstractSet[int]) -> bool:
+        if partition is leader and 3 in new_isr and 3 not in leader.isr:
             joined_at.append(leader.follower_log_end_offsets()[3])
             harness.transport.partition([1], [2], [3])
-        return update_isr(new_isr)
+        return update_isr(partition, new_isr)
 
-    leader._update_isr = cut_off_3_when_it_joins  # type: ignore[method-assign]
+    monkeypatch.setattr(Partition, "_update_isr", cut_off_3_when_it_joins)
     await harness.wait_until(lambda: bool(joined_at), timeout=30, what="3 to join the ISR")
 
     state = harness.zk.get_partition_state(TP)
