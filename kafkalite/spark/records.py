@@ -7,22 +7,24 @@ were read (retention, a deleted or truncated partition) are data loss: with fail
 the partition and the offsets; without, they are logged and skipped.
 
 Columns are built straight from the fetched batches, never from a Python object per record (which cost more
-than everything else together): each batch's msgpack payload is transposed in C into column tuples
-(`RecordBatch.columns`), the columns of one poll are concatenated as lists, and each becomes one Arrow array, of
-the type Spark expects for the declared schema exactly (int32 partition and timestampType, int64 offset,
-microsecond UTC timestamp).
+than everything else together): a native batch stores keys and values as contiguous bytes with int32 offsets,
+Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes without a copy; the arrays of
+one poll are concatenated once, in the types Spark expects for the declared schema exactly (int32 partition and
+timestampType, int64 offset, microsecond UTC timestamp).
 """
 
 from __future__ import annotations
 
 import logging
-from array import array
 from collections.abc import AsyncIterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafkalite.client import Consumer, FetchedBatch
+from kafkalite.common import columnar
 from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
+from kafkalite.common.records import LOG_APPEND_TIME, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.spark.options import SourceOptions
 from kafkalite.spark.planning import OffsetRange
@@ -34,6 +36,7 @@ SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset lon
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
+_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 _HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                      ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", _TIMESTAMP),
@@ -62,58 +65,65 @@ def report_data_loss(options: SourceOptions, message: str) -> None:
 def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> pa.RecordBatch | None:
     """One Arrow batch of the records of `fetched` (batches of one partition, in offset order) below `end`.
 
-    None if none is below it. Per record, only C loops run: msgpack's decoding, the transpose, list extends and
-    Arrow's conversion of keys, values and headers. Offsets, timestamps and timestamp types (per batch, as a
-    topic's message.timestamp.type may change between batches) fill machine-integer arrays that Arrow takes
-    without a copy; a batch whose records share its timestamp fills its run with one repeat.
+    None if none is below it. Keys and values are Arrow arrays over the fetched payloads' bytes as they lie
+    (`RecordBatch.column_buffers`), checked in C (offsets inside their data and ascending), then cut to the run
+    wanted; the batches of one poll are concatenated once. Only headers, when asked for, become Python objects.
     """
-    offsets, timestamps, timestamp_types = array("q"), array("q"), array("i")
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    headers: list[tuple[tuple[str, bytes | None], ...]] = []
-    topic, partition = fetched[0].topic, fetched[0].partition
+    pieces = []
     for _, _, start, batch in fetched:
         stop = min(batch.next_offset, end)
         if stop <= start:
             break
-        columns = batch.columns(start, stop)
-        offsets.extend(range(start, stop))
         try:
-            if columns.deltas is None:
-                timestamps += array("q", [columns.base_timestamp]) * (stop - start)
-            else:
-                timestamps.extend(map(columns.base_timestamp.__add__, columns.deltas))
-        except (TypeError, OverflowError) as exc:  # a delta that is no integer: NotImplemented from __add__
-            raise batch.corrupt(exc) from exc
-        timestamp_types += array("i", [batch.timestamp_type]) * (stop - start)
-        keys.extend(columns.keys)
-        values.extend(columns.values)
-        if include_headers:
-            headers.extend(columns.headers)
-    count = len(offsets)
-    if not count:
+            pieces.append(_arrays(batch, start, stop, include_headers))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as exc:
+            raise CorruptMessageError(f"{fetched[0].topic}-{fetched[0].partition}: records at offsets {start} to "
+                                      f"{stop - 1} cannot be decoded: {exc}") from exc
+    if not pieces:
         return None
-    try:
-        arrays = [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), count),
-            pa.repeat(pa.scalar(partition, pa.int32()), count),
-            _from_buffer(pa.int64(), offsets),
-            _from_buffer(pa.timestamp("ms", tz="UTC"), timestamps).cast(_TIMESTAMP),
-            _from_buffer(pa.int32(), timestamp_types),
-        ]
-        if include_headers:
-            arrays.append(pa.array(headers, _HEADERS))
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a key, value or header of the wrong type
-        raise CorruptMessageError(f"{topic}-{partition}: records at offsets {offsets[0]} to {offsets[-1]} cannot "
-                                  f"be decoded: {exc}") from exc
+    topic, partition = fetched[0].topic, fetched[0].partition
+    count = sum(len(piece[0]) for piece in pieces)
+    columns = [piece_columns[0] if len(pieces) == 1 else pa.concat_arrays(list(piece_columns))
+               for piece_columns in zip(*pieces)]
+    keys, values, offsets, timestamps, timestamp_types, *headers = columns
+    arrays = [keys, values, pa.repeat(pa.scalar(topic, pa.string()), count),
+              pa.repeat(pa.scalar(partition, pa.int32()), count), offsets, timestamps, timestamp_types, *headers]
     return pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA_WITH_HEADERS if include_headers else _SCHEMA)
 
 
-def _from_buffer(arrow_type: pa.DataType, values: array[int]) -> pa.Array:
-    """An Arrow array over a machine-integer array's memory, without a copy or a null bitmap."""
-    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> list[pa.Array]:
+    """Key, value, offset, timestamp and timestamp type (and headers) arrays of a batch's offsets `start` to
+    `stop`; a batch whose records share its timestamp (the producer's default, and every LogAppendTime batch)
+    fills its timestamps with one repeat."""
+    buffers = batch.column_buffers()
+    first, count = start - batch.base_offset, stop - start
+    keys = _binary(buffers.count, buffers.key_offsets, buffers.key_nulls, buffers.key_data).slice(first, count)
+    values = _binary(buffers.count, buffers.value_offsets, buffers.value_nulls, buffers.value_data).slice(first, count)
+    if batch.timestamp_type == LOG_APPEND_TIME or buffers.deltas is None:
+        base = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else batch.first_timestamp
+        timestamps = pa.repeat(pa.scalar(base, _TIMESTAMP_MS), count)
+    else:
+        deltas = pa.Array.from_buffers(pa.int64(), buffers.count, [None, pa.py_buffer(buffers.deltas)])
+        timestamps = pc.add_checked(deltas.slice(first, count), batch.first_timestamp).cast(_TIMESTAMP_MS)
+    offsets = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count), start=start - 1)
+    arrays = [keys, values, offsets, timestamps.cast(_TIMESTAMP),
+              pa.repeat(pa.scalar(batch.timestamp_type, pa.int32()), count)]
+    if include_headers:
+        arrays.append(pa.array(columnar.decode_headers(buffers)[first:first + count], _HEADERS))
+    return arrays
+
+
+def _binary(count: int, offsets: memoryview, nulls: memoryview | None, data: memoryview) -> pa.Array:
+    """A binary array over a column's offsets and bytes, its nulls (a byte per record) turned into a bitmap."""
+    if nulls is not None and bytes(nulls).count(1) == count:
+        return pa.nulls(count, pa.binary())
+    validity = None
+    if nulls is not None:
+        mask = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)])
+        validity = pc.equal(mask, 0).buffers()[1]
+    column = pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    column.validate(full=True)  # a forged payload fails here, not as a crash inside Spark
+    return column
 
 
 async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncIterator[pa.RecordBatch]:
