@@ -45,19 +45,22 @@ log = logging.getLogger(__name__)
 
 # batch.size counts what goes on the wire, as Kafka's producer counts each record's exact size: a batch of
 # 100-byte values holds as many records as it has room for, and never more than max.request.size allows.
-# The payload is columnar (kafkalite.common.columnar): a record takes its key's and value's bytes, an offset into
-# each, a null-mask byte for each (counted always: one null key or value gives the whole column a mask), an entry
-# in the headers column (counted always, as one record with headers makes every record take one), and 8 bytes of
-# timestamp delta in a batch that holds a timestamp of its own.
-_EMPTY_BATCH_SIZE = RECORD_BATCH_OVERHEAD + 16 + 5  # the header, the payload's header and first two offsets, and
-#                                                      the headers column's array header at its largest
-_ROW_FRAMING = 4 + 4 + 1 + 1 + 1  # a row (0, None, value, ()) besides its value's bytes
+# The payload is columnar (kafkalite.common.columnar): a record takes its key and value as msgpack packs them in
+# their column's array, two bounds in each column, a null-mask byte for each (counted always: one null key or value
+# gives the whole column a mask), an entry in the headers column (counted always, as one record with headers makes
+# every record take one), and 8 bytes of timestamp delta in a batch that holds a timestamp of its own.
+_EMPTY_BATCH_SIZE = RECORD_BATCH_OVERHEAD + 16 + 3 * 5  # the header, the payload's header and first two bounds,
+#                                                          and the key, value and headers arrays' headers at their largest
+_ROW_FRAMING = 2 * 8 + 2 + 1 + 1  # a row (0, None, value, ()) besides its value: bounds, masks, headers, nil key
 _STAMPED_DELTA = 8
 
 
 def _bytes_size(data: bytes | None) -> int:
-    """A key's or value's bytes in its column (its offset and null byte are in _ROW_FRAMING)."""
-    return 0 if data is None else len(data)
+    """msgpack's size of a key or value: nil, or bin8/16/32 with its length."""
+    if data is None:
+        return 1
+    size = len(data)
+    return size + (2 if size < 0x100 else 3 if size < 0x10000 else 5)
 
 
 def _headers_size(headers: tuple[Header, ...]) -> int:
@@ -73,7 +76,7 @@ def _headers_size(headers: tuple[Header, ...]) -> int:
 def _row_size(row: Row, stamped: bool) -> int:
     """The most `row` may take in a payload; `stamped` when its batch holds timestamp deltas."""
     _, key, value, headers = row
-    return _ROW_FRAMING - 1 + _bytes_size(key) + _bytes_size(value) + _headers_size(headers) + \
+    return _ROW_FRAMING - 2 + _bytes_size(key) + _bytes_size(value) + _headers_size(headers) + \
         (_STAMPED_DELTA if stamped else 0)
 
 
@@ -412,7 +415,8 @@ class Producer:
         if not self._open:
             raise RuntimeError("the producer is not open: use `async with Producer(...)`")
         if type(value) is bytes:  # _ROW_FRAMING + _bytes_size(value), inlined on the client's hottest line
-            size = _ROW_FRAMING + len(value)
+            size = len(value)
+            size += _ROW_FRAMING + (2 if size < 0x100 else 3 if size < 0x10000 else 5)
         else:
             if value is not None:
                 value = _as_bytes("value", value)
@@ -420,7 +424,7 @@ class Producer:
         if key is not None:
             if type(key) is not bytes:
                 key = _as_bytes("key", key)
-            size += len(key)
+            size += _bytes_size(key) - 1
         record_headers: tuple[Header, ...] = ()
         if headers:
             record_headers = _checked_headers(headers)

@@ -1,33 +1,35 @@
-"""The native columnar payload: a batch's records stored column by column, keys and values as contiguous bytes.
+"""The native columnar payload: a batch's records stored column by column, with the bounds of every key and value.
 
-Sans-IO and stateless, like `kafka_records`. A reader that builds columns (the Spark connector's Arrow batches)
-takes the key and value bytes and their offsets as they lie in the payload, without a Python object per record;
-a reader of records slices them back into rows, about as fast as msgpack decodes its rows.
+Sans-IO and stateless, like `kafka_records`. Keys and values are each one msgpack array, so a reader of records
+decodes a column in one C call, nearly as fast as msgpack decodes rows; beside each array lie the bounds that cut
+it into alternating pieces, [array and item header, item, item header, item, ...], which is Apache Arrow's binary
+layout (int32 offsets over one data buffer): a reader that builds columns (the Spark connector's Arrow batches)
+wraps an array's bytes as they lie and takes every second piece in C, without a Python object per record.
 
 Layout, every integer little-endian, each numeric section at an offset that is a multiple of its width (a
 payload that starts aligned, as a `bytes` object's data does, gives aligned arrays):
 
     magic 0xC1 (uint8) | flags (uint8) | 2 zero bytes | record count n (uint32)
-    timestamp deltas    int64[n]      only with TIMESTAMP_DELTAS: otherwise every delta is 0
-    key offsets         int32[n + 1]  key i is key data[offsets[i]:offsets[i + 1]]; the first offset is 0
-    value offsets       int32[n + 1]
-    key nulls           uint8[n]      only with KEY_NULLS: 1 where the key is null (its length is 0)
-    value nulls         uint8[n]      only with VALUE_NULLS
-    key data, value data, then with HEADERS a msgpack array of each record's `[[key, value], ...]`
+    timestamp deltas    int64[n]       only with TIMESTAMP_DELTAS: otherwise every delta is 0
+    key bounds          int32[2n + 1]  0, then where key i starts (bounds[2i + 1]) and ends (bounds[2i + 2])
+    value bounds        int32[2n + 1]    in the key array's bytes; the last bound is the array's length
+    key nulls           uint8[n]       only with KEY_NULLS: 1 where the key is null (msgpack nil, 0 bytes long)
+    value nulls         uint8[n]       only with VALUE_NULLS
+    key array, value array (msgpack arrays of bin or nil), then with HEADERS a msgpack array of each record's
+    `[[key, value], ...]`
 
-These are Apache Arrow's binary layout (int32 offsets and data), so a reader wraps them as Arrow arrays as they
-are. 0xC1 is the one byte msgpack never writes, so a payload's first byte tells this encoding from the msgpack
-array of rows that earlier batches hold; both stay readable.
+0xC1 is the one byte msgpack never writes, so a payload's first byte tells this encoding from the msgpack array
+of rows that earlier batches hold; both stay readable.
 """
 
 from __future__ import annotations
 
-import operator
+import functools
 import struct
 import sys
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate, islice
+from itertools import accumulate
 from typing import NamedTuple
 
 import msgpack
@@ -40,6 +42,7 @@ _KNOWN_FLAGS = TIMESTAMP_DELTAS | KEY_NULLS | VALUE_NULLS | HEADERS
 _HEADER = struct.Struct("<BBxxI")
 _OFFSET = struct.Struct("<i")
 _SWAP = sys.byteorder != "little"  # arrays are machine order; the payload is little-endian on every machine
+_BINARY_TYPES: frozenset[type] = frozenset({bytes, bytearray, type(None)})
 
 Header = tuple[str, bytes | None]
 
@@ -49,12 +52,12 @@ class ColumnBuffers(NamedTuple):
 
     count: int
     deltas: memoryview | None
-    key_offsets: memoryview
-    value_offsets: memoryview
+    key_bounds: memoryview
+    value_bounds: memoryview
     key_nulls: memoryview | None
     value_nulls: memoryview | None
-    key_data: memoryview
-    value_data: memoryview
+    key_array: memoryview
+    value_array: memoryview
     headers: memoryview | None
 
 
@@ -75,16 +78,16 @@ def encode(rows: Sequence[Row]) -> bytes:
     if deltas.count(0) != count:
         flags |= TIMESTAMP_DELTAS
         sections.append(_pack("q", deltas))
-    key_offsets, key_nulls, key_data = _binary_column(keys)
-    value_offsets, value_nulls, value_data = _binary_column(values)
-    sections += (key_offsets, value_offsets)
+    key_bounds, key_nulls, key_array = _binary_column(keys)
+    value_bounds, value_nulls, value_array = _binary_column(values)
+    sections += (key_bounds, value_bounds)
     if key_nulls is not None:
         flags |= KEY_NULLS
         sections.append(key_nulls)
     if value_nulls is not None:
         flags |= VALUE_NULLS
         sections.append(value_nulls)
-    sections += (key_data, value_data)
+    sections += (key_array, value_array)
     if any(headers):
         flags |= HEADERS
         sections.append(msgpack.packb(headers))
@@ -92,20 +95,58 @@ def encode(rows: Sequence[Row]) -> bytes:
 
 
 def _binary_column(items: tuple[bytes | None, ...]) -> tuple[bytes, bytes | None, bytes]:
-    """(offsets, nulls or None, data) of a column of bytes and Nones."""
+    """(bounds, nulls or None, msgpack array) of a column of bytes and Nones."""
+    if not set(map(type, items)) <= _BINARY_TYPES:
+        kind = next(type(item) for item in items if type(item) not in _BINARY_TYPES)
+        raise TypeError(f"a key or value must be bytes or None, not {kind.__name__}")
     nulls = items.count(None)
-    if nulls == 0:
-        data, lengths = b"".join(items), map(len, items)  # type: ignore[arg-type]
-        mask = None
-    elif nulls == len(items):
-        data, lengths, mask = b"", [0] * nulls, b"\x01" * nulls
+    mask = None if not nulls else b"\x01" * nulls if nulls == len(items) else bytes(item is None for item in items)
+    packed = msgpack.packb(items)
+    bounds = bounds_of(items)
+    if _OFFSET.unpack_from(bounds, len(bounds) - 4)[0] != len(packed):
+        raise ValueError(f"a column of {len(items)} items does not pack into the bytes its bounds say")
+    return bounds, mask, packed
+
+
+def bounds_of(items: Sequence[bytes | bytearray | None]) -> bytes:
+    """The bounds of `items` in their msgpack array, as the payload holds them: 0, then each item's start and end
+    (after its bin header). A column of nils, or of items of one length (fixed-size records), takes its bounds
+    from a cache."""
+    count = len(items)
+    nulls = items.count(None)
+    if nulls == count:
+        return _uniform_bounds(count, None)
+    if nulls:
+        lengths = [0 if item is None else len(item) for item in items]
+        heads = [1 if item is None else _bin_header(length) for item, length in zip(items, lengths)]
     else:
-        present = [item for item in items if item is not None]
-        data, lengths = b"".join(present), [0 if item is None else len(item) for item in items]
-        mask = bytes(item is None for item in items)
-    offsets = array("i", [0])
-    offsets.extend(accumulate(lengths))
-    return _machine_to_little(offsets), mask, data
+        lengths = list(map(len, items))  # type: ignore[arg-type]
+        if lengths.count(lengths[0]) == count:
+            return _uniform_bounds(count, lengths[0])
+        heads = [2] * count if max(lengths) < 0x100 else list(map(_bin_header, lengths))
+    return _bounds(count, heads, lengths)
+
+
+@functools.lru_cache(maxsize=256)
+def _uniform_bounds(count: int, length: int | None) -> bytes:
+    """Bounds of `count` items of `length` bytes each (None: nils)."""
+    return _bounds(count, [1 if length is None else _bin_header(length)] * count, [length or 0] * count)
+
+
+def _bounds(count: int, heads: list[int], lengths: list[int]) -> bytes:
+    steps = [0] * (2 * count)  # header, item, header, item, ...: filled by slice, in C
+    steps[::2], steps[1::2] = heads, lengths
+    bounds = array("i", list(accumulate(steps, initial=_array_header(count))))
+    bounds[0] = 0  # the array's header is part of the first piece
+    return _machine_to_little(bounds)
+
+
+def _bin_header(length: int) -> int:
+    return 2 if length < 0x100 else 3 if length < 0x10000 else 5
+
+
+def _array_header(count: int) -> int:
+    return 1 if count < 16 else 3 if count < 0x10000 else 5
 
 
 def sections(payload: bytes) -> ColumnBuffers:
@@ -130,18 +171,18 @@ def sections(payload: bytes) -> ColumnBuffers:
         return view[position - size:position]
 
     deltas = take(8 * count) if flags & TIMESTAMP_DELTAS else None
-    key_offsets, value_offsets = take(4 * (count + 1)), take(4 * (count + 1))
+    key_bounds, value_bounds = take(4 * (2 * count + 1)), take(4 * (2 * count + 1))
     key_nulls = take(count) if flags & KEY_NULLS else None
     value_nulls = take(count) if flags & VALUE_NULLS else None
-    for offsets in (key_offsets, value_offsets):
+    for offsets in (key_bounds, value_bounds):
         if _OFFSET.unpack_from(offsets)[0] != 0:
             raise ValueError("a column's offsets must start at 0")
-    key_data = take(_OFFSET.unpack_from(key_offsets, 4 * count)[0])
-    value_data = take(_OFFSET.unpack_from(value_offsets, 4 * count)[0])
+    key_array = take(_OFFSET.unpack_from(key_bounds, 8 * count)[0])
+    value_array = take(_OFFSET.unpack_from(value_bounds, 8 * count)[0])
     rest = view[position:]
     if rest and not flags & HEADERS:
         raise ValueError(f"{len(rest)} bytes follow the last column")
-    return ColumnBuffers(count, deltas, key_offsets, value_offsets, key_nulls, value_nulls, key_data, value_data,
+    return ColumnBuffers(count, deltas, key_bounds, value_bounds, key_nulls, value_nulls, key_array, value_array,
                          rest if flags & HEADERS else None)
 
 
@@ -151,8 +192,8 @@ def decode(buffers: ColumnBuffers) -> tuple[tuple[int, ...], tuple[bytes | None,
     headers that are not one list per record)."""
     count = buffers.count
     deltas = tuple(_unpack("q", buffers.deltas)) if buffers.deltas is not None else (0,) * count
-    keys = _decode_binary(buffers.key_offsets, buffers.key_nulls, buffers.key_data)
-    values = _decode_binary(buffers.value_offsets, buffers.value_nulls, buffers.value_data)
+    keys = _decode_binary(buffers.key_array, count)
+    values = _decode_binary(buffers.value_array, count)
     return deltas, keys, values, decode_headers(buffers)
 
 
@@ -166,21 +207,29 @@ def decode_headers(buffers: ColumnBuffers) -> tuple[tuple[Header, ...], ...]:
     return column  # type: ignore[no-any-return]
 
 
-def _decode_binary(offsets: memoryview, nulls: memoryview | None, data: memoryview) -> tuple[bytes | None, ...]:
-    mask = bytes(nulls) if nulls is not None else None
-    if mask is not None and mask.count(1) == len(mask):
-        return (None,) * len(mask)
-    bounds = _unpack("i", offsets).tolist()
-    items = tuple(map(bytes(data).__getitem__, map(slice, bounds, islice(bounds, 1, None))))
-    if mask is None:
-        return items
-    return tuple(None if null else item for null, item in zip(mask, items, strict=True))
+def _decode_binary(data: memoryview, count: int) -> tuple[bytes | None, ...]:
+    column = msgpack.unpackb(data, use_list=False)
+    if type(column) is not tuple or len(column) != count:
+        raise ValueError(f"a key or value column does not hold one entry for each of {count} records")
+    return column  # type: ignore[no-any-return]
 
 
-def offsets_ascend(buffers: ColumnBuffers) -> bool:
-    """Whether every key and value has a length of zero or more (its offsets never go back)."""
-    return all(all(map(operator.le, bounds, islice(bounds, 1, None)))
-               for bounds in (_unpack("i", buffers.key_offsets), _unpack("i", buffers.value_offsets)))
+def consistent(buffers: ColumnBuffers, keys: tuple[bytes | None, ...], values: tuple[bytes | None, ...]) -> bool:
+    """Whether the bounds and null masks say what the key and value arrays hold, the arrays' items being bytes or
+    None (checked where the broker checks what producers send: a reader of columns trusts the bounds, a reader of
+    records the arrays)."""
+    for bounds, nulls, items in ((buffers.key_bounds, buffers.key_nulls, keys),
+                                 (buffers.value_bounds, buffers.value_nulls, values)):
+        null_count = items.count(None)
+        if nulls is None:
+            if null_count:
+                return False
+        elif bytes(nulls) != (b"\x01" * null_count if null_count == len(items) else
+                              bytes(item is None for item in items)):
+            return False
+        if bounds != bounds_of(items):
+            return False
+    return True
 
 
 def _pack(code: str, items: Sequence[int]) -> bytes:

@@ -341,11 +341,11 @@ class RecordBatch:
             columns = columnar.decode(buffers)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise self.corrupt(exc) from exc
-        if not columnar.offsets_ascend(buffers):
-            raise self.corrupt(ValueError("a key or value has a negative length (its column's offsets go back)"))
         if buffers.count != self.record_count:
             raise self._invalid(f"claims {self.record_count} records but holds {buffers.count}")
         self._validate_columns(*columns)
+        if not columnar.consistent(buffers, columns[1], columns[2]):
+            raise self.corrupt(ValueError("the key or value bounds or null masks do not match the keys and values"))
 
     def _validate_rows(self, rows: object) -> None:
         if type(rows) is not tuple:

@@ -7,9 +7,9 @@ were read (retention, a deleted or truncated partition) are data loss: with fail
 the partition and the offsets; without, they are logged and skipped.
 
 Columns are built straight from the fetched batches, never from a Python object per record (which cost more
-than everything else together): a native batch stores keys and values as contiguous bytes with int32 offsets,
-Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes without a copy; the arrays of
-one poll are concatenated once, in the types Spark expects for the declared schema exactly (int32 partition and
+than everything else together): a native batch stores each of its key and value columns with the int32 bounds
+of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes, whose items
+are taken in C; the arrays of one poll are concatenated once, in the types Spark expects for the declared schema exactly (int32 partition and
 timestampType, int64 offset, microsecond UTC timestamp).
 """
 
@@ -66,8 +66,8 @@ def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -
     """One Arrow batch of the records of `fetched` (batches of one partition, in offset order) below `end`.
 
     None if none is below it. Keys and values are Arrow arrays over the fetched payloads' bytes as they lie
-    (`RecordBatch.column_buffers`), checked in C (offsets inside their data and ascending), then cut to the run
-    wanted; the batches of one poll are concatenated once. Only headers, when asked for, become Python objects.
+    (`RecordBatch.column_buffers`), checked in C (bounds inside their data and ascending), of which the run wanted
+    is taken; the batches of one poll are concatenated once. Only headers, when asked for, become Python objects.
     """
     pieces = []
     for _, _, start, batch in fetched:
@@ -97,8 +97,8 @@ def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) ->
     fills its timestamps with one repeat."""
     buffers = batch.column_buffers()
     first, count = start - batch.base_offset, stop - start
-    keys = _binary(buffers.count, buffers.key_offsets, buffers.key_nulls, buffers.key_data).slice(first, count)
-    values = _binary(buffers.count, buffers.value_offsets, buffers.value_nulls, buffers.value_data).slice(first, count)
+    keys = _binary(buffers.count, buffers.key_bounds, buffers.key_nulls, buffers.key_array, first, count)
+    values = _binary(buffers.count, buffers.value_bounds, buffers.value_nulls, buffers.value_array, first, count)
     if batch.timestamp_type == LOG_APPEND_TIME or buffers.deltas is None:
         base = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else batch.first_timestamp
         timestamps = pa.repeat(pa.scalar(base, _TIMESTAMP_MS), count)
@@ -113,17 +113,20 @@ def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) ->
     return arrays
 
 
-def _binary(count: int, offsets: memoryview, nulls: memoryview | None, data: memoryview) -> pa.Array:
-    """A binary array over a column's offsets and bytes, its nulls (a byte per record) turned into a bitmap."""
+def _binary(count: int, bounds: memoryview, nulls: memoryview | None, packed: memoryview, first: int,
+            length: int) -> pa.Array:
+    """Items `first` to `first + length` of a key or value column: the pieces of its msgpack array (headers and
+    items, alternating) wrapped as one Arrow array, checked in C, every second piece taken, nulls as a bitmap."""
     if nulls is not None and bytes(nulls).count(1) == count:
-        return pa.nulls(count, pa.binary())
-    validity = None
-    if nulls is not None:
-        mask = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)])
-        validity = pc.equal(mask, 0).buffers()[1]
-    column = pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
-    column.validate(full=True)  # a forged payload fails here, not as a crash inside Spark
-    return column
+        return pa.nulls(length, pa.binary())
+    pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), pa.py_buffer(packed)])
+    pieces.validate(full=True)  # a forged payload fails here, not as a crash inside Spark
+    items = pieces.take(pc.cumulative_sum(pa.repeat(pa.scalar(2, pa.int64()), length), start=2 * first - 1))
+    if nulls is None:
+        return items
+    mask = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)]).slice(first, length)
+    validity = pc.equal(mask, 0).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), length, [validity, *items.buffers()[1:]])
 
 
 async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncIterator[pa.RecordBatch]:

@@ -29,19 +29,32 @@ def test_round_trip_keeps_keys_values_headers_and_absolute_timestamps():
     batch.validate(deep=True)
 
 
-def test_column_buffers_hold_keys_and_values_as_contiguous_bytes_with_offsets_and_null_masks():
-    """What a reader of columns (Spark's Arrow batches) takes as it lies in the payload."""
+def test_column_buffers_hold_each_key_and_value_column_with_the_bounds_of_its_items():
+    """What a reader of columns (Spark's Arrow batches) takes as it lies in the payload: each column a msgpack
+    array, cut by its bounds into [array and item header, item, item header, item, ...]."""
     buffers = RecordBatch.from_records(RECORDS, base_offset=10).column_buffers()
     assert buffers.count == 4
-    assert bytes(buffers.key_data) == b"k1k3" and bytes(buffers.value_data) == b"v1v2"
-    assert buffers.key_offsets.cast("i").tolist() == [0, 2, 2, 4, 4]
-    assert buffers.value_offsets.cast("i").tolist() == [0, 2, 4, 4, 4]
+    assert msgpack.unpackb(buffers.key_array) == [b"k1", None, b"k3", None]
+    assert msgpack.unpackb(buffers.value_array) == [b"v1", b"v2", None, None]
+    key_bounds = buffers.key_bounds.cast("i").tolist()
+    assert key_bounds == [0, 3, 5, 6, 6, 8, 10, 11, 11]
+    assert [bytes(buffers.key_array[a:b]) for a, b in zip(key_bounds[1::2], key_bounds[2::2])] == [b"k1", b"", b"k3", b""]
+    assert buffers.value_bounds.cast("i").tolist() == [0, 3, 5, 7, 9, 10, 10, 11, 11]
     assert bytes(buffers.key_nulls) == b"\x00\x01\x00\x01" and bytes(buffers.value_nulls) == b"\x00\x00\x01\x01"
     assert buffers.deltas is not None and buffers.deltas.cast("q").tolist() == [0, 5, -1, 10]
     assert columnar.decode(buffers)[3] == tuple(r.headers for r in RECORDS)
     shared = RecordBatch.from_records([Record(None, b"a"), Record(None, b"b")], default_timestamp=7).column_buffers()
     assert (shared.deltas, shared.headers, shared.value_nulls) == (None, None, None)
-    assert bytes(shared.key_nulls) == b"\x01\x01" and len(shared.key_data) == 0
+    assert bytes(shared.key_nulls) == b"\x01\x01"
+
+
+@pytest.mark.parametrize("size", [0, 255, 256, 65535, 65536])
+def test_bounds_follow_msgpack_headers_of_every_size(size):
+    """bin8, bin16 and bin32 headers, and arrays of 16 items or more (array16)."""
+    items = tuple(bytes(size) if i % 2 else None for i in range(17))
+    batch = RecordBatch.from_records([Record(key, key) for key in items])
+    batch.validate(deep=True)
+    assert [r.key for r in batch.records()] == list(items)
 
 
 @pytest.mark.parametrize("rows", [[[0, None], [0, None]], [[0, None, b"v", []], [0, None, b"v"]], [5, 6]])
@@ -80,11 +93,11 @@ def test_columnar_payload_that_does_not_frame_is_corrupt(damage):
         _forged(payload).records()
 
 
-def test_columnar_offsets_that_go_back_fail_deep_validation():
-    """A forged payload whose value offsets go back (a negative length) would read bytes out of order."""
+def test_columnar_bounds_that_disagree_with_the_items_fail_deep_validation():
+    """A forged payload whose bounds cut its values elsewhere than msgpack does would read differently in Spark."""
     payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
-    payload[8 + 12 + 4:8 + 12 + 8] = (5).to_bytes(4, "little")  # value offsets [0, 2, 4] become [0, 5, 4]
-    with pytest.raises(CorruptMessageError, match="negative length"):
+    payload[8 + 20 + 4:8 + 20 + 8] = (4).to_bytes(4, "little")  # value bounds [0, 3, 5, 7, 9] become [0, 4, ...]
+    with pytest.raises(CorruptMessageError, match="bounds or null masks do not match"):
         _forged(bytes(payload)).validate(deep=True)
 
 

@@ -64,7 +64,7 @@ def test_batches_of_msgpack_rows_and_of_kafka_records_read_alike() -> None:
 def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() -> None:
     """A forged payload must fail as CORRUPT_MESSAGE in the reader, never read memory it does not hold."""
     payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
-    payload[8 + 12 + 4:8 + 12 + 8] = (9).to_bytes(4, "little")  # value offsets [0, 2, 4] become [0, 9, 4]
+    payload[8 + 20 + 4:8 + 20 + 8] = (99).to_bytes(4, "little")  # value bounds [0, 3, 5, 7, 9]: [0, 99, 5, ...]
     forged = RecordBatch(20, -1, -1, -1, -1, 2, 0, 0, 0, 0, bytes(payload))
     with pytest.raises(CorruptMessageError, match="t-3: records at offsets 20 to 21 cannot be decoded"):
         to_arrow([FetchedBatch("t", 3, 20, forged)], 22, include_headers=False)
