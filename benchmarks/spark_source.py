@@ -10,8 +10,9 @@ Arrow batches held in memory (the ceiling a Python data source reaches on this m
 warm-up round, reported and not counted: the session's first query takes several times longer whichever source
 it reads (the JVM compiles the Arrow-to-row paths as they run; Python workers start and import), and would
 otherwise fall on the source that happens to go first. Then the two alternate for `--rounds` rounds, so both meet
-the same drift of a shared machine, and each side's median round counts; the wall time of a round is query start
-to termination, planning and task start-up included. Targets: 300,000 rows/s
+the same drift of a shared machine, and each side's median round counts; the median of the side-by-side rounds'
+ratios is printed too, as a measure of how much that drift still moved the result. The wall time of a round is
+query start to termination, planning and task start-up included. Targets: 300,000 rows/s
 through the connector, and at least 80% of the synthetic source's rate.
 
 Then the steady micro-batch latency: a query on a second topic with the default trigger into `noop`, fed 100
@@ -187,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'synthetic Arrow source':<22} {args.rows:>10,} {ceiling:>16,.0f}")
     print(f"{'connector / synthetic':<22} {'':>10} {mine / ceiling:>16.0%}  >= {TARGET_SHARE:.0%} "
           f"{'ok' if mine / ceiling >= TARGET_SHARE else 'MISSED'}")
+    pairs = [a / b for a, b in zip(rounds["kafkalite"], rounds["synthetic"])]
+    print(f"{'side-by-side ratios':<22} {'':>10} {statistics.median(pairs):>16.0%}  (median; "
+          f"{min(pairs):.0%} to {max(pairs):.0%} over {len(pairs)} rounds)")
     print(f"steady micro-batch (100 records, default trigger, noop): triggerExecution median "
           f"{statistics.median(durations):.0f} ms, worst {max(durations):.0f} ms over {len(durations)} batches")
     spark.stop()
