@@ -78,8 +78,8 @@ def encode(rows: Sequence[Row]) -> bytes:
     if deltas.count(0) != count:
         flags |= TIMESTAMP_DELTAS
         sections.append(_pack("q", deltas))
-    key_bounds, key_nulls, key_array = _binary_column(keys)
-    value_bounds, value_nulls, value_array = _binary_column(values)
+    key_bounds, key_nulls, key_array = _binary_column("key", keys)
+    value_bounds, value_nulls, value_array = _binary_column("value", values)
     sections += (key_bounds, value_bounds)
     if key_nulls is not None:
         flags |= KEY_NULLS
@@ -94,11 +94,11 @@ def encode(rows: Sequence[Row]) -> bytes:
     return b"".join([_HEADER.pack(MAGIC, flags, count), *sections])
 
 
-def _binary_column(items: tuple[bytes | None, ...]) -> tuple[bytes, bytes | None, bytes]:
-    """(bounds, nulls or None, msgpack array) of a column of bytes and Nones."""
+def _binary_column(name: str, items: tuple[bytes | None, ...]) -> tuple[bytes, bytes | None, bytes]:
+    """(bounds, nulls or None, msgpack array) of a column of bytes and Nones (`name`: key or value, for errors)."""
     if not set(map(type, items)) <= _BINARY_TYPES:
-        kind = next(type(item) for item in items if type(item) not in _BINARY_TYPES)
-        raise TypeError(f"a key or value must be bytes or None, not {kind.__name__}")
+        index = next(i for i, item in enumerate(items) if type(item) not in _BINARY_TYPES)
+        raise TypeError(f"record {index} has a {name} of type {type(items[index]).__name__}; expected bytes or None")
     nulls = items.count(None)
     mask = None if not nulls else b"\x01" * nulls if nulls == len(items) else bytes(item is None for item in items)
     packed = msgpack.packb(items)
