@@ -9,8 +9,8 @@ the partition and the offsets; without, they are logged and skipped.
 Columns are built straight from the fetched batches, never from a Python object per record (which cost more
 than everything else together): a native batch stores each of its key and value columns with the int32 bounds
 of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes, whose items
-are taken in C; the arrays of one poll are concatenated once, in the types Spark expects for the declared schema exactly (int32 partition and
-timestampType, int64 offset, microsecond UTC timestamp).
+are taken in C; small record batches are concatenated, in the types Spark expects for the declared schema
+exactly (int32 partition and timestampType, int64 offset, microsecond UTC timestamp).
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ _SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.
                      ("timestampType", pa.int32())])
 _SCHEMA_WITH_HEADERS = _SCHEMA.append(pa.field("headers", _HEADERS))
 
+_MIN_ROWS = 4096
+"""Rows below which consecutive record batches share one Arrow batch."""
+
 _CONSUMER_DEFAULTS = {
-    "max.partition.fetch.bytes": 4 << 20,  # bytes per poll, so per Arrow batch: Spark's per-batch costs vanish
+    "max.partition.fetch.bytes": 4 << 20,  # bytes per poll: few round trips, and small batches concatenate
 }
 """Defaults the connector picks for throughput; `kafka.*` options override them."""
 
@@ -62,26 +65,33 @@ def report_data_loss(options: SourceOptions, message: str) -> None:
     log.warning("%s; skipped, as failOnDataLoss is false", message)
 
 
-def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> pa.RecordBatch | None:
-    """One Arrow batch of the records of `fetched` (batches of one partition, in offset order) below `end`.
+def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:
+    """Arrow batches of the records of `fetched` (batches of one partition, in offset order) below `end`.
 
-    None if none is below it. Keys and values are Arrow arrays over the fetched payloads' bytes as they lie
-    (`RecordBatch.column_buffers`), checked in C (bounds inside their data and ascending), of which the run wanted
-    is taken; the batches of one poll are concatenated once. Only headers, when asked for, become Python objects.
+    Keys and values are Arrow arrays over the fetched payloads' bytes as they lie (`RecordBatch.column_buffers`),
+    checked in C (bounds inside their data and ascending), of which the run wanted is taken. A record batch of
+    _MIN_ROWS or more becomes an Arrow batch of its own; smaller ones (a producer's default batch.size holds about
+    130 records of 100 bytes) are concatenated up to that, as Spark pays per Arrow batch. Only headers, when
+    asked for, become Python objects.
     """
-    pieces = []
+    groups: list[list[list[pa.Array]]] = []
     for _, _, start, batch in fetched:
         stop = min(batch.next_offset, end)
         if stop <= start:
             break
         try:
-            pieces.append(_arrays(batch, start, stop, include_headers))
+            piece = _arrays(batch, start, stop, include_headers)
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as exc:
             raise CorruptMessageError(f"{fetched[0].topic}-{fetched[0].partition}: records at offsets {start} to "
                                       f"{stop - 1} cannot be decoded: {exc}") from exc
-    if not pieces:
-        return None
-    topic, partition = fetched[0].topic, fetched[0].partition
+        if groups and sum(len(columns[0]) for columns in groups[-1]) < _MIN_ROWS:
+            groups[-1].append(piece)
+        else:
+            groups.append([piece])
+    return [_record_batch(fetched[0].topic, fetched[0].partition, group, include_headers) for group in groups]
+
+
+def _record_batch(topic: str, partition: int, pieces: list[list[pa.Array]], include_headers: bool) -> pa.RecordBatch:
     count = sum(len(piece[0]) for piece in pieces)
     columns = [piece_columns[0] if len(pieces) == 1 else pa.concat_arrays(list(piece_columns))
                for piece_columns in zip(*pieces)]
@@ -130,7 +140,7 @@ def _binary(count: int, bounds: memoryview, nulls: memoryview | None, packed: me
 
 
 async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncIterator[pa.RecordBatch]:
-    """The records of `offsets`, in offset order, one Arrow batch per poll (max.partition.fetch.bytes bounds it)."""
+    """The records of `offsets`, in offset order, as Arrow batches (`to_arrow`) of each poll's record batches."""
     tp = TopicPartition(offsets.topic, offsets.partition)
     config = {**_CONSUMER_DEFAULTS, **options.client_config, "auto.offset.reset": "none",
               "allow.auto.create.topics": False}
@@ -150,8 +160,7 @@ async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncItera
                                           f"{offsets.end}) within kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}")
                 return
             position = fetched[-1].batch.next_offset
-            batch = to_arrow(fetched, offsets.end, options.include_headers)
-            if batch is not None:
+            for batch in to_arrow(fetched, offsets.end, options.include_headers):
                 yield batch
 
 

@@ -30,20 +30,20 @@ def _time(ms: int) -> datetime:
 def test_a_run_across_batches_is_cut_at_the_start_and_the_end_with_the_kafka_source_types() -> None:
     first = RecordBatch.from_records(RECORDS, base_offset=10)
     second = RecordBatch.from_records([Record(None, b"z"), Record(b"y", b"w")], base_offset=14, default_timestamp=7)
-    batch = to_arrow([FetchedBatch("t", 1, 11, first), FetchedBatch("t", 1, 14, second)], 15, include_headers=True)
-    assert batch is not None and batch.schema == _SCHEMA_WITH_HEADERS
+    [batch] = to_arrow([FetchedBatch("t", 1, 11, first), FetchedBatch("t", 1, 14, second)], 15, include_headers=True)
+    assert batch.schema == _SCHEMA_WITH_HEADERS
     assert batch.to_pylist() == [
         {"key": key, "value": value, "topic": "t", "partition": 1, "offset": offset, "timestamp": _time(ms),
          "timestampType": 0, "headers": [{"key": k, "value": v} for k, v in headers]}
         for key, value, offset, ms, headers in [(None, b"v2", 11, 1_005, ()), (b"k3", None, 12, 999, ()),
                                                 (None, None, 13, 1_010, (("only", b""),)), (None, b"z", 14, 7, ())]]
-    assert to_arrow([FetchedBatch("t", 1, 14, second)], 14, include_headers=False) is None
+    assert to_arrow([FetchedBatch("t", 1, 14, second)], 14, include_headers=False) == []
 
 
 def test_log_append_time_batches_give_every_record_the_batch_max_timestamp_and_type_1() -> None:
     stamped = dataclasses.replace(RecordBatch.from_records(RECORDS), attributes=0x08, max_timestamp=5_000)
-    batch = to_arrow([FetchedBatch("t", 0, 0, stamped)], 4, include_headers=False)
-    assert batch is not None and batch.schema == _SCHEMA
+    [batch] = to_arrow([FetchedBatch("t", 0, 0, stamped)], 4, include_headers=False)
+    assert batch.schema == _SCHEMA
     assert batch.column("timestamp").to_pylist() == [_time(5_000)] * 4
     assert batch.column("timestampType").to_pylist() == [1] * 4
 
@@ -59,6 +59,18 @@ def test_batches_of_msgpack_rows_and_of_kafka_records_read_alike() -> None:
     for batch in (legacy, kafka):
         assert to_arrow([FetchedBatch("t", 0, 5, batch)], 7, True) == \
             to_arrow([FetchedBatch("t", 0, 5, expected)], 7, True)
+
+
+def test_large_record_batches_become_arrow_batches_of_their_own_and_small_ones_share_one() -> None:
+    """No copy of a batch big enough for Spark; a producer's small batches are not handed over one by one."""
+    def batch(base: int, count: int) -> FetchedBatch:
+        return FetchedBatch("t", 0, base, RecordBatch.from_records([Record(None, b"v")] * count, base_offset=base))
+
+    fetched = [batch(0, 5000), batch(5000, 1000), batch(6000, 3000), batch(9000, 200), batch(9200, 10)]
+    arrow = to_arrow(fetched, 9205, include_headers=False)
+    assert [b.num_rows for b in arrow] == [5000, 4200, 5]  # 1000 + 3000 + 200 reach 4096: the rest starts anew
+    assert [b.column("offset")[0].as_py() for b in arrow] == [0, 5000, 9200]
+    assert arrow[1].column("offset").to_pylist() == list(range(5000, 9200))
 
 
 def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() -> None:
