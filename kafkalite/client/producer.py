@@ -45,10 +45,14 @@ log = logging.getLogger(__name__)
 
 # batch.size counts what goes on the wire, as Kafka's producer counts each record's exact size: a batch of
 # 100-byte values holds as many records as it has room for, and never more than max.request.size allows.
-_EMPTY_BATCH_SIZE = RECORD_BATCH_OVERHEAD + 5  # the header, and the payload's array header at its largest
-_ROW_HEAD = 2  # a row's array header and a timestamp delta of 0
-_ROW_FRAMING = _ROW_HEAD + 2  # a row (0, None, value, ()) besides its value: also the nil key and empty headers
-_STAMPED_DELTA = 8  # what a timestamp delta may take beyond the one byte of a 0
+# The payload is columnar (kafkalite.common.columnar): a record takes its key and value as msgpack packs them in
+# their column's array, two bounds in each column, a null-mask byte for each (counted always: one null key or value
+# gives the whole column a mask), an entry in the headers column (counted always, as one record with headers makes
+# every record take one), and 8 bytes of timestamp delta in a batch that holds a timestamp of its own.
+_EMPTY_BATCH_SIZE = RECORD_BATCH_OVERHEAD + 16 + 3 * 5  # the header, the payload's header and first two bounds,
+#                                                          and the key, value and headers arrays' headers at their largest
+_ROW_FRAMING = 2 * 8 + 2 + 1 + 1  # a row (0, None, value, ()) besides its value: bounds, masks, headers, nil key
+_STAMPED_DELTA = 8
 
 
 def _bytes_size(data: bytes | None) -> int:
@@ -60,7 +64,7 @@ def _bytes_size(data: bytes | None) -> int:
 
 
 def _headers_size(headers: tuple[Header, ...]) -> int:
-    """msgpack's size of a row's headers: an array of (str key, bytes or nil value) pairs."""
+    """msgpack's size of a record's entry in the headers column: an array of (str key, bytes or nil value) pairs."""
     size = 1 if len(headers) < 16 else 3 if len(headers) < 0x10000 else 5
     for key, value in headers:
         encoded = len(key.encode())
@@ -70,9 +74,9 @@ def _headers_size(headers: tuple[Header, ...]) -> int:
 
 
 def _row_size(row: Row, stamped: bool) -> int:
-    """The most msgpack may take for `row`; `stamped` when its timestamp delta may be other than 0."""
+    """The most `row` may take in a payload; `stamped` when its batch holds timestamp deltas."""
     _, key, value, headers = row
-    return _ROW_HEAD + _bytes_size(key) + _bytes_size(value) + _headers_size(headers) + \
+    return _ROW_FRAMING - 2 + _bytes_size(key) + _bytes_size(value) + _headers_size(headers) + \
         (_STAMPED_DELTA if stamped else 0)
 
 
@@ -453,9 +457,13 @@ class Producer:
             if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
                 _check_timestamp(timestamp)
             size += _STAMPED_DELTA  # a delta from a timestamp of the record's own, or from another record's
+            if batch is not None and batch.timestamps is None:  # the batch's earlier records get deltas too
+                size += _STAMPED_DELTA * len(batch.rows)
         if batch is None or batch.size + size > self._batch_size:
             batch = self._open_batch(queue, topic, partition)
             started = True
+            if stamped:
+                size = _row_size((0, key, value, record_headers), True)  # alone in a batch of its own
         else:
             started = False
         rows = batch.rows

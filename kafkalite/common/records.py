@@ -6,9 +6,11 @@ thousand records costs the same as a batch of one, and only a consumer (or a tim
 payload.
 
 The payload comes in one of two encodings, and a batch keeps the one it arrived in. A native producer's batch
-holds a msgpack array of rows, checksummed with CRC-32; a batch produced over the Kafka protocol holds Kafka's
-v2 record section exactly as the client sent it (compressed or not), checksummed with CRC-32C as Kafka's
-header says, so it is stored and served without re-encoding. Both checksums cover the same header fields.
+holds its records column by column (`columnar`: keys and values as contiguous bytes with offsets, which a reader
+of columns takes without a Python object per record; batches written before hold a msgpack array of rows, still
+read), checksummed with CRC-32; a batch produced over the Kafka protocol holds Kafka's v2 record section
+exactly as the client sent it (compressed or not), checksummed with CRC-32C as Kafka's header says, so it is
+stored and served without re-encoding. Both checksums cover the same header fields.
 A reader that needs the other encoding asks for `native()` or `kafka()`: the conversion keeps offsets, keys,
 values, headers and timestamps, is done once, and is cached on the batch (the log's, which every replica in
 the process shares).
@@ -16,16 +18,15 @@ the process shares).
 
 from __future__ import annotations
 
-import operator
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import msgpack
 
-from kafkalite.common import kafka_records
+from kafkalite.common import columnar, kafka_records
+from kafkalite.common.columnar import ColumnBuffers
 from kafkalite.common.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
 from kafkalite.common.kafka_records import Row
 
@@ -47,7 +48,6 @@ Header = tuple[str, bytes | None]
 _DELTA_TYPES: frozenset[type] = frozenset({int})
 _BYTES_OR_NULL: frozenset[type] = frozenset({bytes, type(None)})
 _HEADERS_TYPES: frozenset[type] = frozenset({tuple})
-_COLUMNS = tuple(map(operator.itemgetter, range(4)))
 
 
 # The fields Kafka's CRC covers: attributes, last offset delta, first and max timestamp, producer id, producer
@@ -60,22 +60,6 @@ _KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
 _KAFKA_PREFIX = struct.Struct(">qib")  # base offset, batch length, partition leader epoch, magic
 _KAFKA_LENGTH_OFFSET = 12  # batch length counts the bytes after itself
 _MAGIC = 2
-
-
-class Columns(NamedTuple):
-    """A run of a batch's records column by column (`RecordBatch.columns`), for readers that build columns.
-
-    Record i has offset `first_offset + i` and timestamp `base_timestamp + deltas[i]`, or `base_timestamp` when
-    `deltas` is None: the common case of records that share their batch's timestamp (the producer's default, and
-    every LogAppendTime batch) then costs nothing per record.
-    """
-
-    first_offset: int
-    base_timestamp: int
-    deltas: tuple[int, ...] | None
-    keys: tuple[bytes | None, ...]
-    values: tuple[bytes | None, ...]
-    headers: tuple[tuple[Header, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +88,9 @@ def _checksum(payload: bytes, attributes: int, record_count: int, first_timestam
 class RecordBatch:
     """Kafka's RecordBatch v2 header over a payload of records encoded once.
 
-    A native payload is a msgpack array of `[timestamp_delta, key, value, headers]` arrays; timestamps are
-    stored as deltas from `first_timestamp`, as in Kafka, which keeps them small on the wire. With
-    `kafka_format` the payload is Kafka's v2 record section instead and `crc` is its CRC-32C.
+    A native payload holds `(timestamp_delta, key, value, headers)` per record, column by column (`columnar`), or
+    as a msgpack array of rows in batches written before; timestamps are stored as deltas from `first_timestamp`,
+    as in Kafka. With `kafka_format` the payload is Kafka's v2 record section instead and `crc` is its CRC-32C.
     """
 
     base_offset: int
@@ -159,7 +143,7 @@ class RecordBatch:
         """Encode payload rows `(0, key, value, headers)` as they are, when no record has a timestamp of its own.
 
         This is the producer's usual batch, whose records all take the time the batch was opened: the rows it
-        collected go to msgpack untouched. `timestamps`, one per row (NO_TIMESTAMP for "take the default"),
+        collected are encoded as they are. `timestamps`, one per row (NO_TIMESTAMP for "take the default"),
         turn the rows into deltas from the first record's timestamp, as Kafka stores them.
         """
         if not rows:
@@ -172,7 +156,7 @@ class RecordBatch:
             rows = [(ts - first_timestamp, key, value, headers)
                     for ts, (_, key, value, headers) in zip(stamped, rows, strict=True)]
         try:
-            payload = msgpack.packb(rows)
+            payload = columnar.encode(rows)
         except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidRecordError(f"record cannot be encoded: {exc}") from None
         count = len(rows)
@@ -191,31 +175,26 @@ class RecordBatch:
         if self.kafka_format:
             return self.native().rows()
         try:
+            if columnar.is_columnar(self.payload):
+                return tuple(zip(*columnar.decode(columnar.sections(self.payload))))
             return msgpack.unpackb(self.payload, use_list=False)  # type: ignore[no-any-return]
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise self.corrupt(exc) from exc
 
+    def column_buffers(self) -> ColumnBuffers:
+        """The records as column sections over a columnar payload: for readers that build columns (Spark's Arrow
+        batches) and take keys and values as contiguous bytes. A batch of another encoding is encoded first
+        (a Kafka batch's native form is columnar and cached). CORRUPT_MESSAGE if the payload does not frame."""
+        if self.kafka_format:
+            return self.native().column_buffers()
+        try:
+            payload = self.payload if columnar.is_columnar(self.payload) else columnar.encode(self.rows())
+            return columnar.sections(payload)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise self.corrupt(exc) from exc
+
     def corrupt(self, cause: Exception) -> CorruptMessageError:
         return CorruptMessageError(f"record batch at offset {self.base_offset} cannot be decoded: {cause}")
-
-    def columns(self, start: int, stop: int) -> Columns:
-        """The records at offsets `start` to `stop` (exclusive, both inside the batch) as columns, with no object
-        per record beyond what msgpack decodes: a reader that builds columns (Spark's Arrow batches) transposes
-        the rows in C instead of looping over records in Python. CORRUPT_MESSAGE if the rows are not all
-        `(timestamp delta, key, value, headers)`; the columns' item types are the reader's to check as it
-        converts them.
-        """
-        rows = self.rows()[start - self.base_offset:stop - self.base_offset]
-        try:
-            if set(map(len, rows)) != {4}:
-                raise ValueError("rows of other than four fields")
-            deltas, keys, values, headers = (tuple(map(column, rows)) for column in _COLUMNS)
-        except (ValueError, TypeError) as exc:
-            raise self.corrupt(exc) from exc
-        if self.timestamp_type == LOG_APPEND_TIME:
-            return Columns(start, self.max_timestamp, None, keys, values, headers)
-        return Columns(start, self.first_timestamp, None if deltas.count(0) == len(deltas) else deltas, keys,
-                       values, headers)
 
     def records(self) -> list[Record]:
         """Decode the payload, the only place records come back to life (consumers and timestamp lookups)."""
@@ -250,16 +229,17 @@ class RecordBatch:
     # -- the two encodings ---------------------------------------------------------------------------------------
 
     def native(self) -> RecordBatch:
-        """This batch with a native (msgpack) payload: itself, or its conversion, made once and cached.
+        """This batch with a native payload: itself, or its conversion, made once and cached.
 
-        The conversion drops the compression bits of the attributes, since its payload is not compressed.
+        The conversion's payload is columnar, and its attributes lose the compression bits, since it is not
+        compressed.
         CORRUPT_MESSAGE or UNSUPPORTED_COMPRESSION_TYPE if the Kafka records cannot be read.
         """
         if not self.kafka_format:
             return self
         if self._other_format is None:
             rows = kafka_records.decode_records(self.payload, self.attributes, self.record_count)
-            self._cache(self._converted(msgpack.packb(rows), self.attributes & ~kafka_records.COMPRESSION_MASK,
+            self._cache(self._converted(columnar.encode(rows), self.attributes & ~kafka_records.COMPRESSION_MASK,
                                         kafka=False))
         return self._other_format  # type: ignore[return-value]
 
@@ -350,9 +330,24 @@ class RecordBatch:
                 f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
                 f"computed {expected})")
         if deep and not self.kafka_format:
-            self._validate_records(self.rows())
+            if columnar.is_columnar(self.payload):
+                self._validate_columnar()
+            else:
+                self._validate_rows(self.rows())
 
-    def _validate_records(self, rows: object) -> None:
+    def _validate_columnar(self) -> None:
+        try:
+            buffers = columnar.sections(self.payload)
+            columns = columnar.decode(buffers)
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise self.corrupt(exc) from exc
+        if buffers.count != self.record_count:
+            raise self._invalid(f"claims {self.record_count} records but holds {buffers.count}")
+        self._validate_columns(*columns)
+        if not columnar.consistent(buffers, columns[1], columns[2]):
+            raise self.corrupt(ValueError("the key or value bounds or null masks do not match the keys and values"))
+
+    def _validate_rows(self, rows: object) -> None:
         if type(rows) is not tuple:
             raise self.corrupt(TypeError(f"the payload is a {type(rows).__name__}, not a list of records"))
         if len(rows) != self.record_count:
@@ -365,7 +360,10 @@ class RecordBatch:
             index = next(i for i, row in enumerate(rows) if type(row) is not tuple or len(row) != 4)
             raise self._invalid(f"record {index} is not a (timestamp delta, key, value, headers) row: "
                                 f"{rows[index]!r:.80}")
-        deltas, keys, values, headers = zip(*rows)
+        self._validate_columns(*zip(*rows))
+
+    def _validate_columns(self, deltas: tuple[object, ...], keys: tuple[object, ...], values: tuple[object, ...],
+                          headers: tuple[object, ...]) -> None:
         distinct_deltas = set(deltas)  # usually {0}: the producer's records share the batch's timestamp
         for name, column, kinds, allowed in (
                 ("timestamp delta", deltas, set(map(type, distinct_deltas)), _DELTA_TYPES),

@@ -31,8 +31,9 @@ _SPELLING = {name.lower(): name for name in (
     "kafka.bootstrap.servers", "kafkalite.bootstrap.servers", "subscribe", "subscribePattern", "assign",
     "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "failOnDataLoss", "includeHeaders", "topic",
-    "kafkaConsumer.pollTimeoutMs")}
+    "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition", "failOnDataLoss",
+    "includeHeaders", "topic", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix", "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs")}
 
 # Kafka client settings the connector owns, refused as Spark's Kafka source refuses them: it assigns partitions
 # and seeks itself, and hands Spark bytes.
@@ -47,6 +48,11 @@ _OWNED_CLIENT_KEYS = {
 }
 _IGNORED_CLIENT_KEYS = frozenset({"group.id"})
 """Accepted for pipelines moving from Spark's Kafka source, and unused: the connector reads without a group."""
+_IGNORED_RETRY_OPTIONS = ("fetchoffset.numretries", "fetchoffset.retryintervalms")
+"""Spark's retries of a failed offset lookup: accepted, checked as integers, and unused, as kafkalite's admin client
+already retries leader moves and unreachable brokers until default.api.timeout.ms (`kafka.default.api.timeout.ms`).
+`groupIdPrefix` and `kafka.group.id` name the consumer group of Spark's readers: accepted and unused, as the
+connector reads assigned partitions without a group (other unknown options are ignored, as Spark ignores them)."""
 
 _DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -114,6 +120,7 @@ class SourceOptions:
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
@@ -181,6 +188,8 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
     if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
         raise OptionError("minoffsetspertrigger", min_per_trigger,
                           f"must not exceed maxOffsetsPerTrigger ({max_per_trigger})")
+    for option in _IGNORED_RETRY_OPTIONS:
+        _int_option(options, option, minimum=0)
     return SourceOptions(
         bootstrap=bootstrap_servers(options),
         subscription=_subscription(options),
@@ -191,6 +200,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=_duration_ms(options, "maxtriggerdelay", "15m"),
         min_partitions=_positive_int(options, "minpartitions"),
+        max_records_per_partition=_positive_int(options, "maxrecordsperpartition"),
         fail_on_data_loss=_boolean(options, "failondataloss", True),
         include_headers=_boolean(options, "includeheaders", False),
         poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or 120_000,
@@ -299,6 +309,10 @@ def _timestamp(option: str, value: Any, where: str = "") -> int:
 
 
 def _positive_int(options: Mapping[str, str], option: str) -> int | None:
+    return _int_option(options, option, minimum=1)
+
+
+def _int_option(options: Mapping[str, str], option: str, *, minimum: int) -> int | None:
     value = options.get(option)
     if value is None:
         return None
@@ -306,8 +320,8 @@ def _positive_int(options: Mapping[str, str], option: str) -> int | None:
         number = int(value)
     except ValueError:
         raise OptionError(option, value, "not an integer") from None
-    if number <= 0:
-        raise OptionError(option, value, "must be positive")
+    if number < minimum:
+        raise OptionError(option, value, "must be positive" if minimum == 1 else f"must be at least {minimum}")
     return number
 
 

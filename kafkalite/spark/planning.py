@@ -69,18 +69,26 @@ def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartiti
     return {tp: start[tp] + taken[tp] if backlog[tp] else latest[tp] for tp in latest}
 
 
-def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """`ranges` cut into at least about `min_partitions` Spark partitions, each cut in proportion to its size.
+def split(ranges: list[OffsetRange], min_partitions: int | None,
+          max_records: int | None = None) -> list[OffsetRange]:
+    """`ranges` cut into Spark partitions of at most `max_records` records, then into at least about
+    `min_partitions` of them, each cut into near-equal parts.
 
-    As in Spark's Kafka source (KafkaOffsetRangeCalculator): a range gets round(size / total * min_partitions)
-    parts, at least one, of near-equal size; with as many ranges as `min_partitions` or more, nothing is cut.
+    As in Spark's Kafka source (KafkaOffsetRangeCalculator): maxRecordsPerPartition gives a range ceil(size /
+    max_records) parts; then, if that makes fewer than minPartitions, each piece gets round(size / total *
+    min_partitions) parts, at least one. With neither option, or with as many ranges as `min_partitions` and none
+    above `max_records`, nothing is cut.
     """
+    if max_records is not None:
+        ranges = [piece for r in ranges for piece in _cut(r, -(-r.size // max_records))]
     if min_partitions is None or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
-    result = []
-    for r in ranges:
-        parts = min(r.size, max(1, round(r.size / total * min_partitions)))
-        bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-        result.extend(OffsetRange(r.topic, r.partition, low, high) for low, high in zip(bounds, bounds[1:]))
-    return result
+    return [piece for r in ranges for piece in _cut(r, round(r.size / total * min_partitions))]
+
+
+def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` in `parts` near-equal pieces (at least one, and none empty)."""
+    parts = min(r.size, max(1, parts))
+    bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
+    return [OffsetRange(r.topic, r.partition, low, high) for low, high in zip(bounds, bounds[1:])]

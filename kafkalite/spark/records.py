@@ -7,22 +7,24 @@ were read (retention, a deleted or truncated partition) are data loss: with fail
 the partition and the offsets; without, they are logged and skipped.
 
 Columns are built straight from the fetched batches, never from a Python object per record (which cost more
-than everything else together): each batch's msgpack payload is transposed in C into column tuples
-(`RecordBatch.columns`), the columns of one poll are concatenated as lists, and each becomes one Arrow array, of
-the type Spark expects for the declared schema exactly (int32 partition and timestampType, int64 offset,
-microsecond UTC timestamp).
+than everything else together): a native batch stores each of its key and value columns with the int32 bounds
+of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes, whose items
+are taken in C; small record batches are concatenated, in the types Spark expects for the declared schema
+exactly (int32 partition and timestampType, int64 offset, microsecond UTC timestamp).
 """
 
 from __future__ import annotations
 
 import logging
-from array import array
 from collections.abc import AsyncIterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafkalite.client import Consumer, FetchedBatch
+from kafkalite.common import columnar
 from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
+from kafkalite.common.records import LOG_APPEND_TIME, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.spark.options import SourceOptions
 from kafkalite.spark.planning import OffsetRange
@@ -34,14 +36,18 @@ SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset lon
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
+_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 _HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                      ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", _TIMESTAMP),
                      ("timestampType", pa.int32())])
 _SCHEMA_WITH_HEADERS = _SCHEMA.append(pa.field("headers", _HEADERS))
 
+_MIN_ROWS = 4096
+"""Rows below which consecutive record batches share one Arrow batch."""
+
 _CONSUMER_DEFAULTS = {
-    "max.partition.fetch.bytes": 4 << 20,  # bytes per poll, so per Arrow batch: Spark's per-batch costs vanish
+    "max.partition.fetch.bytes": 4 << 20,  # bytes per poll: few round trips, and small batches concatenate
 }
 """Defaults the connector picks for throughput; `kafka.*` options override them."""
 
@@ -59,65 +65,82 @@ def report_data_loss(options: SourceOptions, message: str) -> None:
     log.warning("%s; skipped, as failOnDataLoss is false", message)
 
 
-def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> pa.RecordBatch | None:
-    """One Arrow batch of the records of `fetched` (batches of one partition, in offset order) below `end`.
+def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:
+    """Arrow batches of the records of `fetched` (batches of one partition, in offset order) below `end`.
 
-    None if none is below it. Per record, only C loops run: msgpack's decoding, the transpose, list extends and
-    Arrow's conversion of keys, values and headers. Offsets, timestamps and timestamp types (per batch, as a
-    topic's message.timestamp.type may change between batches) fill machine-integer arrays that Arrow takes
-    without a copy; a batch whose records share its timestamp fills its run with one repeat.
+    Keys and values are Arrow arrays over the fetched payloads' bytes as they lie (`RecordBatch.column_buffers`),
+    checked in C (bounds inside their data and ascending), of which the run wanted is taken. A record batch of
+    _MIN_ROWS or more becomes an Arrow batch of its own; smaller ones (a producer's default batch.size holds about
+    130 records of 100 bytes) are concatenated up to that, as Spark pays per Arrow batch. Only headers, when
+    asked for, become Python objects.
     """
-    offsets, timestamps, timestamp_types = array("q"), array("q"), array("i")
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    headers: list[tuple[tuple[str, bytes | None], ...]] = []
-    topic, partition = fetched[0].topic, fetched[0].partition
+    groups: list[list[list[pa.Array]]] = []
     for _, _, start, batch in fetched:
         stop = min(batch.next_offset, end)
         if stop <= start:
             break
-        columns = batch.columns(start, stop)
-        offsets.extend(range(start, stop))
         try:
-            if columns.deltas is None:
-                timestamps += array("q", [columns.base_timestamp]) * (stop - start)
-            else:
-                timestamps.extend(map(columns.base_timestamp.__add__, columns.deltas))
-        except (TypeError, OverflowError) as exc:  # a delta that is no integer: NotImplemented from __add__
-            raise batch.corrupt(exc) from exc
-        timestamp_types += array("i", [batch.timestamp_type]) * (stop - start)
-        keys.extend(columns.keys)
-        values.extend(columns.values)
-        if include_headers:
-            headers.extend(columns.headers)
-    count = len(offsets)
-    if not count:
-        return None
-    try:
-        arrays = [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), count),
-            pa.repeat(pa.scalar(partition, pa.int32()), count),
-            _from_buffer(pa.int64(), offsets),
-            _from_buffer(pa.timestamp("ms", tz="UTC"), timestamps).cast(_TIMESTAMP),
-            _from_buffer(pa.int32(), timestamp_types),
-        ]
-        if include_headers:
-            arrays.append(pa.array(headers, _HEADERS))
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # a key, value or header of the wrong type
-        raise CorruptMessageError(f"{topic}-{partition}: records at offsets {offsets[0]} to {offsets[-1]} cannot "
-                                  f"be decoded: {exc}") from exc
+            piece = _arrays(batch, start, stop, include_headers)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as exc:
+            raise CorruptMessageError(f"{fetched[0].topic}-{fetched[0].partition}: records at offsets {start} to "
+                                      f"{stop - 1} cannot be decoded: {exc}") from exc
+        if groups and sum(len(columns[0]) for columns in groups[-1]) < _MIN_ROWS:
+            groups[-1].append(piece)
+        else:
+            groups.append([piece])
+    return [_record_batch(fetched[0].topic, fetched[0].partition, group, include_headers) for group in groups]
+
+
+def _record_batch(topic: str, partition: int, pieces: list[list[pa.Array]], include_headers: bool) -> pa.RecordBatch:
+    count = sum(len(piece[0]) for piece in pieces)
+    columns = [piece_columns[0] if len(pieces) == 1 else pa.concat_arrays(list(piece_columns))
+               for piece_columns in zip(*pieces)]
+    keys, values, offsets, timestamps, timestamp_types, *headers = columns
+    arrays = [keys, values, pa.repeat(pa.scalar(topic, pa.string()), count),
+              pa.repeat(pa.scalar(partition, pa.int32()), count), offsets, timestamps, timestamp_types, *headers]
     return pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA_WITH_HEADERS if include_headers else _SCHEMA)
 
 
-def _from_buffer(arrow_type: pa.DataType, values: array[int]) -> pa.Array:
-    """An Arrow array over a machine-integer array's memory, without a copy or a null bitmap."""
-    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> list[pa.Array]:
+    """Key, value, offset, timestamp and timestamp type (and headers) arrays of a batch's offsets `start` to
+    `stop`; a batch whose records share its timestamp (the producer's default, and every LogAppendTime batch)
+    fills its timestamps with one repeat."""
+    buffers = batch.column_buffers()
+    first, count = start - batch.base_offset, stop - start
+    keys = _binary(buffers.count, buffers.key_bounds, buffers.key_nulls, buffers.key_array, first, count)
+    values = _binary(buffers.count, buffers.value_bounds, buffers.value_nulls, buffers.value_array, first, count)
+    if batch.timestamp_type == LOG_APPEND_TIME or buffers.deltas is None:
+        base = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else batch.first_timestamp
+        timestamps = pa.repeat(pa.scalar(base, _TIMESTAMP_MS), count)
+    else:
+        deltas = pa.Array.from_buffers(pa.int64(), buffers.count, [None, pa.py_buffer(buffers.deltas)])
+        timestamps = pc.add_checked(deltas.slice(first, count), batch.first_timestamp).cast(_TIMESTAMP_MS)
+    offsets = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count), start=start - 1)
+    arrays = [keys, values, offsets, timestamps.cast(_TIMESTAMP),
+              pa.repeat(pa.scalar(batch.timestamp_type, pa.int32()), count)]
+    if include_headers:
+        arrays.append(pa.array(columnar.decode_headers(buffers)[first:first + count], _HEADERS))
+    return arrays
+
+
+def _binary(count: int, bounds: memoryview, nulls: memoryview | None, packed: memoryview, first: int,
+            length: int) -> pa.Array:
+    """Items `first` to `first + length` of a key or value column: the pieces of its msgpack array (headers and
+    items, alternating) wrapped as one Arrow array, checked in C, every second piece taken, nulls as a bitmap."""
+    if nulls is not None and bytes(nulls).count(1) == count:
+        return pa.nulls(length, pa.binary())
+    pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), pa.py_buffer(packed)])
+    pieces.validate(full=True)  # a forged payload fails here, not as a crash inside Spark
+    items = pieces.take(pc.cumulative_sum(pa.repeat(pa.scalar(2, pa.int64()), length), start=2 * first - 1))
+    if nulls is None:
+        return items
+    mask = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)]).slice(first, length)
+    validity = pc.equal(mask, 0).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), length, [validity, *items.buffers()[1:]])
 
 
 async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncIterator[pa.RecordBatch]:
-    """The records of `offsets`, in offset order, one Arrow batch per poll (max.partition.fetch.bytes bounds it)."""
+    """The records of `offsets`, in offset order, as Arrow batches (`to_arrow`) of each poll's record batches."""
     tp = TopicPartition(offsets.topic, offsets.partition)
     config = {**_CONSUMER_DEFAULTS, **options.client_config, "auto.offset.reset": "none",
               "allow.auto.create.topics": False}
@@ -137,8 +160,7 @@ async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncItera
                                           f"{offsets.end}) within kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}")
                 return
             position = fetched[-1].batch.next_offset
-            batch = to_arrow(fetched, offsets.end, options.include_headers)
-            if batch is not None:
+            for batch in to_arrow(fetched, offsets.end, options.include_headers):
                 yield batch
 
 

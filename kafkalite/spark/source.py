@@ -77,7 +77,8 @@ class _RangeReader:
         return bridge.iterate(lambda: read_range(self.options, partition))
 
     def ranges(self, start: Offsets, end: Offsets) -> list[OffsetRange]:
-        """One range per partition with records between `start` and `end`, cut for minPartitions.
+        """One range per partition with records between `start` and `end`, cut for maxRecordsPerPartition and
+        minPartitions.
 
         An end below its start means records went away since planning (the partition was truncated or
         re-created): data loss, reported as failOnDataLoss says.
@@ -89,7 +90,7 @@ class _RangeReader:
                 report_data_loss(self.options, f"Partition {tp}'s offset went back from {begin} to {until}")
             elif until > begin:
                 ranges.append(OffsetRange(tp.topic, tp.partition, begin, until))
-        return split(ranges, self.options.min_partitions)
+        return split(ranges, self.options.min_partitions, self.options.max_records_per_partition)
 
 
 class BatchReader(_RangeReader, DataSourceReader):

@@ -232,7 +232,8 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
 
 @pytest.mark.parametrize(("payload", "cause"), [
     (msgpack.packb([[0, None], [0, None]]), "ValueError: not enough values to unpack (expected 4, got 2)"),
-    (b"\xc1", "FormatError"),  # a byte msgpack never uses
+    (b"\x91\xc1", "FormatError"),  # an array of one byte that msgpack never uses
+    (b"\xc1", "ValueError: a columnar payload needs 8 header bytes; it has 1"),
     (b"\x92\x01", "ValueError: Unpack failed: incomplete input"),
 ])
 async def test_a_batch_whose_records_cannot_be_decoded_is_reported_until_sought_past(

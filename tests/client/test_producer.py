@@ -87,8 +87,9 @@ def stored_batches(cluster: Cluster, topic: str) -> list[RecordBatch]:
 async def test_batches_fill_to_batch_size_by_exact_record_sizes(autojump_clock: Any, cluster: Cluster,
                                                                 bootstrap: Any) -> None:
     """As in Kafka's producer, a record joins a batch while its encoded size still fits batch.size: a 16 KiB
-    batch of 100-byte values holds 153 of them (a batch header and 106 bytes each), and no batch of mixed
-    keys, headers and timestamps goes past batch.size."""
+    batch of 100-byte values holds 133 of them (92 bytes of headers, and at most 122 bytes each in the columnar
+    payload: the value and its header, a nil key, four bounds, two null-mask bytes and a headers entry), and no
+    batch of mixed keys, headers and timestamps goes past batch.size."""
     await cluster.create_topic("uniform", partitions=1, replication_factor=1)
     await cluster.create_topic("mixed", partitions=1, replication_factor=1)
     seed = 20261123
@@ -103,7 +104,7 @@ async def test_batches_fill_to_batch_size_by_exact_record_sizes(autojump_clock: 
                                 timestamp=rng.choice([None, 1_700_000_000_000 + i, 0]))
         await producer.flush()
     uniform = stored_batches(cluster, "uniform")
-    assert [batch.record_count for batch in uniform] == [153] * 6 + [82]
+    assert [batch.record_count for batch in uniform] == [133] * 7 + [69]
     assert max(batch.size_in_bytes for batch in uniform) <= 16384
     mixed = stored_batches(cluster, "mixed")
     assert sum(batch.record_count for batch in mixed) == 1000

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
-from kafkalite.common.records import LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Columns, Record, RecordBatch, _checksum
+from kafkalite.common import columnar
+from kafkalite.common.records import LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record, RecordBatch, _checksum
 
 RECORDS = [
     Record(b"k1", b"v1", 1_000, (("h", b"x"), ("empty", None))),
@@ -28,20 +29,82 @@ def test_round_trip_keeps_keys_values_headers_and_absolute_timestamps():
     batch.validate(deep=True)
 
 
-def test_columns_transpose_a_run_of_records_and_drop_the_deltas_when_the_timestamps_agree():
-    batch = RecordBatch.from_records(RECORDS, base_offset=10)
-    assert batch.columns(11, 14) == Columns(11, 1_000, (5, -1, 10), (None, b"k3", None), (b"v2", None, None),
-                                            ((), (), (("only", b""),)))
-    shared = RecordBatch.from_records([Record(None, b"a"), Record(b"k", b"b")], base_offset=4, default_timestamp=7)
-    assert shared.columns(4, 6) == Columns(4, 7, None, (None, b"k"), (b"a", b"b"), ((), ()))
+def test_column_buffers_hold_each_key_and_value_column_with_the_bounds_of_its_items():
+    """What a reader of columns (Spark's Arrow batches) takes as it lies in the payload: each column a msgpack
+    array, cut by its bounds into [array and item header, item, item header, item, ...]."""
+    buffers = RecordBatch.from_records(RECORDS, base_offset=10).column_buffers()
+    assert buffers.count == 4
+    assert msgpack.unpackb(buffers.key_array) == [b"k1", None, b"k3", None]
+    assert msgpack.unpackb(buffers.value_array) == [b"v1", b"v2", None, None]
+    key_bounds = buffers.key_bounds.cast("i").tolist()
+    assert key_bounds == [0, 3, 5, 6, 6, 8, 10, 11, 11]
+    assert [bytes(buffers.key_array[a:b]) for a, b in zip(key_bounds[1::2], key_bounds[2::2])] == [b"k1", b"", b"k3", b""]
+    assert buffers.value_bounds.cast("i").tolist() == [0, 3, 5, 7, 9, 10, 10, 11, 11]
+    assert bytes(buffers.key_nulls) == b"\x00\x01\x00\x01" and bytes(buffers.value_nulls) == b"\x00\x00\x01\x01"
+    assert buffers.deltas is not None and buffers.deltas.cast("q").tolist() == [0, 5, -1, 10]
+    assert columnar.decode(buffers)[3] == tuple(r.headers for r in RECORDS)
+    shared = RecordBatch.from_records([Record(None, b"a"), Record(None, b"b")], default_timestamp=7).column_buffers()
+    assert (shared.deltas, shared.headers, shared.value_nulls) == (None, None, None)
+    assert bytes(shared.key_nulls) == b"\x01\x01"
+
+
+@pytest.mark.parametrize("size", [0, 255, 256, 65535, 65536])
+def test_bounds_follow_msgpack_headers_of_every_size(size):
+    """bin8, bin16 and bin32 headers, and arrays of 16 items or more (array16)."""
+    items = tuple(bytes(size) if i % 2 else None for i in range(17))
+    batch = RecordBatch.from_records([Record(key, key) for key in items])
+    batch.validate(deep=True)
+    assert [r.key for r in batch.records()] == list(items)
 
 
 @pytest.mark.parametrize("rows", [[[0, None], [0, None]], [[0, None, b"v", []], [0, None, b"v"]], [5, 6]])
-def test_columns_of_rows_that_are_not_four_fields_are_corrupt(rows):
+def test_msgpack_rows_of_other_than_four_fields_are_corrupt(rows):
+    """Batches written before the columnar payload hold msgpack rows: still read, and still checked."""
     payload = msgpack.packb(rows)
     batch = RecordBatch(0, -1, -1, -1, -1, 2, 0, 0, 0, _checksum(payload, 0, 2, 0, 0, -1, -1, -1), payload)
     with pytest.raises(CorruptMessageError, match="record batch at offset 0 cannot be decoded"):
-        batch.columns(0, 2)
+        batch.column_buffers()
+
+
+def test_msgpack_rows_read_as_records_and_as_columns():
+    rows = [[0, b"k", b"v", [["h", b"x"]]], [3, None, None, []]]
+    payload = msgpack.packb(rows)
+    batch = RecordBatch(0, -1, -1, -1, -1, 2, 10, 13, 0, _checksum(payload, 0, 2, 10, 13, -1, -1, -1), payload)
+    batch.validate(deep=True)
+    assert batch.records() == [Record(b"k", b"v", 10, (("h", b"x"),)), Record(None, None, 13)]
+    assert columnar.decode(batch.column_buffers())[1:3] == ((b"k", None), (b"v", None))
+
+
+def _forged(payload: bytes, count: int = 2) -> RecordBatch:
+    return RecordBatch(0, -1, -1, -1, -1, count, 0, 0, 0, _checksum(payload, 0, count, 0, 0, -1, -1, -1), payload)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda p: p[:-1],                                          # shorter than its sections
+    lambda p: p + b"x",                                        # bytes after the last column
+    lambda p: p[:8] + b"\x01\x00\x00\x00" + p[12:],           # offsets that do not start at 0
+    lambda p: p[:1] + b"\x80" + p[2:],                         # an unknown flag
+])
+def test_columnar_payload_that_does_not_frame_is_corrupt(damage):
+    payload = damage(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
+    with pytest.raises(CorruptMessageError, match="cannot be decoded"):
+        _forged(payload).validate(deep=True)
+    with pytest.raises(CorruptMessageError, match="cannot be decoded"):
+        _forged(payload).records()
+
+
+def test_columnar_bounds_that_disagree_with_the_items_fail_deep_validation():
+    """A forged payload whose bounds cut its values elsewhere than msgpack does would read differently in Spark."""
+    payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
+    payload[8 + 20 + 4:8 + 20 + 8] = (4).to_bytes(4, "little")  # value bounds [0, 3, 5, 7, 9] become [0, 4, ...]
+    with pytest.raises(CorruptMessageError, match="bounds or null masks do not match"):
+        _forged(bytes(payload)).validate(deep=True)
+
+
+def test_columnar_record_count_must_match_the_header():
+    payload = RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload
+    with pytest.raises(InvalidRecordError, match="claims 3 records but holds 2"):
+        _forged(payload, count=3).validate(deep=True)
 
 
 def test_log_append_time_gives_every_record_the_batch_max_timestamp():
@@ -49,7 +112,6 @@ def test_log_append_time_gives_every_record_the_batch_max_timestamp():
     stamped = dataclasses.replace(RecordBatch.from_records(RECORDS), attributes=0x08, max_timestamp=5_000)
     assert (stamped.timestamp_type, RecordBatch.from_records(RECORDS).timestamp_type) == (1, 0)
     assert [r.timestamp for r in stamped.records()] == [5_000] * 4
-    assert stamped.columns(1, 3).base_timestamp == 5_000 and stamped.columns(1, 3).deltas is None
 
 
 def test_missing_timestamps_take_the_default_or_stay_unset():

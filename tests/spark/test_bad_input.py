@@ -98,6 +98,9 @@ def test_sink_without_a_topic_fails_naming_the_option(spark: Any, cluster: Embed
     ({"subscribe": "t", "kafka.fetch.max.wait": "5"}, "kafka.fetch.max.wait=5: Unknown consumer configuration 'fetch.max.wait'"),
     ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, 'startingOffsets={"t": {"0": -1}}: offset -1 of t-0'),
     ({"assign": '{"t": "0"}'}, 'assign={"t": "0"}: topic \'t\' is not in the shape {"topic": [0, 1]}'),
+    ({"subscribe": "t", "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition=0: must be positive"),
+    ({"subscribe": "t", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries=-1: must be at least 0"),
+    ({"subscribe": "t", "fetchOffset.retryIntervalMs": "soon"}, "fetchOffset.retryIntervalMs=soon: not an integer"),
 ])
 def test_option_checks_without_a_cluster(options: dict[str, str], message: str) -> None:
     """Checks that need no cluster, on the parsed options as a batch read gets them."""

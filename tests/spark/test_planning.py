@@ -42,6 +42,28 @@ def test_split_covers_each_range_without_gaps_or_overlaps(bounds: list[tuple[int
         assert len(parts) >= min(min_partitions, len(ranges)) and len(parts) >= len(ranges)
 
 
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 5000)), min_size=1, max_size=4),
+       st.integers(1, 2000), st.none() | st.integers(1, 30))
+def test_max_records_per_partition_cuts_every_range_to_at_most_that_many(
+        bounds: list[tuple[int, int]], max_records: int, min_partitions: int | None) -> None:
+    """maxRecordsPerPartition first (ceil(size / max) near-equal pieces), then minPartitions, as in Spark."""
+    ranges = [OffsetRange("t", p, begin, begin + size) for p, (begin, size) in enumerate(bounds)]
+    parts = split(ranges, min_partitions, max_records)
+    for r in ranges:
+        mine = [part for part in parts if part.partition == r.partition]
+        assert mine[0].start == r.start and mine[-1].end == r.end
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        assert all(0 < part.size <= max_records for part in mine)
+        assert len(mine) >= -(-r.size // max_records)
+
+
+def test_max_records_per_partition_alone_and_with_min_partitions() -> None:
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 0, 100)]
+    assert [(r.partition, r.start, r.end) for r in split(ranges, None, 400)] == \
+        [(0, 0, 333), (0, 333, 666), (0, 666, 1000), (1, 0, 100)]
+    assert len(split(ranges, 8, 400)) == 7  # then about 8: pieces of 333 get round(333 / 1100 * 8) = 2 parts
+
+
 def test_offsets_round_trip_through_checkpoint_json() -> None:
     offsets = {TopicPartition("a", 0): 5, TopicPartition("a", 10): 7, TopicPartition("b", 1): 0}
     assert to_json(offsets) == {"a": {"0": 5, "10": 7}, "b": {"1": 0}}

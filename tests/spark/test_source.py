@@ -205,3 +205,17 @@ def test_min_partitions_splits_ranges_without_gaps(spark: Any, cluster: Embedded
     assert frame.rdd.getNumPartitions() >= 7
     assert sorted((row.partition, row.offset) for row in frame.select("partition", "offset").collect()) == \
         [(p, offset) for p in range(2) for offset in range(500)]
+
+
+def test_spark_kafka_source_options_without_a_meaning_here_are_accepted(spark: Any, cluster: EmbeddedCluster) -> None:
+    """A pipeline moving from Spark's Kafka source keeps its group and retry options; maxRecordsPerPartition cuts
+    each Kafka partition into Spark partitions of at most that many records."""
+    cluster.create_topic("moved", 2, 3)
+    produce(cluster, "moved", numbered(2, 1000))
+    frame = reader(spark, cluster.bootstrap_servers, streaming=False, subscribe="moved", maxRecordsPerPartition=200,
+                   groupIdPrefix="pipeline", **{"kafka.group.id": "pipeline-1", "fetchOffset.numRetries": "5",
+                                                "fetchOffset.retryIntervalMs": "100",
+                                                "kafkaConsumer.pollTimeoutMs": "30000"}).load()
+    assert frame.rdd.getNumPartitions() == 6  # 500 records per Kafka partition: 167, 166 and 167
+    assert sorted((row.partition, row.offset) for row in frame.select("partition", "offset").collect()) == \
+        [(p, offset) for p in range(2) for offset in range(500)]

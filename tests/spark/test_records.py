@@ -1,0 +1,82 @@
+"""Arrow batches from fetched record batches, without Spark: the columns Spark gets, exact to the record."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+
+import msgpack
+import pytest
+
+from kafkalite.client import FetchedBatch
+from kafkalite.common.errors import CorruptMessageError
+from kafkalite.common.records import Record, RecordBatch, _checksum
+from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, to_arrow
+
+pytestmark = pytest.mark.spark
+
+RECORDS = [
+    Record(b"k1", b"v1", 1_000, (("h", b"x"), ("empty", None))),
+    Record(None, b"v2", 1_005),
+    Record(b"k3", None, 999),
+    Record(None, None, 1_010, (("only", b""),)),
+]
+
+
+def _time(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc)
+
+
+def test_a_run_across_batches_is_cut_at_the_start_and_the_end_with_the_kafka_source_types() -> None:
+    first = RecordBatch.from_records(RECORDS, base_offset=10)
+    second = RecordBatch.from_records([Record(None, b"z"), Record(b"y", b"w")], base_offset=14, default_timestamp=7)
+    [batch] = to_arrow([FetchedBatch("t", 1, 11, first), FetchedBatch("t", 1, 14, second)], 15, include_headers=True)
+    assert batch.schema == _SCHEMA_WITH_HEADERS
+    assert batch.to_pylist() == [
+        {"key": key, "value": value, "topic": "t", "partition": 1, "offset": offset, "timestamp": _time(ms),
+         "timestampType": 0, "headers": [{"key": k, "value": v} for k, v in headers]}
+        for key, value, offset, ms, headers in [(None, b"v2", 11, 1_005, ()), (b"k3", None, 12, 999, ()),
+                                                (None, None, 13, 1_010, (("only", b""),)), (None, b"z", 14, 7, ())]]
+    assert to_arrow([FetchedBatch("t", 1, 14, second)], 14, include_headers=False) == []
+
+
+def test_log_append_time_batches_give_every_record_the_batch_max_timestamp_and_type_1() -> None:
+    stamped = dataclasses.replace(RecordBatch.from_records(RECORDS), attributes=0x08, max_timestamp=5_000)
+    [batch] = to_arrow([FetchedBatch("t", 0, 0, stamped)], 4, include_headers=False)
+    assert batch.schema == _SCHEMA
+    assert batch.column("timestamp").to_pylist() == [_time(5_000)] * 4
+    assert batch.column("timestampType").to_pylist() == [1] * 4
+
+
+def test_batches_of_msgpack_rows_and_of_kafka_records_read_alike() -> None:
+    """Batches written before the columnar payload, and batches produced over the Kafka protocol."""
+    rows = [[0, b"k", b"v", [["h", b"x"]]], [3, None, None, []]]
+    payload = msgpack.packb(rows)
+    legacy = RecordBatch(5, -1, -1, -1, -1, 2, 10, 13, 0, _checksum(payload, 0, 2, 10, 13, -1, -1, -1), payload)
+    kafka = RecordBatch.from_kafka_bytes(legacy.to_kafka_bytes())[0]
+    expected = RecordBatch.from_records([Record(b"k", b"v", 10, (("h", b"x"),)), Record(None, None, 13)],
+                                        base_offset=5)
+    for batch in (legacy, kafka):
+        assert to_arrow([FetchedBatch("t", 0, 5, batch)], 7, True) == \
+            to_arrow([FetchedBatch("t", 0, 5, expected)], 7, True)
+
+
+def test_large_record_batches_become_arrow_batches_of_their_own_and_small_ones_share_one() -> None:
+    """No copy of a batch big enough for Spark; a producer's small batches are not handed over one by one."""
+    def batch(base: int, count: int) -> FetchedBatch:
+        return FetchedBatch("t", 0, base, RecordBatch.from_records([Record(None, b"v")] * count, base_offset=base))
+
+    fetched = [batch(0, 5000), batch(5000, 1000), batch(6000, 3000), batch(9000, 200), batch(9200, 10)]
+    arrow = to_arrow(fetched, 9205, include_headers=False)
+    assert [b.num_rows for b in arrow] == [5000, 4200, 5]  # 1000 + 3000 + 200 reach 4096: the rest starts anew
+    assert [b.column("offset")[0].as_py() for b in arrow] == [0, 5000, 9200]
+    assert arrow[1].column("offset").to_pylist() == list(range(5000, 9200))
+
+
+def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() -> None:
+    """A forged payload must fail as CORRUPT_MESSAGE in the reader, never read memory it does not hold."""
+    payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
+    payload[8 + 20 + 4:8 + 20 + 8] = (99).to_bytes(4, "little")  # value bounds [0, 3, 5, 7, 9]: [0, 99, 5, ...]
+    forged = RecordBatch(20, -1, -1, -1, -1, 2, 0, 0, 0, 0, bytes(payload))
+    with pytest.raises(CorruptMessageError, match="t-3: records at offsets 20 to 21 cannot be decoded"):
+        to_arrow([FetchedBatch("t", 3, 20, forged)], 22, include_headers=False)
