@@ -121,13 +121,14 @@ class ReplicaFetcher:
         self._session_epoch = 0  # the responses of the session received so far
 
     def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
-        """Fetch these too, from the next request on; a fetch parked at the leader is abandoned for it.
+        """Fetch these too, from the next request on; a fetch parked at the leader is answered now for it.
 
         The parked fetch lacks the new partitions and would hold them back for up to replica.fetch.wait.max.ms,
         so the first acks=all produce to a new partition on a quiet cluster would wait that long. Kafka's
-        fetcher pays that wait; in one process, abandoning the fetch is free: the leader builds a response only
-        when it returns, so nothing is lost, and the next fetch names the same changes again. The fetcher closes
-        its channel and connects again, which abandons whatever request it had in flight.
+        fetcher pays that wait; in one process the fetcher hurries its channel, and the leader answers the parked
+        fetch at once with what it has. Abandoning the fetch instead would lose its response: a follower that
+        never hears back keeps naming what it named, and never learns the id of a session it was opening, so
+        topics created back to back would have it read its whole session again at every one.
         """
         for tp, state in states.items():
             self._drop(tp)
@@ -137,7 +138,7 @@ class ReplicaFetcher:
             else:
                 self._join(tp)
         if self._channel is not None:
-            self._channel.close()
+            self._channel.hurry()
         self._signal_change()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:

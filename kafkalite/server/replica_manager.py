@@ -32,6 +32,7 @@ from kafkalite.network.requests import (
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    Hurry,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -268,11 +269,13 @@ class ReplicaManager:
 
     # -- fetch ----------------------------------------------------------------------------------------------------
 
-    async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
-        """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes."""
+    async def fetch_messages(self, request: FetchRequest, hurry: Hurry | None = None) -> FetchResponse:
+        """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes.
+
+        A follower in a session parks only until its sender hurries (`Hurry`): it has partitions to add."""
         from_follower = request.replica_id >= 0
         if from_follower and request.session_epoch != SESSIONLESS_EPOCH:
-            return await self._fetch_in_session(request)
+            return await self._fetch_in_session(request, hurry)
         results, readable, failed = self._read_from_local_log(request, from_follower, record_follower_fetch=True)
         if request.max_wait_ms <= 0 or self._fetch_complete(request.min_bytes, request.partitions, results, readable,
                                                             failed) \
@@ -294,7 +297,7 @@ class ReplicaManager:
             latest.append(self._read_from_local_log(request, from_follower)[0])
         return FetchResponse(errors.NONE.code, latest[0])
 
-    async def _fetch_in_session(self, request: FetchRequest) -> FetchResponse:
+    async def _fetch_in_session(self, request: FetchRequest, hurry: Hurry | None) -> FetchResponse:
         """A follower's fetch in its session (server/fetch_session.py): only the partitions that changed on
         either side are read, and only those with news are answered."""
         sessions = self.fetch_sessions
@@ -313,14 +316,18 @@ class ReplicaManager:
         session.last_fetch_ms = now_ms()
         results, readable, failed = self._read_session(session, request.max_bytes, record_follower_fetch=True)
         asked = [session.partitions[TopicPartition(r.topic, r.partition)].fetch for r in results]
-        if request.max_wait_ms > 0 and not self._fetch_complete(request.min_bytes, asked, results, readable, failed):
-            session.wake = wake = trio.Event()
+        wake = trio.Event()
+        if request.max_wait_ms > 0 and not self._fetch_complete(request.min_bytes, asked, results, readable, failed) \
+                and (hurry is None or hurry.park(wake)):
+            session.wake = wake
             entry = self.delayed_timer.schedule(trio.current_time() + request.max_wait_ms / 1000, wake)
             try:
                 await wake.wait()
             finally:
                 self.delayed_timer.cancel(entry)
                 session.wake = None
+                if hurry is not None:
+                    hurry.unpark()
             results = self._read_session(session, request.max_bytes)[0]
         self._answered(session, results)
         return FetchResponse(errors.NONE.code, results, session_id=session.id)
