@@ -290,6 +290,9 @@ class FetchPartition:
     partition_max_bytes: int = 1048576
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    # a follower checking its log against the leader's (KIP-595's truncation on fetch): the epoch of its last
+    # record, which the leader's log must hold up to fetch_offset; UNDEFINED_EPOCH (consumers): no check
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -325,6 +328,11 @@ class FetchPartitionResponse:
     log_start_offset: int = -1
     batches: list[RecordBatch] = field(default_factory=list)
     error_message: str | None = None
+    # Kafka's DivergingEpoch: the follower's last fetched epoch is not the leader's up to its fetch offset. The
+    # largest epoch the leader has up to the follower's, and where it ends there; the follower truncates by them
+    # as by an OffsetsForLeaderEpoch answer. -1: no divergence (or not checked)
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
 
 
 @dataclass(slots=True)

@@ -142,7 +142,13 @@ class Transport:
 
     async def _deliver(self, node: _Node, source: NodeId, destination: NodeId, request: Request,
                        context: RequestContext | None) -> Any:
-        """The request's way through an open connection: the door of a paused broker, the handler, the way back."""
+        """The request's way through an open connection: the door of a paused broker, the handler, the way back.
+
+        A sender already cancelled (its broker stopped) sends nothing: woken just before it was stopped, it may
+        run on to its next request without meeting a checkpoint, and a fetch it got in would tell the leader it
+        is alive and caught up after the controller has handled its death, putting it back in ISRs for good.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
         await node.gate.checkpoint()
         response = await node.handler(request, context or self._context_of(source))
         sender = self._nodes.get(source)

@@ -25,6 +25,8 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
     DeleteRecordsPartition,
     DeleteRecordsPartitionResult,
     EpochEndOffset,
@@ -69,6 +71,25 @@ def _error_of(exc: Exception, what: str) -> tuple[int, str]:
         return exc.code, exc.message
     log.exception("%s failed", what)
     return errors.UNKNOWN_SERVER_ERROR.code, f"{type(exc).__name__}: {exc}"
+
+
+def _diverging_epoch(partition: Partition, fetch: FetchPartition) -> tuple[int, int] | None:
+    """Kafka's validateFetchOffsetAndEpoch (KIP-595, truncation on fetch): where the follower's log leaves the
+    leader's, as an OffsetsForLeaderEpoch answer for its last fetched epoch, or None if its log up to the fetch
+    offset is the leader's. A follower checks so once per leader epoch, before it fetches on (ReplicaFetcher)."""
+    log_ = partition.log
+    epoch, end_offset = log_.leader_epoch_cache.end_offset_for(fetch.last_fetched_epoch, log_.log_end_offset)
+    if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
+        raise OffsetOutOfRangeError(f"the end of epoch {fetch.last_fetched_epoch} of {partition.topic_partition}, "
+                                    f"the follower's last, is not known to its leader")
+    if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def _answer_now(result: FetchPartitionResponse) -> bool:
+    """A partition's result that completes a fetch whatever its size: an error, or a diverging epoch."""
+    return result.error_code != errors.NONE.code or result.diverging_epoch != UNDEFINED_EPOCH
 
 
 class ReplicaManager:
@@ -343,7 +364,7 @@ class ReplicaManager:
         for tp in session.dirty:
             cached = session.partitions[tp]
             result = self._read_partition(cached.fetch, replica_id, recorded_id, max_bytes - total, total == 0)
-            if result.error_code != errors.NONE.code:
+            if _answer_now(result):
                 failed = True
             elif not result.batches and result.high_watermark == cached.sent_high_watermark \
                     and result.log_start_offset == cached.sent_log_start_offset:
@@ -377,7 +398,8 @@ class ReplicaManager:
     @staticmethod
     def _fetch_complete(min_bytes: int, partitions: Sequence[FetchPartition], results: list[FetchPartitionResponse],
                         readable: int, failed: bool) -> bool:
-        """Kafka's DelayedFetch completion (min_bytes read, or an error), and one more for followers: a leader log
+        """Kafka's DelayedFetch completion (min_bytes read, an error or a diverging epoch: `failed`), and one more
+        for followers: a leader log
         start beyond the one the follower reported. A DeleteRecords waits for the followers to move theirs, and
         they learn it from a fetch response; parked for replica.fetch.wait.max.ms, they would make it wait that
         long. Consumers report no log start (-1)."""
@@ -400,7 +422,7 @@ class ReplicaManager:
             budget = request.max_bytes - total
             result = self._read_partition(fetch, follower_id, recorded_id, budget, total == 0)
             total += sum(batch.size_in_bytes for batch in result.batches)
-            failed = failed or result.error_code != errors.NONE.code
+            failed = failed or _answer_now(result)
             results.append(result)
         return results, total, failed
 
@@ -410,6 +432,14 @@ class ReplicaManager:
         try:
             partition = self._leader_partition(tp, fetch.current_leader_epoch)
             partition_log = partition.log
+            if fetch.last_fetched_epoch != UNDEFINED_EPOCH:
+                diverging = _diverging_epoch(partition, fetch)
+                if diverging is not None:
+                    return FetchPartitionResponse(fetch.topic, fetch.partition, errors.NONE.code,
+                                                  high_watermark=partition.high_watermark,
+                                                  last_stable_offset=partition.high_watermark,
+                                                  log_start_offset=partition_log.log_start_offset,
+                                                  diverging_epoch=diverging[0], diverging_end_offset=diverging[1])
             if not partition_log.log_start_offset <= fetch.fetch_offset <= partition_log.log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"fetch offset {fetch.fetch_offset} of {tp} is outside [{partition_log.log_start_offset}, "

@@ -261,3 +261,48 @@ async def test_topics_created_back_to_back_keep_one_session_per_follower_link(au
                 assert all(len(f.named) <= 2 for f in fetches[1:])  # what was just added or moved on, never a backlog
                 session = cluster.broker(leader).replica_manager.fetch_sessions.get(follower, session_ids.pop())
                 assert session is not None and set(session.partitions) == led
+
+
+async def test_an_isr_change_under_the_same_leader_truncates_nothing_and_costs_one_named_fetch(
+        autojump_clock: Any) -> None:
+    """A third replica's controlled shutdown bumps every partition's leader epoch, the leader unchanged. Each
+    follower names each partition once with its new epoch and the epoch of its last record, which the leader
+    checks and accepts: no truncation, no round of OffsetsForLeaderEpoch, no position reset, and no data lost."""
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        await cluster.create_topic("t", PARTITIONS, 3)
+        leader, follower, third = cluster.live_broker_ids
+        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+        await cluster.reassign_partitions({tp: [leader, follower, third] for tp in tps})
+        await cluster.elect_preferred_leaders(tps)
+        await cluster.wait_until(lambda: all(cluster.leader_for("t", p) == leader and
+                                             len(cluster.partition_state("t", p).isr) == 3 for p in range(PARTITIONS)))
+        await trio.sleep(5)  # the moves settle on every broker
+        for p in range(PARTITIONS):
+            await produce(cluster, p, b"a%d" % p)
+        await trio.sleep(2)  # the follower's positions named, the high watermarks answered
+        replicas = cluster.broker(follower).replica_manager
+        epochs = {tp: replicas.get_partition(tp).leader_epoch for tp in tps}
+        truncated: list[TopicPartition] = []
+        for tp in tps:
+            partition = replicas.get_partition(tp)
+            truncate_to = partition.truncate_to
+
+            def spy_truncate(offset: int, tp: TopicPartition = tp, truncate_to: Any = truncate_to) -> None:
+                truncated.append(tp)
+                truncate_to(offset)
+
+            partition.truncate_to = spy_truncate  # type: ignore[method-assign]
+        spy = FetchSpy(cluster, leader)
+        await cluster.shutdown_broker(third)
+        await cluster.wait_until(lambda: all(replicas.get_partition(tp).leader_epoch > epochs[tp] for tp in tps))
+        for p in range(PARTITIONS):
+            assert await produce(cluster, p, b"b%d" % p) == 1  # acks=all: the follower fetched it at once
+        assert truncated == []
+        fetches = spy.sent_by(follower)  # the last one parked now
+        assert all(f.session_id > 0 for f in fetches)  # the same session, no full fetch
+        assert sorted(tp for f in fetches for tp in f.named) == sorted(tps * 2), \
+            "each partition named twice: with its new epoch, then at its position after the new record"
+        for tp in tps:
+            log = replicas.get_partition(tp).log
+            assert [r.value for b in log.read(0, 1 << 20) for r in b.records()] == [b"a%d" % tp.partition,
+                                                                                    b"b%d" % tp.partition]

@@ -8,7 +8,7 @@ from trio.testing import MockClock
 
 from kafkalite.common import errors
 from kafkalite.common.types import TopicPartition
-from kafkalite.network.requests import LeaderAndIsrRequest
+from kafkalite.network.requests import FetchPartition, FetchPartitionResponse, FetchRequest, LeaderAndIsrRequest
 
 from .conftest import Harness, batch
 
@@ -119,6 +119,34 @@ async def test_follower_truncates_divergent_records_to_the_leaders_epoch_end(har
     await harness.wait_replicated(TP, replicas)
     assert harness.batches(1, TP) == harness.batches(2, TP)
     assert await harness.consume(2, TP) == [b"a", b"d1", b"d2", b"d3"]
+
+
+async def test_a_fetch_from_a_diverged_log_is_answered_with_the_leaders_epoch_end_not_records(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """KIP-595's check on fetch, which replaced the follower's OffsetsForLeaderEpoch round: the leader answers a
+    follower whose last fetched epoch it does not hold up to the fetch offset with where that epoch ends on it,
+    sends no records and does not take the fetch offset as the follower's position."""
+    replicas = [1, 2]
+    await harness.elect(TP, 1, replicas, replicas)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, replicas)
+    harness.transport.partition([1], [2])
+    assert (await harness.produce(1, TP, batch("b1", "b2"), batch("c"), acks=1)).error_code == 0  # epoch 0, on 1 only
+    await harness.elect(TP, 2, [2], replicas, to=[2])
+    assert (await harness.produce(2, TP, batch("d1", "d2", "d3"), acks=1)).error_code == 0  # epoch 1, from offset 1
+
+    async def fetch_as_broker_1(offset: int, last_fetched_epoch: int) -> FetchPartitionResponse:
+        response = await harness.send(2, FetchRequest(1, 0, 0, [FetchPartition(
+            TP.topic, TP.partition, offset, current_leader_epoch=1, last_fetched_epoch=last_fetched_epoch)]), "1")
+        return response.partitions[0]
+
+    diverged = await fetch_as_broker_1(4, 0)  # broker 1's log: epoch 0 up to offset 4
+    assert (diverged.error_code, diverged.diverging_epoch, diverged.diverging_end_offset) == (0, 0, 1)
+    assert diverged.batches == [] and harness.partition(2, TP).follower_log_end_offsets()[1] == -1
+    accepted = await fetch_as_broker_1(1, 0)  # truncated to offset 1: epoch 0 ends there on the leader too
+    assert accepted.diverging_epoch == -1 and [r.value for b in accepted.batches for r in b.records()] == \
+        [b"d1", b"d2", b"d3"]
+    assert harness.partition(2, TP).follower_log_end_offsets()[1] == 1
 
 
 async def test_follower_truncates_on_epoch_change_even_when_the_leader_is_unchanged(harness: Harness, autojump_clock: MockClock) -> None:
