@@ -371,8 +371,11 @@ class ReplicaFetcher:
                      self.source_broker_id, error)
             self._delay(tp, state)
         else:
-            log.warning("broker %d: %s for %s from %d: %s; waiting for the controller", self._manager.broker_id,
-                        api, tp, self.source_broker_id, error)
+            # FENCED_LEADER_EPOCH is the usual one: the leader took a LeaderAndIsr this broker has not yet, as
+            # after every epoch change that reaches the leader first (Kafka logs it at INFO too)
+            level = logging.INFO if code == errors.FENCED_LEADER_EPOCH.code else logging.WARNING
+            log.log(level, "broker %d: %s for %s from %d: %s; waiting for the controller", self._manager.broker_id,
+                    api, tp, self.source_broker_id, error)
             self._fail(tp, state)
 
 

@@ -220,8 +220,7 @@ class ReplicaManager:
             else:
                 log.warning("broker %d: not following leader %d of %s (epoch %d), which is not alive",
                             self.broker_id, state.leader, partition.topic_partition, state.leader_epoch)
-        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in following)
-        self.replica_fetcher_manager.add_fetcher_for_partitions({
+        self.replica_fetcher_manager.add_fetcher_for_partitions({  # moved from any fetcher they were in
             partition.topic_partition: (state.leader, partition.log.log_end_offset)
             for partition, state in following.items()})
 
@@ -355,15 +354,25 @@ class ReplicaManager:
 
     def _read_session(self, session: FetchSession, max_bytes: int, record_follower_fetch: bool = False
                       ) -> tuple[list[FetchPartitionResponse], int, bool]:
-        """The dirty partitions with news for the follower: data, an error, a new high watermark or log start."""
+        """The dirty partitions with news for the follower: data, an error, a new high watermark or log start.
+
+        Not a partition whose leader epoch moved past the one the follower last named: that follower's own
+        LeaderAndIsr is on its way (the controller sends one to every replica) and makes it name the new epoch.
+        Fenced now, it would drop the partition from its session only to add it back, so a LeaderAndIsr over
+        thousands of partitions that reached the leader first would cost each of them twice.
+        """
         results = []
         total = 0
         failed = False
         replica_id = session.replica_id
-        recorded_id = replica_id if record_follower_fetch else None
+        recorded_at = session.last_fetch_ms if record_follower_fetch else None
+        partitions = self.all_partitions
         for tp in session.dirty:
             cached = session.partitions[tp]
-            result = self._read_partition(cached.fetch, replica_id, recorded_id, max_bytes - total, total == 0)
+            partition = partitions.get(tp)
+            if partition is not None and 0 <= cached.fetch.current_leader_epoch < partition.leader_epoch:
+                continue
+            result = self._read_partition(cached.fetch, replica_id, recorded_at, max_bytes - total, total == 0)
             if _answer_now(result):
                 failed = True
             elif not result.batches and result.high_watermark == cached.sent_high_watermark \
@@ -414,20 +423,21 @@ class ReplicaManager:
         follower's fetch records where the follower is (`record_follower_fetch`), as in Kafka.
         """
         follower_id = request.replica_id if from_follower else None
-        recorded_id = follower_id if record_follower_fetch else None
+        recorded_at = now_ms() if from_follower and record_follower_fetch else None
         results = []
         total = 0
         failed = False
         for fetch in request.partitions:
             budget = request.max_bytes - total
-            result = self._read_partition(fetch, follower_id, recorded_id, budget, total == 0)
+            result = self._read_partition(fetch, follower_id, recorded_at, budget, total == 0)
             total += sum(batch.size_in_bytes for batch in result.batches)
             failed = failed or _answer_now(result)
             results.append(result)
         return results, total, failed
 
-    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, recorded_id: int | None, budget: int,
+    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, recorded_at: int | None, budget: int,
                         min_one_batch: bool) -> FetchPartitionResponse:
+        """One partition's read; `recorded_at`: the time of the follower's fetch, to record where it is."""
         tp = TopicPartition(fetch.topic, fetch.partition)
         try:
             partition = self._leader_partition(tp, fetch.current_leader_epoch)
@@ -444,8 +454,10 @@ class ReplicaManager:
                 raise OffsetOutOfRangeError(
                     f"fetch offset {fetch.fetch_offset} of {tp} is outside [{partition_log.log_start_offset}, "
                     f"{partition_log.log_end_offset}]")
-            if recorded_id is not None:
-                partition.update_follower_fetch_state(recorded_id, fetch.fetch_offset, fetch.log_start_offset)
+            if recorded_at is not None:
+                assert follower_id is not None
+                partition.update_follower_fetch_state(follower_id, fetch.fetch_offset, fetch.log_start_offset,
+                                                      recorded_at)
             bound = partition_log.log_end_offset if follower_id is not None else partition.high_watermark
             max_bytes = min(fetch.partition_max_bytes, budget)
             batches = [] if fetch.fetch_offset >= bound or (max_bytes <= 0 and not min_one_batch) else \
