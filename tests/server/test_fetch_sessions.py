@@ -246,6 +246,9 @@ async def test_topics_created_back_to_back_keep_one_session_per_follower_link(au
         topics = [f"t{i}" for i in range(30)]
         for topic in topics:
             await cluster.create_topic(topic, 1, 3)
+        while_creating = [f for spy in spies.values() for f in spy.sent if f.returned]
+        assert while_creating and all(f.answered == [] for f in while_creating), \
+            "a new, empty partition has nothing to tell its followers: the fetch that names it parks"
         for topic in topics:
             assert await cluster.produce(topic, 0, [Record(None, topic.encode())]) == 0  # acks=all: both followers
         for leader, spy in spies.items():
