@@ -72,7 +72,7 @@ class PartitionFetchState:
 
 
 def truncation_offset(partition: Partition, leader: EpochEndOffset) -> tuple[int, bool]:
-    """Where to truncate given the leader's answer, and whether truncation is complete (KIP-279).
+    """Where to truncate given the leader's answer (a diverging epoch), and whether truncation is complete (KIP-279).
 
     When the leader's epoch is one the follower does not have, the follower truncates to the end of its own
     largest earlier epoch and asks again about the latest epoch it has left. The leader answers with an epoch
