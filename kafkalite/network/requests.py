@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kafkalite.common.records import RecordBatch
+
+if TYPE_CHECKING:
+    import trio
 
 
 class ApiKey(IntEnum):
@@ -70,6 +73,40 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
+class Hurry:
+    """A sender's way to have its request in flight answered now with what the handler has, instead of after a
+    wait: a follower given new partitions while its fetch is parked at the leader. Abandoning the request would
+    lose its response, and with it what the leader's fetch session moved on to (KIP-227).
+
+    The channel `reset`s it for each request; a handler about to wait hands its wake-up event to `park`, which
+    refuses when the sender hurried already, and calls `unpark` when the wait ends.
+    """
+
+    __slots__ = ("hurried", "_wake")
+
+    def __init__(self) -> None:
+        self.hurried = False
+        self._wake: trio.Event | None = None
+
+    def reset(self) -> None:
+        self.hurried = False
+
+    def hurry(self) -> None:
+        self.hurried = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def park(self, wake: trio.Event) -> bool:
+        """Whether the handler may wait: `wake` is set if the sender hurries while it does."""
+        if self.hurried:
+            return False
+        self._wake = wake
+        return True
+
+    def unpark(self) -> None:
+        self._wake = None
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who sent a request and on which listener: the parts of Kafka's request header a handler needs."""
@@ -78,6 +115,7 @@ class RequestContext:
     listener: str = "NATIVE"
     client_id: str = ""
     correlation_id: int = 0
+    hurry: Hurry | None = None  # on an in-process channel whose sender may want an answer before the wait is over
 
 
 class Request:
@@ -252,6 +290,9 @@ class FetchPartition:
     partition_max_bytes: int = 1048576
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    # a follower checking its log against the leader's (KIP-595's truncation on fetch): the epoch of its last
+    # record, which the leader's log must hold up to fetch_offset; UNDEFINED_EPOCH (consumers): no check
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -287,6 +328,11 @@ class FetchPartitionResponse:
     log_start_offset: int = -1
     batches: list[RecordBatch] = field(default_factory=list)
     error_message: str | None = None
+    # Kafka's DivergingEpoch: the follower's last fetched epoch is not the leader's up to its fetch offset. The
+    # largest epoch the leader has up to the follower's, and where it ends there; the follower truncates by them
+    # as by an OffsetsForLeaderEpoch answer. -1: no divergence (or not checked)
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ from typing import Any
 import trio
 
 from kafkalite.common.errors import NetworkExceptionError
-from kafkalite.network.requests import Request, RequestContext, Response
+from kafkalite.network.requests import Hurry, Request, RequestContext, Response
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,13 @@ class Transport:
 
     async def _deliver(self, node: _Node, source: NodeId, destination: NodeId, request: Request,
                        context: RequestContext | None) -> Any:
-        """The request's way through an open connection: the door of a paused broker, the handler, the way back."""
+        """The request's way through an open connection: the door of a paused broker, the handler, the way back.
+
+        A sender already cancelled (its broker stopped) sends nothing: woken just before it was stopped, it may
+        run on to its next request without meeting a checkpoint, and a fetch it got in would tell the leader it
+        is alive and caught up after the controller has handled its death, putting it back in ISRs for good.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
         await node.gate.checkpoint()
         response = await node.handler(request, context or self._context_of(source))
         sender = self._nodes.get(source)
@@ -159,8 +165,9 @@ class Channel:
     A follower fetches from its leader without pause, and entering and leaving a Trio cancel scope costs as much
     as handling a small request: a channel pays for it once per connection instead of once per request. When
     the destination goes down it cancels the scope, as a dying process drops its connections, and the `with`
-    block ends in NETWORK_EXCEPTION wherever it was. `close()` ends the block quietly, for a sender that wants
-    to start over (a fetcher given new partitions while its fetch is parked).
+    block ends in NETWORK_EXCEPTION wherever it was. `hurry()` has the request in flight answered now, with what
+    the handler has, for a sender that wants its next request out (a fetcher given new partitions while its fetch
+    is parked).
     """
 
     def __init__(self, transport: Transport, source: NodeId, destination: NodeId) -> None:
@@ -169,7 +176,8 @@ class Channel:
         self._destination = destination
         self._scope = trio.CancelScope()
         self._node: _Node | None = None
-        self._closed = False
+        self._hurry = Hurry()
+        self._context = RequestContext(source=source, hurry=self._hurry)
 
     def __enter__(self) -> Channel:
         self._node = self._transport._node_for(self._source, self._destination)
@@ -182,13 +190,12 @@ class Channel:
         assert self._node is not None
         self._node.serving.discard(self._scope)
         swallowed = self._scope.__exit__(exc_type, exc, tb)
-        if self._scope.cancelled_caught and not self._closed:
+        if self._scope.cancelled_caught:
             raise NetworkExceptionError(f"Broker {self._destination} disconnected")
         return swallowed
 
-    def close(self) -> None:
-        self._closed = True
-        self._scope.cancel()
+    def hurry(self) -> None:
+        self._hurry.hurry()
 
     @property
     def deadline(self) -> float:
@@ -208,4 +215,5 @@ class Channel:
         transport = self._transport
         if transport._node_for(self._source, self._destination) is not node:  # a broker restarted since
             raise NetworkExceptionError(f"Broker {self._destination} is not available (connection refused)")
-        return await transport._deliver(node, self._source, self._destination, request, context)
+        self._hurry.reset()
+        return await transport._deliver(node, self._source, self._destination, request, context or self._context)

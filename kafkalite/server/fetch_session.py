@@ -39,8 +39,11 @@ class SessionPartition:
 
     def __init__(self, fetch: FetchPartition) -> None:
         self.fetch = fetch
-        self.sent_high_watermark = -1
-        self.sent_log_start_offset = -1
+        # What the follower knows already: its own log start, and, with an empty log, its high watermark, which
+        # lies between the two. So a new partition with nothing in it on either side needs no answer at all.
+        empty = fetch.fetch_offset == fetch.log_start_offset
+        self.sent_high_watermark = fetch.fetch_offset if empty else -1
+        self.sent_log_start_offset = fetch.log_start_offset
 
 
 class FetchSession:

@@ -1,9 +1,14 @@
 """Replica fetchers: one task per source (leader) broker, pulling all of its partitions in one FetchRequest.
 
-A partition enters a fetcher in the truncating state. Before fetching anything it asks the leader, with
-OffsetsForLeaderEpoch, where the follower's latest leader epoch ends on the leader, and truncates there
-(KIP-101 / KIP-279). This happens on every leader-epoch change, even when the leader stays the same
-(KAFKA-7164), because the replica may hold records of an earlier term that the leader never had.
+A partition enters a fetcher with its log unchecked against the leader's. Its fetches carry the epoch of its
+last record (`last_fetched_epoch`), and the leader answers with records only if its own log holds that epoch up
+to the fetch offset; otherwise with a diverging epoch: the largest epoch it has up to the follower's, and where
+that ends, which is what OffsetsForLeaderEpoch would have answered. The follower truncates by it (KIP-101 /
+KIP-279) and fetches again, checked again, until the leader accepts or the truncation is final. This is
+KIP-595's truncation on fetch, as Kafka's followers do it since 2.7: it happens on every leader-epoch change,
+even when the leader stays the same (KAFKA-7164), because the replica may hold records of an earlier term that
+the leader never had, but it costs no round of its own. A LeaderAndIsr over thousands of partitions only names
+them in the next fetch of the session, and only those whose logs diverged truncate.
 
 A request may be in flight while the controller moves the partition; each partition's fetch state is an
 object replaced on every change, so a response is applied only if the state that asked for it is still the
@@ -43,9 +48,6 @@ from kafkalite.network.requests import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsResponse,
-    OffsetForLeaderPartition,
-    OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
     Request,
 )
 from kafkalite.network.transport import Channel, PauseGate, Transport
@@ -63,13 +65,14 @@ _SESSION_ERRORS = frozenset({errors.FETCH_SESSION_ID_NOT_FOUND.code, errors.INVA
 class PartitionFetchState:
     partition: Partition
     fetch_offset: int
-    truncating: bool = True
+    checking_epoch: bool = True  # fetches carry the last fetched epoch until the leader accepts the log
+    known_to_leader: bool = False  # a fetch naming this state was answered: answers are about it from then on
     failed: bool = False  # fenced: wait for the controller's next LeaderAndIsr
     delayed_until: float = -math.inf  # trio time before which the partition is not fetched
 
 
 def truncation_offset(partition: Partition, leader: EpochEndOffset) -> tuple[int, bool]:
-    """Where to truncate given the leader's answer, and whether truncation is complete (KIP-279).
+    """Where to truncate given the leader's answer (a diverging epoch), and whether truncation is complete (KIP-279).
 
     When the leader's epoch is one the follower does not have, the follower truncates to the end of its own
     largest earlier epoch and asks again about the latest epoch it has left. The leader answers with an epoch
@@ -100,7 +103,7 @@ class ReplicaFetcher:
     """Fetches every partition this broker follows on one source broker, in one fetch session (KIP-227).
 
     `_in_session` is what the leader's session holds: the partitions being fetched. A partition leaves it while
-    it truncates, waits out a backoff, or is failed, and rejoins named with its new position; the next fetch
+    it waits out a backoff, or is failed, and rejoins named with its new position; the next fetch
     names what joined or moved on since the last response (`_named`) and what left (`_forgotten`), so a round
     costs what changed, not what is followed.
     """
@@ -112,7 +115,6 @@ class ReplicaFetcher:
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
         self._channel: Channel | None = None  # the connection to the source broker while there is work
-        self._truncating: dict[TopicPartition, PartitionFetchState] = {}
         self._delayed: dict[TopicPartition, PartitionFetchState] = {}
         self._in_session: dict[TopicPartition, None] = {}  # ordered, so that fetches are reproducible
         self._named: dict[TopicPartition, None] = {}
@@ -121,23 +123,21 @@ class ReplicaFetcher:
         self._session_epoch = 0  # the responses of the session received so far
 
     def add_partitions(self, states: Mapping[TopicPartition, PartitionFetchState]) -> None:
-        """Fetch these too, from the next request on; a fetch parked at the leader is abandoned for it.
+        """Fetch these too, from the next request on; a fetch parked at the leader is answered now for it.
 
         The parked fetch lacks the new partitions and would hold them back for up to replica.fetch.wait.max.ms,
         so the first acks=all produce to a new partition on a quiet cluster would wait that long. Kafka's
-        fetcher pays that wait; in one process, abandoning the fetch is free: the leader builds a response only
-        when it returns, so nothing is lost, and the next fetch names the same changes again. The fetcher closes
-        its channel and connects again, which abandons whatever request it had in flight.
+        fetcher pays that wait; in one process the fetcher hurries its channel, and the leader answers the parked
+        fetch at once with what it has. Abandoning the fetch instead would lose its response: a follower that
+        never hears back keeps naming what it named, and never learns the id of a session it was opening, so
+        topics created back to back would have it read its whole session again at every one.
         """
         for tp, state in states.items():
             self._drop(tp)
             self.partitions[tp] = state
-            if state.truncating:
-                self._truncating[tp] = state
-            else:
-                self._join(tp)
+            self._join(tp)
         if self._channel is not None:
-            self._channel.close()
+            self._channel.hurry()
         self._signal_change()
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
@@ -147,7 +147,6 @@ class ReplicaFetcher:
         self._signal_change()
 
     def _drop(self, tp: TopicPartition) -> None:
-        self._truncating.pop(tp, None)
         self._delayed.pop(tp, None)
         self._leave_session(tp)
 
@@ -170,32 +169,27 @@ class ReplicaFetcher:
         return self.partitions.get(tp) is state and not state.failed
 
     def _delay(self, tp: TopicPartition, state: PartitionFetchState) -> None:
-        self._truncating.pop(tp, None)
         self._leave_session(tp)
         state.delayed_until = trio.current_time() + self._manager.backoff_s
         self._delayed[tp] = state
 
     def _fail(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         """Fenced, or broken: the partition waits for the controller's next LeaderAndIsr."""
-        self._truncating.pop(tp, None)
         self._leave_session(tp)
         state.failed = True
 
     def _release_delayed(self) -> None:
-        """Partitions whose backoff is over go back to truncating or fetching."""
+        """Partitions whose backoff is over go back to fetching."""
         if not self._delayed:
             return
         now = trio.current_time()
         for tp, state in [(tp, st) for tp, st in self._delayed.items() if st.delayed_until <= now]:
             del self._delayed[tp]
-            if state.truncating:
-                self._truncating[tp] = state
-            else:
-                self._join(tp)
+            self._join(tp)
 
     def _has_work(self) -> bool:
         self._release_delayed()
-        return bool(self._truncating or self._in_session)
+        return bool(self._in_session)
 
     async def run(self) -> None:
         with self.cancel_scope:
@@ -216,20 +210,17 @@ class ReplicaFetcher:
                     await trio.sleep(self._manager.backoff_s)
 
     async def _work_connected(self) -> None:
-        """Truncate and fetch over one channel to the source broker, for as long as there is anything to fetch.
+        """Fetch over one channel to the source broker, for as long as there is anything to fetch.
 
         Each round yields to the scheduler: an in-process request need not (a fetch the leader can answer at
-        once, an OffsetsForLeaderEpoch), and the pause gate does not unless the broker is paused, so without
-        it a busy or stuck fetcher would keep every other task of the process, and the clock, from running.
+        once), and the pause gate does not unless the broker is paused, so without it a busy or stuck fetcher
+        would keep every other task of the process, and the clock, from running.
         """
         with self._manager.channel(self.source_broker_id) as channel:
             self._channel = channel
             try:
                 while self._has_work():
-                    if self._truncating:
-                        await self._truncate(dict(self._truncating))
-                    else:
-                        await self._fetch()
+                    await self._fetch()
                     await self._manager.gate.checkpoint()
                     await trio.lowlevel.checkpoint()
             finally:
@@ -246,53 +237,31 @@ class ReplicaFetcher:
         with trio.move_on_at(wake_at):
             await changed.wait()
 
-    # -- truncation -----------------------------------------------------------------------------------------------
+    # -- truncation ----------------------------------------------------------------------------------------------
 
-    async def _truncate(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
-        asked: dict[TopicPartition, PartitionFetchState] = {}
-        for tp, state in states.items():
-            if _latest_epoch(state.partition) == UNDEFINED_EPOCH:
-                # No epochs (nothing ever appended with one): the high watermark is the only safe point.
-                self._finish_truncation(tp, state, state.partition.high_watermark)
-            else:
-                asked[tp] = state
-        if not asked:
-            return
-        request = OffsetsForLeaderEpochRequest(self._manager.broker_id, [
-            OffsetForLeaderPartition(tp.topic, tp.partition, _latest_epoch(st.partition), st.partition.leader_epoch)
-            for tp, st in asked.items()])
-        response: OffsetsForLeaderEpochResponse = await self._send(request)
-        for answer in response.partitions:
-            tp = TopicPartition(answer.topic, answer.partition)
-            state = asked.get(tp)
-            if state is None or not self._is_current(tp, state) or not state.truncating:
-                continue
-            if answer.error_code != errors.NONE.code:
-                self._on_partition_error(tp, state, answer.error_code, "OffsetsForLeaderEpoch")
-                continue
-            offset, complete = truncation_offset(state.partition, answer)
-            if complete:
-                self._finish_truncation(tp, state, offset)
-            else:
-                state.partition.truncate_to(offset)
-
-    def _finish_truncation(self, tp: TopicPartition, state: PartitionFetchState, offset: int) -> None:
+    def _truncate_to_diverging(self, tp: TopicPartition, state: PartitionFetchState,
+                               data: FetchPartitionResponse) -> None:
+        """The leader's log leaves ours: truncate by its diverging epoch, and name the new position. A truncation
+        that is not final leaves the epoch checked again at the next fetch, about a smaller epoch (KIP-279)."""
         partition = state.partition
+        offset, complete = truncation_offset(partition, EpochEndOffset(
+            tp.topic, tp.partition, errors.NONE.code, data.diverging_epoch, data.diverging_end_offset))
         if offset < partition.log.log_end_offset:
-            log.info("broker %d: truncating %s from %d to %d (leader epoch %d)", self._manager.broker_id,
-                     partition.topic_partition, partition.log.log_end_offset, offset, partition.leader_epoch)
+            log.info("broker %d: truncating %s from %d to %d (leader epoch %d)", self._manager.broker_id, tp,
+                     partition.log.log_end_offset, offset, partition.leader_epoch)
         partition.truncate_to(offset)
-        state.truncating = False
+        state.checking_epoch = not complete
         state.fetch_offset = partition.log.log_end_offset
-        self._truncating.pop(tp, None)
-        self._join(tp)
+        self._named[tp] = None  # with or without the epoch to check, the leader must hear of it
 
     # -- fetching -------------------------------------------------------------------------------------------------
 
     def _fetch_partition(self, tp: TopicPartition) -> FetchPartition:
         state = self.partitions[tp]
+        partition = state.partition
         return FetchPartition(tp.topic, tp.partition, state.fetch_offset, self._manager.fetch_max_bytes,
-                              state.partition.leader_epoch, state.partition.log.log_start_offset)
+                              partition.leader_epoch, partition.log.log_start_offset,
+                              _latest_epoch(partition) if state.checking_epoch else UNDEFINED_EPOCH)
 
     async def _fetch(self) -> None:
         """One fetch in the session: a full one to open it, then only what changed since the last response."""
@@ -305,6 +274,7 @@ class ReplicaFetcher:
             partitions=[self._fetch_partition(tp) for tp in named], broker_epoch=manager.broker_epoch(),
             session_id=self._session_id, session_epoch=self._session_epoch,
             forgotten=[ForgottenPartition(tp.topic, tp.partition) for tp in forgotten])
+        sent = [(tp, self.partitions[tp]) for tp in named]
         response: FetchResponse = await self._send(request)
         if response.error_code in _SESSION_ERRORS:
             log.info("broker %d: fetch session %d with %d: %s; starting a new one", manager.broker_id,
@@ -318,27 +288,31 @@ class ReplicaFetcher:
             return
         if full:
             self._session_id, self._session_epoch = response.session_id, 1
-            self._named.clear()
-            self._forgotten.clear()
+            self._forgotten = {tp: None for tp, _ in sent if tp in self._forgotten}  # left while it was out
         else:
             self._session_epoch += 1
-            for tp in named:
-                self._named.pop(tp, None)
             for tp in forgotten:
                 self._forgotten.pop(tp, None)
+        for tp, state in sent:
+            if self.partitions.get(tp) is state:  # a state added while the request was out is still to be named
+                state.known_to_leader = True
+                self._named.pop(tp, None)
         out_of_range = []
         for data in response.partitions:
             tp = TopicPartition(data.topic, data.partition)
             state = self.partitions.get(tp)
-            if state is None or tp not in self._in_session or not self._is_current(tp, state):
+            if state is None or tp not in self._in_session or not state.known_to_leader:
                 if tp not in self._in_session:
                     self._forgotten[tp] = None  # the leader still has it in the session: tell it again
-                continue
+                continue  # an answer about a fetch state that is gone
             if data.error_code == errors.OFFSET_OUT_OF_RANGE.code:
                 out_of_range.append((tp, state))
             elif data.error_code != errors.NONE.code:
                 self._on_partition_error(tp, state, data.error_code, "Fetch")
+            elif data.diverging_epoch != UNDEFINED_EPOCH:
+                self._truncate_to_diverging(tp, state, data)
             else:
+                state.checking_epoch = False  # the leader holds our log: no need to check it again
                 self._process_partition_data(tp, state, data)
         for tp, state in out_of_range:
             await self._handle_offset_out_of_range(tp, state)
@@ -397,8 +371,11 @@ class ReplicaFetcher:
                      self.source_broker_id, error)
             self._delay(tp, state)
         else:
-            log.warning("broker %d: %s for %s from %d: %s; waiting for the controller", self._manager.broker_id,
-                        api, tp, self.source_broker_id, error)
+            # FENCED_LEADER_EPOCH is the usual one: the leader took a LeaderAndIsr this broker has not yet, as
+            # after every epoch change that reaches the leader first (Kafka logs it at INFO too)
+            level = logging.INFO if code == errors.FENCED_LEADER_EPOCH.code else logging.WARNING
+            log.log(level, "broker %d: %s for %s from %d: %s; waiting for the controller", self._manager.broker_id,
+                    api, tp, self.source_broker_id, error)
             self._fail(tp, state)
 
 
@@ -428,7 +405,7 @@ class ReplicaFetcherManager:
         return self._transport.channel(self.broker_id, destination)
 
     def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
-        """Start fetching each partition from `(leader id, fetch offset)`, truncating by epoch first."""
+        """Start fetching each partition from `(leader id, fetch offset)`, its log checked by epoch first."""
         self.remove_fetcher_for_partitions(partitions)
         by_leader: dict[int, dict[TopicPartition, PartitionFetchState]] = {}
         for tp, (leader_id, fetch_offset) in partitions.items():
@@ -441,7 +418,12 @@ class ReplicaFetcherManager:
                 # which truncates to the follower's own high watermark at once and is known to lose or diverge
                 # acknowledged data (KIP-101).
                 partition.truncate_to(partition.high_watermark)
-                state.fetch_offset, state.truncating = partition.log.log_end_offset, False
+                state.fetch_offset, state.checking_epoch = partition.log.log_end_offset, False
+            elif _latest_epoch(partition) == UNDEFINED_EPOCH:
+                # No epochs (nothing ever appended with one): the high watermark is the only safe point.
+                if partition.high_watermark < partition.log.log_end_offset:
+                    partition.truncate_to(partition.high_watermark)
+                state.fetch_offset, state.checking_epoch = partition.log.log_end_offset, False
             by_leader.setdefault(leader_id, {})[tp] = state
         for leader_id, states in by_leader.items():
             fetcher = self._fetchers.get(leader_id)

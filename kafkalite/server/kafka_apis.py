@@ -417,7 +417,7 @@ class KafkaApis:
             error_message=f"{p.topic} is an internal topic; only group coordinators write it") for p in internal])
 
     async def handle_fetch(self, request: FetchRequest, context: RequestContext) -> Response:
-        return await self.replica_manager.fetch_messages(request)
+        return await self.replica_manager.fetch_messages(request, context.hurry)
 
     async def handle_list_offsets(self, request: ListOffsetsRequest, context: RequestContext) -> Response:
         return self.replica_manager.fetch_offsets(request)

@@ -332,8 +332,9 @@ class Partition:
 
     # -- leader: follower tracking, high watermark, ISR ----------------------------------------------------------
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int) -> None:
-        """Record a follower's fetch: its LEO is the offset it asks for, its log start the one it reports.
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, log_start_offset: int, now: int) -> None:
+        """Record a follower's fetch at `now` (ms): its LEO is the offset it asks for, its log start the one it
+        reports.
 
         A follower is caught up if it asked for the leader's LEO, or for at least the LEO the leader had at
         the follower's previous fetch (then it was caught up as of that fetch). The second rule keeps a
@@ -343,7 +344,6 @@ class Partition:
         if state is None:
             raise NotLeaderOrFollowerError(
                 f"broker {replica_id} is not an assigned replica of {self.topic_partition}")
-        now = now_ms()
         leader_end_offset = self.log.log_end_offset
         if fetch_offset >= leader_end_offset:
             state.last_caught_up_time_ms = now

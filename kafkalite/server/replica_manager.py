@@ -25,6 +25,8 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
     DeleteRecordsPartition,
     DeleteRecordsPartitionResult,
     EpochEndOffset,
@@ -32,6 +34,7 @@ from kafkalite.network.requests import (
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    Hurry,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -68,6 +71,25 @@ def _error_of(exc: Exception, what: str) -> tuple[int, str]:
         return exc.code, exc.message
     log.exception("%s failed", what)
     return errors.UNKNOWN_SERVER_ERROR.code, f"{type(exc).__name__}: {exc}"
+
+
+def _diverging_epoch(partition: Partition, fetch: FetchPartition) -> tuple[int, int] | None:
+    """Kafka's validateFetchOffsetAndEpoch (KIP-595, truncation on fetch): where the follower's log leaves the
+    leader's, as an OffsetsForLeaderEpoch answer for its last fetched epoch, or None if its log up to the fetch
+    offset is the leader's. A follower checks so once per leader epoch, before it fetches on (ReplicaFetcher)."""
+    log_ = partition.log
+    epoch, end_offset = log_.leader_epoch_cache.end_offset_for(fetch.last_fetched_epoch, log_.log_end_offset)
+    if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
+        raise OffsetOutOfRangeError(f"the end of epoch {fetch.last_fetched_epoch} of {partition.topic_partition}, "
+                                    f"the follower's last, is not known to its leader")
+    if epoch < fetch.last_fetched_epoch or end_offset < fetch.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def _answer_now(result: FetchPartitionResponse) -> bool:
+    """A partition's result that completes a fetch whatever its size: an error, or a diverging epoch."""
+    return result.error_code != errors.NONE.code or result.diverging_epoch != UNDEFINED_EPOCH
 
 
 class ReplicaManager:
@@ -210,8 +232,7 @@ class ReplicaManager:
             else:
                 log.warning("broker %d: not following leader %d of %s (epoch %d), which is not alive",
                             self.broker_id, state.leader, partition.topic_partition, state.leader_epoch)
-        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in following)
-        self.replica_fetcher_manager.add_fetcher_for_partitions({
+        self.replica_fetcher_manager.add_fetcher_for_partitions({  # moved from any fetcher they were in
             partition.topic_partition: (state.leader, partition.log.log_end_offset)
             for partition, state in following.items()})
 
@@ -280,11 +301,13 @@ class ReplicaManager:
 
     # -- fetch ----------------------------------------------------------------------------------------------------
 
-    async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
-        """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes."""
+    async def fetch_messages(self, request: FetchRequest, hurry: Hurry | None = None) -> FetchResponse:
+        """Read now; if there is less than min_bytes and no error, park until there is or max_wait passes.
+
+        A follower in a session parks only until its sender hurries (`Hurry`): it has partitions to add."""
         from_follower = request.replica_id >= 0
         if from_follower and request.session_epoch != SESSIONLESS_EPOCH:
-            return await self._fetch_in_session(request)
+            return await self._fetch_in_session(request, hurry)
         results, readable, failed = self._read_from_local_log(request, from_follower, record_follower_fetch=True)
         if request.max_wait_ms <= 0 or self._fetch_complete(request.min_bytes, request.partitions, results, readable,
                                                             failed) \
@@ -306,7 +329,7 @@ class ReplicaManager:
             latest.append(self._read_from_local_log(request, from_follower)[0])
         return FetchResponse(errors.NONE.code, latest[0])
 
-    async def _fetch_in_session(self, request: FetchRequest) -> FetchResponse:
+    async def _fetch_in_session(self, request: FetchRequest, hurry: Hurry | None) -> FetchResponse:
         """A follower's fetch in its session (server/fetch_session.py): only the partitions that changed on
         either side are read, and only those with news are answered."""
         sessions = self.fetch_sessions
@@ -325,30 +348,44 @@ class ReplicaManager:
         session.last_fetch_ms = now_ms()
         results, readable, failed = self._read_session(session, request.max_bytes, record_follower_fetch=True)
         asked = [session.partitions[TopicPartition(r.topic, r.partition)].fetch for r in results]
-        if request.max_wait_ms > 0 and not self._fetch_complete(request.min_bytes, asked, results, readable, failed):
-            session.wake = wake = trio.Event()
+        wake = trio.Event()
+        if request.max_wait_ms > 0 and not self._fetch_complete(request.min_bytes, asked, results, readable, failed) \
+                and (hurry is None or hurry.park(wake)):
+            session.wake = wake
             entry = self.delayed_timer.schedule(trio.current_time() + request.max_wait_ms / 1000, wake)
             try:
                 await wake.wait()
             finally:
                 self.delayed_timer.cancel(entry)
                 session.wake = None
+                if hurry is not None:
+                    hurry.unpark()
             results = self._read_session(session, request.max_bytes)[0]
         self._answered(session, results)
         return FetchResponse(errors.NONE.code, results, session_id=session.id)
 
     def _read_session(self, session: FetchSession, max_bytes: int, record_follower_fetch: bool = False
                       ) -> tuple[list[FetchPartitionResponse], int, bool]:
-        """The dirty partitions with news for the follower: data, an error, a new high watermark or log start."""
+        """The dirty partitions with news for the follower: data, an error, a new high watermark or log start.
+
+        Not a partition whose leader epoch moved past the one the follower last named: that follower's own
+        LeaderAndIsr is on its way (the controller sends one to every replica) and makes it name the new epoch.
+        Fenced now, it would drop the partition from its session only to add it back, so a LeaderAndIsr over
+        thousands of partitions that reached the leader first would cost each of them twice.
+        """
         results = []
         total = 0
         failed = False
         replica_id = session.replica_id
-        recorded_id = replica_id if record_follower_fetch else None
+        recorded_at = session.last_fetch_ms if record_follower_fetch else None
+        partitions = self.all_partitions
         for tp in session.dirty:
             cached = session.partitions[tp]
-            result = self._read_partition(cached.fetch, replica_id, recorded_id, max_bytes - total, total == 0)
-            if result.error_code != errors.NONE.code:
+            partition = partitions.get(tp)
+            if partition is not None and 0 <= cached.fetch.current_leader_epoch < partition.leader_epoch:
+                continue
+            result = self._read_partition(cached.fetch, replica_id, recorded_at, max_bytes - total, total == 0)
+            if _answer_now(result):
                 failed = True
             elif not result.batches and result.high_watermark == cached.sent_high_watermark \
                     and result.log_start_offset == cached.sent_log_start_offset:
@@ -382,7 +419,8 @@ class ReplicaManager:
     @staticmethod
     def _fetch_complete(min_bytes: int, partitions: Sequence[FetchPartition], results: list[FetchPartitionResponse],
                         readable: int, failed: bool) -> bool:
-        """Kafka's DelayedFetch completion (min_bytes read, or an error), and one more for followers: a leader log
+        """Kafka's DelayedFetch completion (min_bytes read, an error or a diverging epoch: `failed`), and one more
+        for followers: a leader log
         start beyond the one the follower reported. A DeleteRecords waits for the followers to move theirs, and
         they learn it from a fetch response; parked for replica.fetch.wait.max.ms, they would make it wait that
         long. Consumers report no log start (-1)."""
@@ -397,30 +435,41 @@ class ReplicaManager:
         follower's fetch records where the follower is (`record_follower_fetch`), as in Kafka.
         """
         follower_id = request.replica_id if from_follower else None
-        recorded_id = follower_id if record_follower_fetch else None
+        recorded_at = now_ms() if from_follower and record_follower_fetch else None
         results = []
         total = 0
         failed = False
         for fetch in request.partitions:
             budget = request.max_bytes - total
-            result = self._read_partition(fetch, follower_id, recorded_id, budget, total == 0)
+            result = self._read_partition(fetch, follower_id, recorded_at, budget, total == 0)
             total += sum(batch.size_in_bytes for batch in result.batches)
-            failed = failed or result.error_code != errors.NONE.code
+            failed = failed or _answer_now(result)
             results.append(result)
         return results, total, failed
 
-    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, recorded_id: int | None, budget: int,
+    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, recorded_at: int | None, budget: int,
                         min_one_batch: bool) -> FetchPartitionResponse:
+        """One partition's read; `recorded_at`: the time of the follower's fetch, to record where it is."""
         tp = TopicPartition(fetch.topic, fetch.partition)
         try:
             partition = self._leader_partition(tp, fetch.current_leader_epoch)
             partition_log = partition.log
+            if fetch.last_fetched_epoch != UNDEFINED_EPOCH:
+                diverging = _diverging_epoch(partition, fetch)
+                if diverging is not None:
+                    return FetchPartitionResponse(fetch.topic, fetch.partition, errors.NONE.code,
+                                                  high_watermark=partition.high_watermark,
+                                                  last_stable_offset=partition.high_watermark,
+                                                  log_start_offset=partition_log.log_start_offset,
+                                                  diverging_epoch=diverging[0], diverging_end_offset=diverging[1])
             if not partition_log.log_start_offset <= fetch.fetch_offset <= partition_log.log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"fetch offset {fetch.fetch_offset} of {tp} is outside [{partition_log.log_start_offset}, "
                     f"{partition_log.log_end_offset}]")
-            if recorded_id is not None:
-                partition.update_follower_fetch_state(recorded_id, fetch.fetch_offset, fetch.log_start_offset)
+            if recorded_at is not None:
+                assert follower_id is not None
+                partition.update_follower_fetch_state(follower_id, fetch.fetch_offset, fetch.log_start_offset,
+                                                      recorded_at)
             bound = partition_log.log_end_offset if follower_id is not None else partition.high_watermark
             max_bytes = min(fetch.partition_max_bytes, budget)
             batches = [] if fetch.fetch_offset >= bound or (max_bytes <= 0 and not min_one_batch) else \

@@ -1,5 +1,6 @@
 """The in-process transport's connections: a Channel serves a stream of requests in one cancel scope, and a broker
-going down, a cut link, a closed channel or a deadline each end a request the way the sender expects."""
+going down, a cut link or a deadline each end a request the way the sender expects, and a sender can have its
+parked request answered at once."""
 
 from __future__ import annotations
 
@@ -67,24 +68,41 @@ async def test_a_broker_going_down_ends_the_channel_and_its_parked_request(autoj
             pass
 
 
-async def test_closing_a_channel_abandons_its_request_quietly(autojump_clock: Any) -> None:
-    broker = Broker()
-    broker.park = True
-    transport = transport_with(broker)
-    reached_end = False
+async def test_hurrying_a_channel_has_its_parked_request_answered_now(autojump_clock: Any) -> None:
+    """A handler that may wait hands its wake-up to the context's `Hurry`; the sender hurrying sets it, so the
+    request is answered (not abandoned) at once, and a hurry that comes before the handler waits is kept."""
+    answered_at: list[float] = []
+
+    async def handle(request: Request, context: RequestContext) -> Any:
+        assert isinstance(request, MetadataRequest) and context.hurry is not None
+        if request.topics == ["late"]:
+            await trio.sleep(2)  # busy before it parks
+        wake = trio.Event()
+        if context.hurry.park(wake):
+            with trio.move_on_after(60):
+                await wake.wait()
+            context.hurry.unpark()
+        answered_at.append(trio.current_time())
+        return request
+
+    transport = Transport()
+    transport.register(1, handle, PauseGate())
+    started = trio.current_time()
     async with trio.open_nursery() as nursery:
         with transport.channel(2, 1) as channel:
-            async def close_later() -> None:
+            async def hurry_later() -> None:
                 await trio.sleep(1)
-                channel.close()
+                channel.hurry()
 
-            nursery.start_soon(close_later)
-            await channel.send(MetadataRequest())
-            reached_end = True
-    assert not reached_end and broker.cancelled == 1
-    broker.park = False  # the broker still serves the next connection
-    with transport.channel(2, 1) as channel:
-        assert await channel.send(MetadataRequest()) == (MetadataRequest(), 2)
+            nursery.start_soon(hurry_later)
+            assert await channel.send(MetadataRequest(["a"])) == MetadataRequest(["a"])
+            assert answered_at == [started + 1]
+            channel.hurry()  # between requests: it concerns the request in flight, so the next one waits
+            assert await channel.send(MetadataRequest(["b"])) == MetadataRequest(["b"])
+            assert answered_at[1] == started + 61
+            nursery.start_soon(hurry_later)
+            assert await channel.send(MetadataRequest(["late"])) == MetadataRequest(["late"])
+            assert answered_at[2] == started + 63  # hurried at 62, before it parked at 63: it did not park
 
 
 async def test_a_cut_link_fails_the_next_request() -> None:

@@ -38,6 +38,7 @@ class Fetch:
     answered: list[TopicPartition] = field(default_factory=list)
     error_code: int = 0
     reads: int = 0
+    returned: bool = False  # answered; False while parked, and for good if the follower abandoned it
 
 
 class FetchSpy:
@@ -45,21 +46,25 @@ class FetchSpy:
 
     def __init__(self, cluster: Cluster, leader: int) -> None:
         self.fetches: list[Fetch] = []
+        self.sent: list[Fetch] = []
         manager: ReplicaManager = cluster.broker(leader).replica_manager
         fetch_messages, read_partition = manager.fetch_messages, manager._read_partition
         current: list[Fetch] = []
 
-        async def spy_fetch(request: FetchRequest) -> FetchResponse:
+        async def spy_fetch(request: FetchRequest, *args: Any) -> FetchResponse:
             fetch = Fetch(request.replica_id, request.session_id, request.session_epoch,
                           [TopicPartition(p.topic, p.partition) for p in request.partitions],
                           [TopicPartition(p.topic, p.partition) for p in request.forgotten])
             current.append(fetch)
+            if request.replica_id >= 0:
+                self.sent.append(fetch)
             try:
-                response = await fetch_messages(request)
+                response = await fetch_messages(request, *args)
             finally:
                 current.remove(fetch)
             fetch.error_code = response.error_code
             fetch.answered = [TopicPartition(p.topic, p.partition) for p in response.partitions]
+            fetch.returned = True
             if request.replica_id >= 0:
                 self.fetches.append(fetch)
             return response
@@ -73,10 +78,16 @@ class FetchSpy:
         manager._read_partition = spy_read  # type: ignore[method-assign]
 
     def from_follower(self, replica_id: int) -> list[Fetch]:
+        """The follower's fetches answered since the spy was set or cleared, in the order of their answers."""
         return [f for f in self.fetches if f.replica_id == replica_id]
+
+    def sent_by(self, replica_id: int) -> list[Fetch]:
+        """Every fetch the follower sent since then, answered or not (one parked now, or one it abandoned)."""
+        return [f for f in self.sent if f.replica_id == replica_id]
 
     def clear(self) -> None:
         self.fetches.clear()
+        self.sent.clear()
 
 
 async def topic_led_by_one_broker(cluster: Cluster) -> tuple[int, int]:
@@ -226,3 +237,79 @@ async def test_a_caught_up_follower_rejoins_the_isr_after_a_failed_isr_write_wit
         cluster.resume_broker(follower)
         await cluster.wait_until(lambda: follower in cluster.partition_state("t", 0).isr, timeout=30)
         assert refused and partition.log.log_end_offset == 1  # readmitted without a record written since
+
+
+async def test_topics_created_back_to_back_keep_one_session_per_follower_link(autojump_clock: Any) -> None:
+    """Each new partition makes its followers fetch it while their fetch is parked at the leader: answered at once,
+    that fetch keeps the session going, and the next names only the new partition. Abandoned, it lost the session's
+    id while opening (a full session again at every topic) and, later, every partition named since the last
+    response (each fetch naming more)."""
+    async with Cluster(brokers=3, config=CONFIG, seed=7) as cluster:
+        spies = {broker: FetchSpy(cluster, broker) for broker in cluster.live_broker_ids}
+        topics = [f"t{i}" for i in range(30)]
+        for topic in topics:
+            await cluster.create_topic(topic, 1, 3)
+        while_creating = [f for spy in spies.values() for f in spy.sent if f.returned]
+        assert while_creating and all(f.answered == [] for f in while_creating), \
+            "a new, empty partition has nothing to tell its followers: the fetch that names it parks"
+        for topic in topics:
+            assert await cluster.produce(topic, 0, [Record(None, topic.encode())]) == 0  # acks=all: both followers
+        for leader, spy in spies.items():
+            led = {TopicPartition(topic, 0) for topic in topics if cluster.leader_for(topic, 0) == leader}
+            for follower in cluster.live_broker_ids:
+                if follower == leader:
+                    continue
+                fetches = spy.sent_by(follower)
+                assert all(f.returned and f.error_code == 0 for f in fetches[:-1])  # the last one is parked now
+                assert sum(f.session_id == 0 for f in fetches) == 1, "one session opened, and kept"
+                session_ids = {f.session_id for f in fetches if f.session_id > 0}
+                assert len(session_ids) == 1
+                assert all(len(f.named) <= 2 for f in fetches[1:])  # what was just added or moved on, never a backlog
+                session = cluster.broker(leader).replica_manager.fetch_sessions.get(follower, session_ids.pop())
+                assert session is not None and set(session.partitions) == led
+
+
+async def test_an_isr_change_under_the_same_leader_truncates_nothing_and_costs_one_named_fetch(
+        autojump_clock: Any) -> None:
+    """A third replica's controlled shutdown bumps every partition's leader epoch, the leader unchanged. Each
+    follower names each partition once with its new epoch and the epoch of its last record, which the leader
+    checks and accepts: no truncation, no round of OffsetsForLeaderEpoch, no position reset, and no data lost."""
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        await cluster.create_topic("t", PARTITIONS, 3)
+        leader, follower, third = cluster.live_broker_ids
+        tps = [TopicPartition("t", p) for p in range(PARTITIONS)]
+        await cluster.reassign_partitions({tp: [leader, follower, third] for tp in tps})
+        await cluster.elect_preferred_leaders(tps)
+        await cluster.wait_until(lambda: all(cluster.leader_for("t", p) == leader and
+                                             len(cluster.partition_state("t", p).isr) == 3 for p in range(PARTITIONS)))
+        await trio.sleep(5)  # the moves settle on every broker
+        for p in range(PARTITIONS):
+            await produce(cluster, p, b"a%d" % p)
+        await trio.sleep(2)  # the follower's positions named, the high watermarks answered
+        replicas = cluster.broker(follower).replica_manager
+        epochs = {tp: replicas.get_partition(tp).leader_epoch for tp in tps}
+        truncated: list[TopicPartition] = []
+        for tp in tps:
+            partition = replicas.get_partition(tp)
+            truncate_to = partition.truncate_to
+
+            def spy_truncate(offset: int, tp: TopicPartition = tp, truncate_to: Any = truncate_to) -> None:
+                truncated.append(tp)
+                truncate_to(offset)
+
+            partition.truncate_to = spy_truncate  # type: ignore[method-assign]
+        spy = FetchSpy(cluster, leader)
+        await cluster.shutdown_broker(third)
+        await cluster.wait_until(lambda: all(replicas.get_partition(tp).leader_epoch > epochs[tp] for tp in tps))
+        for p in range(PARTITIONS):
+            assert await produce(cluster, p, b"b%d" % p) == 1  # acks=all: the follower fetched it at once
+        assert truncated == []
+        fetches = spy.sent_by(follower)  # the last one parked now
+        assert all(f.session_id > 0 for f in fetches)  # the same session, no full fetch
+        assert not any(f.forgotten for f in fetches)  # none left the session, even in passing
+        assert sorted(tp for f in fetches for tp in f.named) == sorted(tps * 2), \
+            "each partition named twice: with its new epoch, then at its position after the new record"
+        for tp in tps:
+            log = replicas.get_partition(tp).log
+            assert [r.value for b in log.read(0, 1 << 20) for r in b.records()] == [b"a%d" % tp.partition,
+                                                                                    b"b%d" % tp.partition]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import pytest
 import trio
@@ -10,7 +11,7 @@ from trio.testing import MockClock
 
 from kafkalite.common import errors
 from kafkalite.common.types import TopicPartition
-from kafkalite.network.requests import LeaderAndIsrRequest
+from kafkalite.network.requests import FetchPartition, FetchPartitionResponse, FetchRequest, LeaderAndIsrRequest
 from kafkalite.server.partition import Partition
 
 from .conftest import Harness, batch
@@ -142,6 +143,67 @@ async def test_follower_truncates_divergent_records_to_the_leaders_epoch_end(har
     await harness.wait_replicated(TP, replicas)
     assert harness.batches(1, TP) == harness.batches(2, TP)
     assert await harness.consume(2, TP) == [b"a", b"d1", b"d2", b"d3"]
+
+
+async def test_a_fetch_from_a_diverged_log_is_answered_with_the_leaders_epoch_end_not_records(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """KIP-595's check on fetch, which replaced the follower's OffsetsForLeaderEpoch round: the leader answers a
+    follower whose last fetched epoch it does not hold up to the fetch offset with where that epoch ends on it,
+    sends no records and does not take the fetch offset as the follower's position."""
+    replicas = [1, 2]
+    await harness.elect(TP, 1, replicas, replicas)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, replicas)
+    harness.transport.partition([1], [2])
+    assert (await harness.produce(1, TP, batch("b1", "b2"), batch("c"), acks=1)).error_code == 0  # epoch 0, on 1 only
+    await harness.elect(TP, 2, [2], replicas, to=[2])
+    assert (await harness.produce(2, TP, batch("d1", "d2", "d3"), acks=1)).error_code == 0  # epoch 1, from offset 1
+
+    async def fetch_as_broker_1(offset: int, last_fetched_epoch: int) -> FetchPartitionResponse:
+        response = await harness.send(2, FetchRequest(1, 0, 0, [FetchPartition(
+            TP.topic, TP.partition, offset, current_leader_epoch=1, last_fetched_epoch=last_fetched_epoch)]), "1")
+        return response.partitions[0]
+
+    diverged = await fetch_as_broker_1(4, 0)  # broker 1's log: epoch 0 up to offset 4
+    assert (diverged.error_code, diverged.diverging_epoch, diverged.diverging_end_offset) == (0, 0, 1)
+    assert diverged.batches == [] and harness.partition(2, TP).follower_log_end_offsets()[1] == -1
+    accepted = await fetch_as_broker_1(1, 0)  # truncated to offset 1: epoch 0 ends there on the leader too
+    assert accepted.diverging_epoch == -1 and [r.value for b in accepted.batches for r in b.records()] == \
+        [b"d1", b"d2", b"d3"]
+    assert harness.partition(2, TP).follower_log_end_offsets()[1] == 1
+
+
+async def test_a_new_epoch_that_reaches_the_leader_first_leaves_the_followers_partition_in_its_session(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """The controller sends every replica the same LeaderAndIsr; when the leader takes it first, the follower's
+    session still names the old epoch. The leader's session read leaves the partition for the follower's own
+    LeaderAndIsr to re-name instead of answering FENCED_LEADER_EPOCH, which would fail it in the follower's
+    fetcher and move it out of the session and back. Nothing is lost either way."""
+    replicas = [1, 2]
+    await harness.elect(TP, 1, replicas, replicas)
+    assert (await harness.produce(1, TP, batch("a"))).error_code == 0
+    await harness.wait_replicated(TP, replicas)
+    await trio.sleep(1)  # the follower's fetch is parked at the leader
+    leader = harness.brokers[1].replica_manager
+    read_partition, answered = leader._read_partition, []
+
+    def read_recording(*args: Any) -> FetchPartitionResponse:
+        result = read_partition(*args)
+        answered.append(result.error_code)
+        return result
+
+    leader._read_partition = read_recording  # type: ignore[method-assign]
+    fetcher = harness.brokers[2].replica_manager.replica_fetcher_manager
+    state = fetcher.fetch_state(TP)
+    new_epoch = harness.write_state(TP, 1, replicas)  # same leader, same ISR: a new leader epoch all the same
+    await harness.tell(TP, new_epoch, replicas, [1])
+    await trio.sleep(1)  # the leader woke the follower's parked fetch with the partition's news
+    assert errors.FENCED_LEADER_EPOCH.code not in answered and state is not None and not state.failed
+    await harness.tell(TP, new_epoch, replicas, [2])
+    assert (await harness.produce(1, TP, batch("b"))).error_code == 0
+    await harness.wait_replicated(TP, replicas)
+    assert harness.batches(2, TP) == harness.batches(1, TP) and await harness.consume(1, TP) == [b"a", b"b"]
+    assert errors.FENCED_LEADER_EPOCH.code not in answered
 
 
 async def test_follower_truncates_on_epoch_change_even_when_the_leader_is_unchanged(harness: Harness, autojump_clock: MockClock) -> None:

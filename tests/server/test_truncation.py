@@ -1,9 +1,10 @@
 """The follower's truncation by leader epoch (KIP-279), round by round, on real logs and epoch caches.
 
-ReplicaFetcher asks the leader where the follower's latest epoch ends, truncates, and asks again while
-`truncation_offset` says the answer was not final. These tests drive the same rounds without brokers, to pin
-down the one property the fetcher relies on: every round that does not finish removes the follower's latest
-epoch, so the same OffsetsForLeaderEpoch question is never asked twice and the rounds end.
+ReplicaFetcher's fetches carry the follower's latest epoch; the leader answers where that epoch ends on it when
+the logs diverge (KIP-595's diverging epoch, the answer OffsetsForLeaderEpoch gives), and the follower truncates
+and asks again while `truncation_offset` says the answer was not final. These tests drive the same rounds
+without brokers, to pin down the one property the fetcher relies on: every round that does not finish removes
+the follower's latest epoch, so the same question is never asked twice and the rounds end.
 """
 
 from __future__ import annotations
