@@ -270,7 +270,7 @@ async def test_topics_created_back_to_back_keep_one_session_per_follower_link(au
 
 
 async def test_an_isr_change_under_the_same_leader_truncates_nothing_and_costs_one_named_fetch(
-        autojump_clock: Any) -> None:
+        autojump_clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A third replica's controlled shutdown bumps every partition's leader epoch, the leader unchanged. Each
     follower names each partition once with its new epoch and the epoch of its last record, which the leader
     checks and accepts: no truncation, no round of OffsetsForLeaderEpoch, no position reset, and no data lost."""
@@ -289,15 +289,15 @@ async def test_an_isr_change_under_the_same_leader_truncates_nothing_and_costs_o
         replicas = cluster.broker(follower).replica_manager
         epochs = {tp: replicas.get_partition(tp).leader_epoch for tp in tps}
         truncated: list[TopicPartition] = []
-        for tp in tps:
-            partition = replicas.get_partition(tp)
-            truncate_to = partition.truncate_to
+        truncate_to = Partition.truncate_to
+        followed = {id(replicas.get_partition(tp)) for tp in tps}
 
-            def spy_truncate(offset: int, tp: TopicPartition = tp, truncate_to: Any = truncate_to) -> None:
-                truncated.append(tp)
-                truncate_to(offset)
+        def spy_truncate(partition: Partition, offset: int) -> None:
+            if id(partition) in followed:
+                truncated.append(partition.topic_partition)
+            truncate_to(partition, offset)
 
-            partition.truncate_to = spy_truncate  # type: ignore[method-assign]
+        monkeypatch.setattr(Partition, "truncate_to", spy_truncate)
         spy = FetchSpy(cluster, leader)
         await cluster.shutdown_broker(third)
         await cluster.wait_until(lambda: all(replicas.get_partition(tp).leader_epoch > epochs[tp] for tp in tps))
