@@ -107,17 +107,20 @@ class ControllerBrokerRequestBatch:
     def update_metadata_partition_states(self) -> list[UpdateMetadataPartitionState]:
         """What the batch's UpdateMetadata says of its partitions, as the context holds them now."""
         context = self.context
+        leaderships, live, deleting = context.partition_leadership_info, context.live_brokers, \
+            context.topics_to_be_deleted
         states = []
         for tp in self.update_metadata_request_partitions:
-            leadership = context.partition_leadership_info.get(tp)
+            leadership = leaderships.get(tp)
             if leadership is None:
                 continue  # no leader assigned yet: nothing to tell
             lai = leadership.leader_and_isr
             replicas = context.partition_replica_assignment(tp)
-            leader = LEADER_DURING_DELETE if context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader
+            offline = [r for r in replicas if r not in live]
             states.append(UpdateMetadataPartitionState(
-                tp.topic, tp.partition, leadership.controller_epoch, leader, lai.leader_epoch, list(lai.isr),
-                lai.zk_version, list(replicas), [r for r in replicas if r not in context.live_brokers]))
+                tp.topic, tp.partition, leadership.controller_epoch,
+                LEADER_DURING_DELETE if tp.topic in deleting else lai.leader, lai.leader_epoch, list(lai.isr),
+                lai.zk_version, list(replicas), offline))
         return states
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
@@ -163,7 +166,7 @@ class ControllerBrokerRequestBatch:
             if broker_id not in self.context.live_or_shutting_down_broker_ids:
                 continue
             leaders = {state.leader for state in states.values()}
-            for tp, state in states.items():
+            for tp, state in states.items() if state_change_log.isEnabledFor(logging.INFO) else ():
                 state_change_log.info("controller %d epoch %d sending LeaderAndIsr (leader=%d, epoch=%d, isr=%s) "
                                       "to broker %d for %s", self.controller_id, controller_epoch, state.leader,
                                       state.leader_epoch, state.isr, broker_id, tp)

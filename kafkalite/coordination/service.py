@@ -370,7 +370,10 @@ class CoordinationService:
         for event in txn.events:
             fired: set[int] = set()
             for child in _WATCH_KINDS_FIRED[event.type]:
-                for session_id in self._watch_table(child).pop(event.path, ()):
+                watching = self._watch_table(child).pop(event.path, None)
+                if watching is None:  # most events: a transaction creating a topic's partitions fires few watches
+                    continue
+                for session_id in watching:
                     fired.add(session_id)
                     self._sessions[session_id]._watches.discard((child, event.path))
             for session_id in sorted(fired):
@@ -395,10 +398,12 @@ class CoordinationService:
     def _create(self, txn: _Transaction, session: Session, op: CreateOp, make_parents: bool) -> str:
         path = validate_path(op.path) if not op.sequential else op.path
         parent_path, name = _split(path)
-        validate_path(parent_path)
-        if parent_path not in self._nodes and make_parents:
-            self._create(txn, session, CreateOp(parent_path), make_parents=True)
         parent = self._nodes.get(parent_path)
+        if parent is None:  # a stored path was validated when it was created
+            validate_path(parent_path)
+            if make_parents:
+                self._create(txn, session, CreateOp(parent_path), make_parents=True)
+                parent = self._nodes.get(parent_path)
         if parent is None:
             raise NoNodeError(parent_path, f"parent of {path} does not exist")
         if parent.ephemeral_owner:
