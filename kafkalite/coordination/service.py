@@ -183,7 +183,7 @@ class _Transaction:
         self.zxid = zxid
         self.now = trio.current_time()  # every node the transaction touches gets the same ctime or mtime
         self.undo: list[Callable[[], None]] = []
-        self.events: list[WatchedEvent] = []
+        self.events: list[tuple[EventType, str]] = []  # a WatchedEvent is made only for an event a watch hears
 
 
 class CoordinationService:
@@ -367,17 +367,19 @@ class CoordinationService:
 
     def _commit(self, txn: _Transaction) -> None:
         self._zxid = txn.zxid
-        for event in txn.events:
+        for kind, path in txn.events:
             fired: set[int] = set()
-            for child in _WATCH_KINDS_FIRED[event.type]:
-                watching = self._watch_table(child).pop(event.path, None)
+            for child in _WATCH_KINDS_FIRED[kind]:
+                watching = self._watch_table(child).pop(path, None)
                 if watching is None:  # most events: a transaction creating a topic's partitions fires few watches
                     continue
                 for session_id in watching:
                     fired.add(session_id)
-                    self._sessions[session_id]._watches.discard((child, event.path))
-            for session_id in sorted(fired):
-                self._queue(self._sessions[session_id], event)
+                    self._sessions[session_id]._watches.discard((child, path))
+            if fired:
+                event = WatchedEvent(kind, path)
+                for session_id in sorted(fired):
+                    self._queue(self._sessions[session_id], event)
         self._deliver()
 
     def _apply(self, txn: _Transaction, session: Session, op: Op, make_parents: bool) -> object:
@@ -431,8 +433,8 @@ class CoordinationService:
                 self._ephemerals[owner].discard(path)
 
         txn.undo.append(undo)
-        txn.events.append(WatchedEvent(EventType.NODE_CREATED, path))
-        txn.events.append(WatchedEvent(EventType.NODE_CHILDREN_CHANGED, parent_path))
+        txn.events.append((EventType.NODE_CREATED, path))
+        txn.events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
         return path
 
     def _set(self, txn: _Transaction, path: str, data: bytes, version: int) -> ZnodeStat:
@@ -446,7 +448,7 @@ class CoordinationService:
             node.data, node.version, node.mzxid, node.mtime = old
 
         txn.undo.append(undo)
-        txn.events.append(WatchedEvent(EventType.NODE_DATA_CHANGED, path))
+        txn.events.append((EventType.NODE_DATA_CHANGED, path))
         return node.stat()
 
     def _delete(self, txn: _Transaction, path: str, version: int) -> None:
@@ -476,8 +478,8 @@ class CoordinationService:
                 owned.add(path)
 
         txn.undo.append(undo)
-        txn.events.append(WatchedEvent(EventType.NODE_DELETED, path))
-        txn.events.append(WatchedEvent(EventType.NODE_CHILDREN_CHANGED, parent_path))
+        txn.events.append((EventType.NODE_DELETED, path))
+        txn.events.append((EventType.NODE_CHILDREN_CHANGED, parent_path))
 
     # -- watch delivery -------------------------------------------------------------------------------------------
 
