@@ -116,11 +116,10 @@ class ControllerBrokerRequestBatch:
                 continue  # no leader assigned yet: nothing to tell
             lai = leadership.leader_and_isr
             replicas = context.partition_replica_assignment(tp)
-            offline = [r for r in replicas if r not in live]
             states.append(UpdateMetadataPartitionState(
                 tp.topic, tp.partition, leadership.controller_epoch,
-                LEADER_DURING_DELETE if tp.topic in deleting else lai.leader, lai.leader_epoch, list(lai.isr),
-                lai.zk_version, list(replicas), offline))
+                LEADER_DURING_DELETE if tp.topic in deleting else lai.leader, lai.leader_epoch, lai.isr,
+                lai.zk_version, tuple(replicas), tuple([r for r in replicas if r not in live])))
         return states
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,

@@ -44,7 +44,7 @@ def requests() -> list[r.Request]:
             r.LeaderAndIsrPartitionState("orders", 1, 3, 2, 0, [], 0, [2]),
         ], live_brokers()),
         r.UpdateMetadataRequest(1, 3, 77, [
-            r.UpdateMetadataPartitionState("orders", 0, 3, r.LEADER_DURING_DELETE, 5, [1], 2, [1, 2], [2]),
+            r.UpdateMetadataPartitionState("orders", 0, 3, r.LEADER_DURING_DELETE, 5, (1,), 2, (1, 2), (2,)),
         ], live_brokers()),
         r.StopReplicaRequest(1, 3, 77, [r.StopReplicaPartition("orders", 0, True, 4),
                                         r.StopReplicaPartition("logs", 2, False)]),
