@@ -100,7 +100,7 @@ class ControllerContext:
         return [tp for topic in sorted(self.partition_assignments) for tp in self.partitions_for_topic(topic)]
 
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return [TopicPartition(topic, partition) for topic, partition, replicas in self.assignments()
+        return [TopicPartition(topic, partition) for topic, partition, replicas in self._assignments()
                 if broker_id in replicas]
 
     def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionAndReplica]:
@@ -108,10 +108,10 @@ class ControllerContext:
                 for tp in partitions for r in self.partition_replica_assignment(tp)]
 
     def replicas_on_brokers(self, broker_ids: set[int]) -> list[PartitionAndReplica]:
-        return [PartitionAndReplica(topic, partition, r) for topic, partition, replicas in self.assignments()
+        return [PartitionAndReplica(topic, partition, r) for topic, partition, replicas in self._assignments()
                 for r in replicas if r in broker_ids]
 
-    def assignments(self) -> Iterator[tuple[str, int, list[int]]]:
+    def _assignments(self) -> Iterator[tuple[str, int, list[int]]]:
         """(topic, partition, replicas) of every partition, in order."""
         for topic in sorted(self.partition_assignments):
             assignment = self.partition_assignments[topic]

@@ -60,9 +60,10 @@ class PartitionStateMachine:
         self.zk = zk
         self.batch = batch
 
-    def startup(self) -> None:
-        """Initial states from what failover read, then elect leaders wherever there is none."""
-        for tp in self.context.all_partitions():
+    def startup(self, partitions: Sequence[TopicPartition]) -> None:
+        """Initial states of `partitions` (every partition) from what failover read, then elect leaders wherever
+        there is none."""
+        for tp in partitions:
             leadership = self.context.partition_leadership_info.get(tp)
             if leadership is None:
                 self.context.partition_states[tp] = PartitionState.NEW

@@ -24,7 +24,7 @@ raises IllegalStateTransition and changes nothing:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
@@ -61,11 +61,11 @@ class ReplicaStateMachine:
         self.batch = batch
         self._on_stop_replica_with_delete = on_stop_replica_with_delete
 
-    def startup(self) -> None:
-        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones (their
-        LeaderAndIsr only: failover has just sent every broker every partition's state), and
-        take the others offline, out of every ISR, as Kafka's ReplicaStateMachine.startup does: a broker that
-        died while there was no controller (the controller's own, say) would otherwise stay in the ISRs it was in
+    def startup(self, partitions: Sequence[TopicPartition]) -> None:
+        """Replicas of `partitions` (every partition) on live brokers are online, the others cannot be deleted now;
+        then tell the live ones (their LeaderAndIsr only: failover has just sent every broker every partition's
+        state), and take the others offline, out of every ISR, as Kafka's ReplicaStateMachine.startup does: a broker
+        that died while there was no controller (the controller's own, say) would otherwise stay in the ISRs it was in
         until each leader's lag check dropped it, and acks=all writes would wait for it meanwhile."""
         context, batch = self.context, self.batch
         states, live, leaderships = context.replica_states, context.live_brokers, context.partition_leadership_info
@@ -75,7 +75,9 @@ class ReplicaStateMachine:
         # partition's LeaderAndIsr is built once for all of its live replicas.
         batch.new_batch()
         try:
-            for topic, partition, assignment in context.assignments():
+            for tp in partitions:
+                topic, partition = tp
+                assignment = context.partition_replica_assignment(tp)
                 online = []
                 for broker_id in assignment:
                     replica = PartitionAndReplica(topic, partition, broker_id)
@@ -88,7 +90,6 @@ class ReplicaStateMachine:
                         states[replica] = ReplicaState.DELETION_INELIGIBLE
                         if not context.is_topic_queued_up_for_deletion(topic):
                             offline.append(replica)
-                tp = TopicPartition(topic, partition)
                 leadership = leaderships.get(tp)
                 if online and leadership is not None:
                     batch.add_leader_and_isr_request_for_brokers(online, tp, leadership, assignment,
