@@ -167,8 +167,8 @@ def validate_path(path: str) -> str:
     """ZooKeeper's path rules: absolute, no empty, `.` or `..` components, no trailing slash but on the root."""
     if not isinstance(path, str) or not path.startswith("/"):
         raise BadArgumentsError(str(path), "path must start with /")
-    if path == "/":
-        return path
+    if path == "/" or ("//" not in path and "/." not in path and not path.endswith("/")):
+        return path  # no empty component and none starting with a dot: the common case, without splitting
     if path.endswith("/"):
         raise BadArgumentsError(path, "path must not end with /")
     for component in path[1:].split("/"):
