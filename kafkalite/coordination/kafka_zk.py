@@ -71,8 +71,11 @@ def encode(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
-def decode(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+def decode(data: bytes, *, use_list: bool = True) -> Any:
+    """`use_list=False` gives tuples for arrays: the cyclic GC stops tracking a tuple of ints, so the 100,000
+    replica lists of a large topic's znode, read at every controller failover, do not reach its oldest generation
+    while they are alive."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=use_list)
 
 
 def topic_path(topic: str) -> str:
@@ -184,7 +187,7 @@ def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
 
 
 def decode_partition_state(data: bytes, zk_version: int) -> LeaderIsrAndControllerEpoch:
-    raw = decode(data)
+    raw = decode(data, use_list=False)  # the ISR as a tuple already
     return LeaderIsrAndControllerEpoch(
         LeaderAndIsr(raw["leader"], raw["leader_epoch"], tuple(raw["isr"]), zk_version), raw["controller_epoch"])
 
@@ -313,15 +316,16 @@ class KafkaZkClient:
                 self.session.exists(path, watch=True)
             return []
 
-    def get_data(self, path: str, *, watch: bool = False) -> tuple[Any, int] | None:
-        """(decoded data, version), or None when the node does not exist (a watch then waits for its creation)."""
+    def get_data(self, path: str, *, watch: bool = False, use_list: bool = True) -> tuple[Any, int] | None:
+        """(decoded data, version), or None when the node does not exist (a watch then waits for its creation);
+        `use_list` as in `decode`."""
         try:
             data, stat = self.session.get(path, watch=watch)
         except NoNodeError:
             if watch:
                 self.session.exists(path, watch=True)
             return None
-        return (decode(data) if data else None), stat.version
+        return (decode(data, use_list=use_list) if data else None), stat.version
 
     def create_persistent(self, path: str, value: Any = None) -> None:
         self.session.create(path, encode(value) if value is not None else b"", make_parents=True)
@@ -487,7 +491,7 @@ class KafkaZkClient:
         return self.get_children(TOPICS_PATH, watch=watch)
 
     def get_replica_assignment(self, topic: str, *, watch: bool = False) -> dict[int, list[int]] | None:
-        found = self.get_data(topic_path(topic), watch=watch)
+        found = self.get_data(topic_path(topic), watch=watch, use_list=False)
         if found is None or found[0] is None:
             return None
         return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
@@ -495,7 +499,7 @@ class KafkaZkClient:
     def get_ongoing_reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
         """(adding replicas, removing replicas) of each partition of `topic` in the middle of a reassignment, as
         Kafka keeps them in the topic znode (KIP-455), so a new controller can resume a move it did not start."""
-        found = self.get_data(topic_path(topic))
+        found = self.get_data(topic_path(topic), use_list=False)
         if found is None or found[0] is None:
             return {}
         adding, removing = found[0].get("adding_replicas", {}), found[0].get("removing_replicas", {})
