@@ -48,8 +48,7 @@ class ControllerBrokerRequestBatch:
         # The partitions' states are read when the batch is sent, once each, however many state changes
         # touched them: a failover touches every replica of every partition.
         self.update_metadata_request_partitions: dict[TopicPartition, None] = {}  # ordered, as sent
-        self._leader_and_isr_states: dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch,
-                                                                LeaderAndIsrPartitionState]] = {}
+        self._leader_and_isr_states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
 
     def new_batch(self) -> None:
         if self.leader_and_isr_request_map or self.stop_replica_request_map or \
@@ -89,14 +88,13 @@ class ControllerBrokerRequestBatch:
                               replicas: list[int], is_new: bool) -> LeaderAndIsrPartitionState:
         """One state per partition and batch for every broker told, however many calls name it (a replica state
         change names one replica at a time): requests are not changed on their way."""
-        built = self._leader_and_isr_states.get(tp)
-        if built is not None and built[0] is leadership and built[1].is_new == is_new and \
-                built[1].replicas == replicas:
-            return built[1]
         lai = leadership.leader_and_isr
         state = LeaderAndIsrPartitionState(tp.topic, tp.partition, leadership.controller_epoch, lai.leader,
-                                           lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
-        self._leader_and_isr_states[tp] = (leadership, state)
+                                           lai.leader_epoch, lai.isr, lai.zk_version, tuple(replicas), is_new)
+        built = self._leader_and_isr_states.get(tp)
+        if built is not None and built == state:
+            return built  # the one object every broker told of this partition in the batch shares
+        self._leader_and_isr_states[tp] = state
         return state
 
     def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],

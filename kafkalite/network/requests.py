@@ -94,14 +94,18 @@ class Response:
 
 @dataclass(slots=True)
 class LeaderAndIsrPartitionState:
+    """One partition's leadership, shared by every broker the batch tells: tuples, as in
+    `UpdateMetadataPartitionState`, so no broker can change it under another and the cyclic GC does not track
+    the replica lists of a 100,000-partition LeaderAndIsr."""
+
     topic: str
     partition: int
     controller_epoch: int
     leader: int
     leader_epoch: int
-    isr: list[int]
+    isr: tuple[int, ...]
     zk_version: int
-    replicas: list[int]
+    replicas: tuple[int, ...]
     is_new: bool = False
 
 

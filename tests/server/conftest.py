@@ -88,7 +88,7 @@ class Harness:
     def partition_state(self, tp: TopicPartition, lai: LeaderAndIsr, replicas: Sequence[int]
                         ) -> LeaderAndIsrPartitionState:
         return LeaderAndIsrPartitionState(tp.topic, tp.partition, self.controller_epoch, lai.leader, lai.leader_epoch,
-                                          list(lai.isr), lai.zk_version, list(replicas))
+                                          lai.isr, lai.zk_version, tuple(replicas))
 
     def leader_and_isr(self, states: list[LeaderAndIsrPartitionState], *, broker_epoch: int = -1,
                        controller_epoch: int | None = None) -> LeaderAndIsrRequest:
