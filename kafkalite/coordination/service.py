@@ -205,9 +205,9 @@ class _Transaction:
     def __init__(self, zxid: int) -> None:
         self.zxid = zxid
         self.now = trio.current_time()  # every node the transaction touches gets the same ctime or mtime
-        # Undo steps as (function, arguments...) and events as a flat [type, path, type, path, ...], not closures
-        # and WatchedEvents: a transaction creating a 100,000-partition topic's 200,000 znodes made ten objects for
-        # the cyclic GC per znode, each living until the commit. A WatchedEvent is made for an event a watch hears.
+        # Undo steps as (function, arguments...) and events as a flat [type, path, type, path, ...]: a closure and
+        # an event object per op would give the cyclic GC about ten objects per znode to carry until the commit,
+        # 2 million for a 100,000-partition topic's states. A WatchedEvent is made for an event a watch hears.
         self.undo: list[tuple[Any, ...]] = []
         self.events: list[EventType | str] = []
 
