@@ -222,7 +222,8 @@ class AdminManager:
         _finish(self._partitions_added, topic)
 
     def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
-        log.info("controller %d: new partitions %s", self.controller_id, [str(tp) for tp in partitions])
+        if log.isEnabledFor(logging.INFO):  # a 100,000-partition topic's list is not built for nothing
+            log.info("controller %d: new partitions %s", self.controller_id, [str(tp) for tp in partitions])
         replicas = self.context.replicas_for_partitions(partitions)
         self._partitions.handle_state_changes(partitions, PartitionState.NEW)
         self._replicas.handle_state_changes(replicas, ReplicaState.NEW)

@@ -268,15 +268,16 @@ class KafkaController:
         context.all_topics = set(self.zk.get_all_topics(watch=True))
         for topic in sorted(context.all_topics):
             context.partition_assignments[topic] = term.admin.watch_assignment(topic)
-        context.partition_leadership_info.update(self.zk.get_partition_states(context.all_partitions()))
+        partitions = context.all_partitions()  # one TopicPartition each, shared by every cache built below
+        context.partition_leadership_info.update(self.zk.get_partition_states(partitions))
         if self.config["delete.topic.enable"]:
             context.topics_to_be_deleted = set(self.zk.get_children(DELETE_TOPICS_PATH)) & context.all_topics
         term.reassignment.initialize()
         for broker_id in sorted(context.live_brokers):
             term.channel_manager.add_broker(broker_id)
-        term.batch.send_update_metadata_request(context.live_or_shutting_down_broker_ids, context.all_partitions())
-        term.replicas.startup()
-        term.partitions.startup()
+        term.batch.send_update_metadata_request(context.live_or_shutting_down_broker_ids, partitions)
+        term.replicas.startup(partitions)
+        term.partitions.startup(partitions)
         # Resume what the previous controller had started, reassignments first: a topic being reassigned
         # waits for the move before it is deleted. Then requests queued while no one was controller.
         term.reassignment.resume()

@@ -60,9 +60,10 @@ class PartitionStateMachine:
         self.zk = zk
         self.batch = batch
 
-    def startup(self) -> None:
-        """Initial states from what failover read, then elect leaders wherever there is none."""
-        for tp in self.context.all_partitions():
+    def startup(self, partitions: Sequence[TopicPartition]) -> None:
+        """Initial states of `partitions` (every partition) from what failover read, then elect leaders wherever
+        there is none."""
+        for tp in partitions:
             leadership = self.context.partition_leadership_info.get(tp)
             if leadership is None:
                 self.context.partition_states[tp] = PartitionState.NEW
@@ -91,8 +92,10 @@ class PartitionStateMachine:
         partitions = list(dict.fromkeys(partitions))
         if not partitions:
             return []
+        states, valid = self.context.partition_states, VALID_PREVIOUS_STATES[target]
         for tp in partitions:
-            self._check_transition(tp, target)
+            if states.get(tp, PartitionState.NON_EXISTENT) not in valid:
+                self._illegal_transition(tp, target)
         self.batch.new_batch()
         try:
             moved = self._do_handle_state_changes(partitions, target, selector, replicas or {})
@@ -102,13 +105,12 @@ class PartitionStateMachine:
             raise
         return moved
 
-    def _check_transition(self, tp: TopicPartition, target: PartitionState) -> None:
+    def _illegal_transition(self, tp: TopicPartition, target: PartitionState) -> None:
         current = self.context.partition_states.get(tp, PartitionState.NON_EXISTENT)
-        if current not in VALID_PREVIOUS_STATES[target]:
-            message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal partition state "
-                       f"transition of {tp} from {current.value} to {target.value}")
-            state_change_log.error(message)
-            raise IllegalStateTransition(message)
+        message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal partition state "
+                   f"transition of {tp} from {current.value} to {target.value}")
+        state_change_log.error(message)
+        raise IllegalStateTransition(message)
 
     def _do_handle_state_changes(self, partitions: list[TopicPartition], target: PartitionState,
                                  selector: LeaderSelector, replicas: Mapping[TopicPartition, Sequence[int]]

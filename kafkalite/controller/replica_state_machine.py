@@ -24,7 +24,7 @@ raises IllegalStateTransition and changes nothing:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
@@ -61,39 +61,60 @@ class ReplicaStateMachine:
         self.batch = batch
         self._on_stop_replica_with_delete = on_stop_replica_with_delete
 
-    def startup(self) -> None:
-        """Replicas on live brokers are online, the others cannot be deleted now; then tell the live ones (their
-        LeaderAndIsr only: failover has just sent every broker every partition's state), and
-        take the others offline, out of every ISR, as Kafka's ReplicaStateMachine.startup does: a broker that
-        died while there was no controller (the controller's own, say) would otherwise stay in the ISRs it was in
+    def startup(self, partitions: Sequence[TopicPartition]) -> None:
+        """Replicas of `partitions` (every partition) on live brokers are online, the others cannot be deleted now;
+        then tell the live ones (their LeaderAndIsr only: failover has just sent every broker every partition's
+        state), and take the others offline, out of every ISR, as Kafka's ReplicaStateMachine.startup does: a broker
+        that died while there was no controller (the controller's own, say) would otherwise stay in the ISRs it was in
         until each leader's lag check dropped it, and acks=all writes would wait for it meanwhile."""
-        online, offline = [], []
-        for replica in self.context.replicas_for_partitions(self.context.all_partitions()):
-            if self.context.is_replica_online(replica.replica, include_shutting_down=True):
-                self.context.replica_states[replica] = ReplicaState.ONLINE
-                online.append(replica)
-            else:
-                self.context.replica_states[replica] = ReplicaState.DELETION_INELIGIBLE
-                if not self.context.is_topic_queued_up_for_deletion(replica.topic):
-                    offline.append(replica)
-        self.handle_state_changes(online, ReplicaState.ONLINE, announce=False)
+        context, batch = self.context, self.batch
+        states, live, leaderships = context.replica_states, context.live_brokers, context.partition_leadership_info
+        logged = state_change_log.isEnabledFor(logging.INFO)
+        offline = []
+        # One pass per partition, not per replica: a replica's move to Online from Online is always legal, and the
+        # partition's LeaderAndIsr is built once for all of its live replicas.
+        batch.new_batch()
+        try:
+            for tp in partitions:
+                topic, partition = tp
+                assignment = context.partition_replica_assignment(tp)
+                online = []
+                for broker_id in assignment:
+                    replica = PartitionAndReplica(topic, partition, broker_id)
+                    if broker_id in live:
+                        states[replica] = ReplicaState.ONLINE
+                        online.append(broker_id)
+                        if logged:
+                            self._log_state_change(replica, ReplicaState.ONLINE, ReplicaState.ONLINE)
+                    else:
+                        states[replica] = ReplicaState.DELETION_INELIGIBLE
+                        if not context.is_topic_queued_up_for_deletion(topic):
+                            offline.append(replica)
+                leadership = leaderships.get(tp)
+                if online and leadership is not None:
+                    batch.add_leader_and_isr_request_for_brokers(online, tp, leadership, assignment,
+                                                                 update_metadata=False)
+            batch.send_requests_to_brokers(context.epoch)
+        except BaseException:
+            batch.clear()
+            raise
         self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
-    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState, *,
-                             announce: bool = True) -> None:
-        """Move `replicas` to `target` in one request batch. `announce=False` leaves the partitions out of the
-        batch's UpdateMetadata: failover has just sent every broker every partition's state."""
+    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState) -> None:
+        """Move `replicas` to `target` in one request batch."""
         replicas = list(replicas)
         if not replicas:
             return
+        states, valid = self.context.replica_states, VALID_PREVIOUS_STATES[target]
         for replica in replicas:
-            self._check_transition(replica, target)
+            if states.get(replica, ReplicaState.NON_EXISTENT) not in valid:
+                self._illegal_transition(replica, target)
         self.batch.new_batch()
         try:
             if target is ReplicaState.OFFLINE:
                 self._take_offline(replicas)
             elif target is ReplicaState.ONLINE:
-                self._bring_online(replicas, announce)
+                self._bring_online(replicas)
             else:
                 for replica in replicas:
                     self._handle_state_change(replica, target)
@@ -102,13 +123,12 @@ class ReplicaStateMachine:
             self.batch.clear()
             raise
 
-    def _check_transition(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+    def _illegal_transition(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
-        if current not in VALID_PREVIOUS_STATES[target]:
-            message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal replica state "
-                       f"transition of {replica} from {current.value} to {target.value}")
-            state_change_log.error(message)
-            raise IllegalStateTransition(message)
+        message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal replica state "
+                   f"transition of {replica} from {current.value} to {target.value}")
+        state_change_log.error(message)
+        raise IllegalStateTransition(message)
 
     def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
@@ -118,28 +138,32 @@ class ReplicaStateMachine:
                                                             callback=self._on_stop_replica_with_delete)
         self._set_state(replica, current, target)
 
-    def _bring_online(self, replicas: list[PartitionAndReplica], announce: bool) -> None:
+    def _bring_online(self, replicas: list[PartitionAndReplica]) -> None:
         """Each replica gets its partition's current LeaderAndIsr, one per partition for all of its replicas (from
         New, the partition's election already sent it)."""
         context = self.context
-        told: dict[TopicPartition, list[int]] = {}
+        told: dict[tuple[str, int], list[int]] = {}
         for replica in replicas:
             current = context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
             if current is not ReplicaState.NEW:
-                told.setdefault(replica.topic_partition, []).append(replica.replica)
+                told.setdefault((replica.topic, replica.partition), []).append(replica.replica)
             self._set_state(replica, current, ReplicaState.ONLINE)
-        for tp, broker_ids in told.items():
+        for (topic, partition), broker_ids in told.items():
+            tp = TopicPartition(topic, partition)
             leadership = context.partition_leadership_info.get(tp)
             if leadership is not None:
                 self.batch.add_leader_and_isr_request_for_brokers(broker_ids, tp, leadership,
-                                                                  context.partition_replica_assignment(tp),
-                                                                  update_metadata=announce)
+                                                                  context.partition_replica_assignment(tp))
 
     def _set_state(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
         if target is ReplicaState.NON_EXISTENT:
             self.context.replica_states.pop(replica, None)
         else:
             self.context.replica_states[replica] = target
+        if state_change_log.isEnabledFor(logging.INFO):
+            self._log_state_change(replica, current, target)
+
+    def _log_state_change(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
         state_change_log.info("controller %d epoch %d changed replica %d of %s-%d from %s to %s", self.controller_id,
                               self.context.epoch, replica.replica, replica.topic, replica.partition, current.value,
                               target.value)

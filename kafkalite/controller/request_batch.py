@@ -48,8 +48,7 @@ class ControllerBrokerRequestBatch:
         # The partitions' states are read when the batch is sent, once each, however many state changes
         # touched them: a failover touches every replica of every partition.
         self.update_metadata_request_partitions: dict[TopicPartition, None] = {}  # ordered, as sent
-        self._leader_and_isr_states: dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch,
-                                                                LeaderAndIsrPartitionState]] = {}
+        self._leader_and_isr_states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
 
     def new_batch(self) -> None:
         if self.leader_and_isr_request_map or self.stop_replica_request_map or \
@@ -89,14 +88,13 @@ class ControllerBrokerRequestBatch:
                               replicas: list[int], is_new: bool) -> LeaderAndIsrPartitionState:
         """One state per partition and batch for every broker told, however many calls name it (a replica state
         change names one replica at a time): requests are not changed on their way."""
-        built = self._leader_and_isr_states.get(tp)
-        if built is not None and built[0] is leadership and built[1].is_new == is_new and \
-                built[1].replicas == replicas:
-            return built[1]
         lai = leadership.leader_and_isr
         state = LeaderAndIsrPartitionState(tp.topic, tp.partition, leadership.controller_epoch, lai.leader,
-                                           lai.leader_epoch, list(lai.isr), lai.zk_version, list(replicas), is_new)
-        self._leader_and_isr_states[tp] = (leadership, state)
+                                           lai.leader_epoch, lai.isr, lai.zk_version, tuple(replicas), is_new)
+        built = self._leader_and_isr_states.get(tp)
+        if built is not None and built == state:
+            return built  # the one object every broker told of this partition in the batch shares
+        self._leader_and_isr_states[tp] = state
         return state
 
     def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],
@@ -107,17 +105,19 @@ class ControllerBrokerRequestBatch:
     def update_metadata_partition_states(self) -> list[UpdateMetadataPartitionState]:
         """What the batch's UpdateMetadata says of its partitions, as the context holds them now."""
         context = self.context
+        leaderships, live, deleting = context.partition_leadership_info, context.live_brokers, \
+            context.topics_to_be_deleted
         states = []
         for tp in self.update_metadata_request_partitions:
-            leadership = context.partition_leadership_info.get(tp)
+            leadership = leaderships.get(tp)
             if leadership is None:
                 continue  # no leader assigned yet: nothing to tell
             lai = leadership.leader_and_isr
             replicas = context.partition_replica_assignment(tp)
-            leader = LEADER_DURING_DELETE if context.is_topic_queued_up_for_deletion(tp.topic) else lai.leader
             states.append(UpdateMetadataPartitionState(
-                tp.topic, tp.partition, leadership.controller_epoch, leader, lai.leader_epoch, list(lai.isr),
-                lai.zk_version, list(replicas), [r for r in replicas if r not in context.live_brokers]))
+                tp.topic, tp.partition, leadership.controller_epoch,
+                LEADER_DURING_DELETE if tp.topic in deleting else lai.leader, lai.leader_epoch, lai.isr,
+                lai.zk_version, tuple(replicas), tuple([r for r in replicas if r not in live])))
         return states
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
@@ -163,7 +163,7 @@ class ControllerBrokerRequestBatch:
             if broker_id not in self.context.live_or_shutting_down_broker_ids:
                 continue
             leaders = {state.leader for state in states.values()}
-            for tp, state in states.items():
+            for tp, state in states.items() if state_change_log.isEnabledFor(logging.INFO) else ():
                 state_change_log.info("controller %d epoch %d sending LeaderAndIsr (leader=%d, epoch=%d, isr=%s) "
                                       "to broker %d for %s", self.controller_id, controller_epoch, state.leader,
                                       state.leader_epoch, state.isr, broker_id, tp)

@@ -71,8 +71,11 @@ def encode(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
-def decode(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+def decode(data: bytes, *, use_list: bool = True) -> Any:
+    """`use_list=False` gives tuples for arrays: the cyclic GC stops tracking a tuple of ints, so the 100,000
+    replica lists of a large topic's znode, read at every controller failover, do not reach its oldest generation
+    while they are alive."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=use_list)
 
 
 def topic_path(topic: str) -> str:
@@ -184,7 +187,7 @@ def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
 
 
 def decode_partition_state(data: bytes, zk_version: int) -> LeaderIsrAndControllerEpoch:
-    raw = decode(data)
+    raw = decode(data, use_list=False)  # the ISR as a tuple already
     return LeaderIsrAndControllerEpoch(
         LeaderAndIsr(raw["leader"], raw["leader_epoch"], tuple(raw["isr"]), zk_version), raw["controller_epoch"])
 
@@ -313,15 +316,16 @@ class KafkaZkClient:
                 self.session.exists(path, watch=True)
             return []
 
-    def get_data(self, path: str, *, watch: bool = False) -> tuple[Any, int] | None:
-        """(decoded data, version), or None when the node does not exist (a watch then waits for its creation)."""
+    def get_data(self, path: str, *, watch: bool = False, use_list: bool = True) -> tuple[Any, int] | None:
+        """(decoded data, version), or None when the node does not exist (a watch then waits for its creation);
+        `use_list` as in `decode`."""
         try:
             data, stat = self.session.get(path, watch=watch)
         except NoNodeError:
             if watch:
                 self.session.exists(path, watch=True)
             return None
-        return (decode(data) if data else None), stat.version
+        return (decode(data, use_list=use_list) if data else None), stat.version
 
     def create_persistent(self, path: str, value: Any = None) -> None:
         self.session.create(path, encode(value) if value is not None else b"", make_parents=True)
@@ -487,7 +491,7 @@ class KafkaZkClient:
         return self.get_children(TOPICS_PATH, watch=watch)
 
     def get_replica_assignment(self, topic: str, *, watch: bool = False) -> dict[int, list[int]] | None:
-        found = self.get_data(topic_path(topic), watch=watch)
+        found = self.get_data(topic_path(topic), watch=watch, use_list=False)
         if found is None or found[0] is None:
             return None
         return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
@@ -495,7 +499,7 @@ class KafkaZkClient:
     def get_ongoing_reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
         """(adding replicas, removing replicas) of each partition of `topic` in the middle of a reassignment, as
         Kafka keeps them in the topic znode (KIP-455), so a new controller can resume a move it did not start."""
-        found = self.get_data(topic_path(topic))
+        found = self.get_data(topic_path(topic), use_list=False)
         if found is None or found[0] is None:
             return {}
         adding, removing = found[0].get("adding_replicas", {}), found[0].get("removing_replicas", {})
@@ -550,15 +554,26 @@ class KafkaZkClient:
         found = self.session.get_many([partition_state_path(tp) for tp in partitions])
         return {tp: decode_partition_state(*data) for tp, data in zip(partitions, found) if data is not None}
 
-    def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, *,
-                                   with_parent: bool = True) -> list[Op]:
-        """A new partition's state znode and the parents it lacks (`with_parent=False`: not `partitions`)."""
+    def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> list[Op]:
+        """A new partition's state znode and the parents it lacks."""
+        return self._create_partition_state_ops(tp, state, {})
+
+    def _create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch,
+                                    partition_dirs: dict[str, set[str]]) -> list[Op]:
+        """`partition_dirs` holds, per topic, the partition znodes that exist or that earlier ops create: each
+        topic's are listed once, not looked up two by two per partition."""
         base = f"{TOPICS_PATH}/{tp.topic}/partitions"
         ops: list[Op] = []
-        if with_parent and not self.exists(base):
-            ops.append(CreateOp(base))
-        if not self.exists(f"{base}/{tp.partition}"):
-            ops.append(CreateOp(f"{base}/{tp.partition}"))
+        known = partition_dirs.get(tp.topic)
+        if known is None:
+            listed = self.exists(base)
+            known = partition_dirs[tp.topic] = set(self.get_children(base)) if listed else set()
+            if not listed:
+                ops.append(CreateOp(base))
+        name = str(tp.partition)
+        if name not in known:
+            ops.append(CreateOp(f"{base}/{name}"))
+            known.add(name)
         ops.append(CreateOp(partition_state_path(tp), encode_partition_state(state)))
         return ops
 
@@ -570,12 +585,9 @@ class KafkaZkClient:
 
         A topic's `partitions` znode, when missing, is created with its first partition's: if that one fails,
         its state existed, so the parent did too, and the others still find it."""
-        topics: set[str] = set()
-        ops: dict[TopicPartition, list[Op]] = {}
-        for tp, state in states.items():
-            ops[tp] = self.create_partition_state_ops(tp, state, with_parent=tp.topic not in topics)
-            topics.add(tp.topic)
-        done, failed = self.controller_multi_each(epoch_zk_version, ops)
+        partition_dirs: dict[str, set[str]] = {}
+        done, failed = self.controller_multi_each(epoch_zk_version, {
+            tp: self._create_partition_state_ops(tp, state, partition_dirs) for tp, state in states.items()})
         return list(done), failed
 
     def update_partition_state_op(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> Op:

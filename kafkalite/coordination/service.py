@@ -25,6 +25,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 from sortedcontainers import SortedSet
@@ -166,8 +167,8 @@ def validate_path(path: str) -> str:
     """ZooKeeper's path rules: absolute, no empty, `.` or `..` components, no trailing slash but on the root."""
     if not isinstance(path, str) or not path.startswith("/"):
         raise BadArgumentsError(str(path), "path must start with /")
-    if path == "/":
-        return path
+    if path == "/" or ("//" not in path and "/." not in path and not path.endswith("/")):
+        return path  # no empty component and none starting with a dot: the common case, without splitting
     if path.endswith("/"):
         raise BadArgumentsError(path, "path must not end with /")
     for component in path[1:].split("/"):
@@ -176,14 +177,42 @@ def validate_path(path: str) -> str:
     return path
 
 
+def _undo_create(nodes: dict[str, _Znode], path: str, parent: _Znode, name: str, old_parent: tuple[int, int],
+                 owned: set[str] | None) -> None:
+    del nodes[path]
+    parent.discard_child(name)
+    parent.cversion, parent.pzxid = old_parent
+    if owned is not None:
+        owned.discard(path)
+
+
+def _undo_set(node: _Znode, data: bytes, version: int, mzxid: int, mtime: float) -> None:
+    node.data, node.version, node.mzxid, node.mtime = data, version, mzxid, mtime
+
+
+def _undo_delete(nodes: dict[str, _Znode], path: str, node: _Znode, parent: _Znode, name: str,
+                 old_parent: tuple[int, int], owned: set[str] | None) -> None:
+    nodes[path] = node
+    parent.add_child(name)
+    parent.cversion, parent.pzxid = old_parent
+    if owned is not None:
+        owned.add(path)
+
+
 class _Transaction:
     """One atomic write: its zxid and time, the undo steps to roll it back, and the watch events to fire on commit."""
 
     def __init__(self, zxid: int) -> None:
         self.zxid = zxid
         self.now = trio.current_time()  # every node the transaction touches gets the same ctime or mtime
-        self.undo: list[Callable[[], None]] = []
-        self.events: list[WatchedEvent] = []
+        # Undo steps as (function, arguments...) and events as a flat [type, path, type, path, ...]: a closure and
+        # an event object per op would give the cyclic GC about ten objects per znode to carry until the commit,
+        # 2 million for a 100,000-partition topic's states. A WatchedEvent is made for an event a watch hears.
+        self.undo: list[tuple[Any, ...]] = []
+        self.events: list[EventType | str] = []
+
+    def fire(self, kind: EventType, path: str) -> None:
+        self.events += (kind, path)
 
 
 class CoordinationService:
@@ -356,8 +385,8 @@ class CoordinationService:
                     exc.index = index
                     raise
         except BaseException:
-            for undo in reversed(txn.undo):
-                undo()
+            for undo, *args in reversed(txn.undo):
+                undo(*args)
             raise
         self._commit(txn)
         return results
@@ -367,14 +396,20 @@ class CoordinationService:
 
     def _commit(self, txn: _Transaction) -> None:
         self._zxid = txn.zxid
-        for event in txn.events:
+        events = txn.events
+        for kind, path in zip(events[::2], events[1::2]):
             fired: set[int] = set()
-            for child in _WATCH_KINDS_FIRED[event.type]:
-                for session_id in self._watch_table(child).pop(event.path, ()):
+            for child in _WATCH_KINDS_FIRED[kind]:
+                watching = self._watch_table(child).pop(path, None)
+                if watching is None:  # most events: a transaction creating a topic's partitions fires few watches
+                    continue
+                for session_id in watching:
                     fired.add(session_id)
-                    self._sessions[session_id]._watches.discard((child, event.path))
-            for session_id in sorted(fired):
-                self._queue(self._sessions[session_id], event)
+                    self._sessions[session_id]._watches.discard((child, path))
+            if fired:
+                event = WatchedEvent(kind, path)
+                for session_id in sorted(fired):
+                    self._queue(self._sessions[session_id], event)
         self._deliver()
 
     def _apply(self, txn: _Transaction, session: Session, op: Op, make_parents: bool) -> object:
@@ -395,10 +430,12 @@ class CoordinationService:
     def _create(self, txn: _Transaction, session: Session, op: CreateOp, make_parents: bool) -> str:
         path = validate_path(op.path) if not op.sequential else op.path
         parent_path, name = _split(path)
-        validate_path(parent_path)
-        if parent_path not in self._nodes and make_parents:
-            self._create(txn, session, CreateOp(parent_path), make_parents=True)
         parent = self._nodes.get(parent_path)
+        if parent is None:  # a stored path was validated when it was created
+            validate_path(parent_path)
+            if make_parents:
+                self._create(txn, session, CreateOp(parent_path), make_parents=True)
+                parent = self._nodes.get(parent_path)
         if parent is None:
             raise NoNodeError(parent_path, f"parent of {path} does not exist")
         if parent.ephemeral_owner:
@@ -417,31 +454,19 @@ class CoordinationService:
         parent.pzxid = txn.zxid
         if owner:
             self._ephemerals.setdefault(owner, set()).add(path)
-
-        def undo() -> None:
-            del self._nodes[path]
-            parent.discard_child(name)
-            parent.cversion, parent.pzxid = old_parent
-            if owner:
-                self._ephemerals[owner].discard(path)
-
-        txn.undo.append(undo)
-        txn.events.append(WatchedEvent(EventType.NODE_CREATED, path))
-        txn.events.append(WatchedEvent(EventType.NODE_CHILDREN_CHANGED, parent_path))
+        txn.undo.append((_undo_create, self._nodes, path, parent, name, old_parent,
+                         self._ephemerals[owner] if owner else None))
+        txn.fire(EventType.NODE_CREATED, path)
+        txn.fire(EventType.NODE_CHILDREN_CHANGED, parent_path)
         return path
 
     def _set(self, txn: _Transaction, path: str, data: bytes, version: int) -> ZnodeStat:
         node = self._get_node(path)
         if version != ANY_VERSION and node.version != version:
             raise BadVersionError(path, f"version is {node.version}, expected {version}")
-        old = (node.data, node.version, node.mzxid, node.mtime)
+        txn.undo.append((_undo_set, node, node.data, node.version, node.mzxid, node.mtime))
         node.data, node.version, node.mzxid, node.mtime = data, node.version + 1, txn.zxid, txn.now
-
-        def undo() -> None:
-            node.data, node.version, node.mzxid, node.mtime = old
-
-        txn.undo.append(undo)
-        txn.events.append(WatchedEvent(EventType.NODE_DATA_CHANGED, path))
+        txn.fire(EventType.NODE_DATA_CHANGED, path)
         return node.stat()
 
     def _delete(self, txn: _Transaction, path: str, version: int) -> None:
@@ -462,17 +487,9 @@ class CoordinationService:
         owned = self._ephemerals.get(node.ephemeral_owner)
         if owned is not None:
             owned.discard(path)
-
-        def undo() -> None:
-            self._nodes[path] = node
-            parent.add_child(name)
-            parent.cversion, parent.pzxid = old_parent
-            if owned is not None:
-                owned.add(path)
-
-        txn.undo.append(undo)
-        txn.events.append(WatchedEvent(EventType.NODE_DELETED, path))
-        txn.events.append(WatchedEvent(EventType.NODE_CHILDREN_CHANGED, parent_path))
+        txn.undo.append((_undo_delete, self._nodes, path, node, parent, name, old_parent, owned))
+        txn.fire(EventType.NODE_DELETED, path)
+        txn.fire(EventType.NODE_CHILDREN_CHANGED, parent_path)
 
     # -- watch delivery -------------------------------------------------------------------------------------------
 

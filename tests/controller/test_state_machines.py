@@ -89,7 +89,7 @@ async def test_new_partition_goes_online_with_first_live_replica_and_requests_le
     leader_and_isr = next(r for b, r in harness.received if b == 2 and isinstance(r, LeaderAndIsrRequest))
     assert leader_and_isr.controller_epoch == harness.context.epoch and leader_and_isr.broker_epoch == 20
     assert [(s.leader, s.isr, s.replicas, s.is_new) for s in leader_and_isr.partition_states] == \
-        [(2, [2, 3], [1, 2, 3], True)]
+        [(2, (2, 3), (1, 2, 3), True)]
     assert [b.id for b in leader_and_isr.live_leaders] == [2]
 
 

@@ -40,11 +40,11 @@ def requests() -> list[r.Request]:
         r.ListPartitionReassignmentsRequest([("t", 0)]),
         r.CreatePartitionsRequest([r.CreatePartitionsTopic("t", 4, [[1, 2], [2, 3]]), r.CreatePartitionsTopic("u", 2)]),
         r.LeaderAndIsrRequest(1, 3, 77, [
-            r.LeaderAndIsrPartitionState("orders", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], is_new=True),
-            r.LeaderAndIsrPartitionState("orders", 1, 3, 2, 0, [], 0, [2]),
+            r.LeaderAndIsrPartitionState("orders", 0, 3, 1, 5, (1, 2), 9, (1, 2, 3), is_new=True),
+            r.LeaderAndIsrPartitionState("orders", 1, 3, 2, 0, (), 0, (2,)),
         ], live_brokers()),
         r.UpdateMetadataRequest(1, 3, 77, [
-            r.UpdateMetadataPartitionState("orders", 0, 3, r.LEADER_DURING_DELETE, 5, [1], 2, [1, 2], [2]),
+            r.UpdateMetadataPartitionState("orders", 0, 3, r.LEADER_DURING_DELETE, 5, (1,), 2, (1, 2), (2,)),
         ], live_brokers()),
         r.StopReplicaRequest(1, 3, 77, [r.StopReplicaPartition("orders", 0, True, 4),
                                         r.StopReplicaPartition("logs", 2, False)]),

@@ -88,7 +88,7 @@ class Harness:
     def partition_state(self, tp: TopicPartition, lai: LeaderAndIsr, replicas: Sequence[int]
                         ) -> LeaderAndIsrPartitionState:
         return LeaderAndIsrPartitionState(tp.topic, tp.partition, self.controller_epoch, lai.leader, lai.leader_epoch,
-                                          list(lai.isr), lai.zk_version, list(replicas))
+                                          lai.isr, lai.zk_version, tuple(replicas))
 
     def leader_and_isr(self, states: list[LeaderAndIsrPartitionState], *, broker_epoch: int = -1,
                        controller_epoch: int | None = None) -> LeaderAndIsrRequest:
@@ -119,8 +119,8 @@ class Harness:
             assert found is not None
             lai = found.leader_and_isr
             states.append(UpdateMetadataPartitionState(tp.topic, tp.partition, self.controller_epoch, lai.leader,
-                                                       lai.leader_epoch, list(lai.isr), lai.zk_version,
-                                                       self.zk.get_replica_assignment(tp.topic)[tp.partition]))
+                                                       lai.leader_epoch, lai.isr, lai.zk_version,
+                                                       tuple(self.zk.get_replica_assignment(tp.topic)[tp.partition])))
         request = UpdateMetadataRequest(CONTROLLER_ID, self.controller_epoch, -1, states, self.live_brokers())
         for broker_id in self.brokers:
             if self.gates[broker_id].paused:

@@ -29,7 +29,7 @@ def brokers(*ids: int) -> list[LiveBroker]:
 
 def states(topic: str, leader: int, epoch: int, partitions: range = range(PARTITIONS)
            ) -> list[UpdateMetadataPartitionState]:
-    return [UpdateMetadataPartitionState(topic, p, 1, leader, epoch, [1, 2, 3], epoch, [1, 2, 3]) for p in partitions]
+    return [UpdateMetadataPartitionState(topic, p, 1, leader, epoch, (1, 2, 3), epoch, (1, 2, 3)) for p in partitions]
 
 
 def update(controller: int, partition_states: list[UpdateMetadataPartitionState],
