@@ -30,7 +30,8 @@ import msgpack
 from kafkalite.common.errors import InvalidRequestError, UnsupportedVersionError
 from kafkalite.network.requests import REQUEST_TYPES, SUPPORTED_VERSIONS, ApiKey, Request, Response
 
-_LENGTH = struct.Struct(">I")
+FRAME_LENGTH = struct.Struct(">I")
+"""A frame's length prefix."""
 _T = TypeVar("_T")
 
 
@@ -93,16 +94,16 @@ class FrameDecoder:
     def next_frame(self) -> bytes | None:
         """The next complete frame's payload, or None until more data is fed."""
         buffer, start = self._buffer, self._start
-        if len(buffer) - start >= _LENGTH.size:
-            (length,) = _LENGTH.unpack_from(buffer, start)
+        if len(buffer) - start >= FRAME_LENGTH.size:
+            (length,) = FRAME_LENGTH.unpack_from(buffer, start)
             if self._max_frame_bytes is not None and length > self._max_frame_bytes:
                 raise FrameTooLargeError(
                     f"frame of {length} bytes exceeds the limit of {self._max_frame_bytes} bytes")
-            end = start + _LENGTH.size + length
+            end = start + FRAME_LENGTH.size + length
             if len(buffer) >= end:
                 self._start = end
                 with memoryview(buffer) as view:
-                    return bytes(view[start + _LENGTH.size:end])
+                    return bytes(view[start + FRAME_LENGTH.size:end])
         if start:
             del buffer[:start]
             self._start = 0
@@ -110,7 +111,7 @@ class FrameDecoder:
 
 
 def _frame(payload: bytes) -> bytes:
-    return _LENGTH.pack(len(payload)) + payload
+    return FRAME_LENGTH.pack(len(payload)) + payload
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -161,7 +162,7 @@ def encode_response(correlation_id: int, response: Response) -> bytes:
     return _frame(_pack([correlation_id, response]))
 
 
-def decode_response(frame: bytes, response_type: type[_T]) -> tuple[int, _T]:
+def decode_response(frame: bytes | bytearray, response_type: type[_T]) -> tuple[int, _T]:
     """Parse a response frame payload; the caller knows the type from the request it sent."""
     payload = _unpack(frame)
     if type(payload) is not list or len(payload) != 2 or type(payload[0]) is not int:
@@ -185,7 +186,7 @@ def _pack(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_encode_object)
 
 
-def _unpack(frame: bytes) -> Any:
+def _unpack(frame: bytes | bytearray) -> Any:
     try:
         # strict_map_key=False: Kafka schemas key maps by partition number (`dict[int, list[int]]`).
         return msgpack.unpackb(frame, raw=False, strict_map_key=False)

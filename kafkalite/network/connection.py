@@ -8,6 +8,10 @@ nursery: whichever waiting task holds the receive lock reads frames and hands ea
 
 Any failure of the byte stream breaks the connection for good: every waiting and later `send` raises
 NETWORK_EXCEPTION, the code Kafka's clients retry on after reconnecting.
+
+A response is read straight into a buffer of its frame's size (its length prefix first), which the decoder
+then reads in place: a 4 MiB fetch response is copied once out of the kernel, not appended to a growing buffer
+and sliced out of it again.
 """
 
 from __future__ import annotations
@@ -19,11 +23,9 @@ import trio
 
 from kafkalite.common.errors import NetworkExceptionError
 from kafkalite.network.codec import (
-    FrameDecoder, FrameTooLargeError, MalformedRequestError, RequestHeader, decode_response, encode_request,
+    FRAME_LENGTH, FrameTooLargeError, MalformedRequestError, RequestHeader, decode_response, encode_request,
 )
 from kafkalite.network.requests import RESPONSE_TYPES, SUPPORTED_VERSIONS, Request
-
-_RECEIVE_BYTES = 256 * 1024
 
 
 class _InFlight:
@@ -48,7 +50,8 @@ class Connection:
         self.client_id = client_id
         self._stream = stream
         self._peer = "broker"
-        self._decoder = FrameDecoder(max_response_bytes)
+        self._max_response_bytes = max_response_bytes
+        self._length = bytearray(FRAME_LENGTH.size)
         self._send_lock = trio.Lock()
         self._receive_lock = trio.Lock()
         self._in_flight: deque[_InFlight] = deque()
@@ -115,11 +118,13 @@ class Connection:
     async def _receive_one(self) -> None:
         """Read one response and complete its request; on any stream failure, break the connection."""
         try:
-            while (frame := self._decoder.next_frame()) is None:
-                data = await self._stream.receive_some(_RECEIVE_BYTES)
-                if not data:
-                    raise NetworkExceptionError(f"{self._peer} closed the connection")
-                self._decoder.feed(data)
+            await self._receive_into(memoryview(self._length))
+            (length,) = FRAME_LENGTH.unpack(self._length)
+            if self._max_response_bytes is not None and length > self._max_response_bytes:
+                raise FrameTooLargeError(
+                    f"frame of {length} bytes exceeds the limit of {self._max_response_bytes} bytes")
+            frame = bytearray(length)
+            await self._receive_into(memoryview(frame))
             if not self._in_flight:
                 raise NetworkExceptionError(f"{self._peer} sent a response to no request")
             entry = self._in_flight.popleft()
@@ -129,9 +134,18 @@ class Connection:
                                             f"expected {entry.correlation_id}")
             entry.response = response
         except (NetworkExceptionError, FrameTooLargeError, MalformedRequestError, trio.BrokenResourceError,
-                trio.ClosedResourceError) as exc:
+                trio.ClosedResourceError, OSError) as exc:
             self._break(exc.message if isinstance(exc, NetworkExceptionError) else
                         f"connection to {self._peer} failed: {exc}")
+
+    async def _receive_into(self, view: memoryview) -> None:
+        """Fill `view` from the socket; NETWORK_EXCEPTION if the broker closes the connection first."""
+        socket = self._stream.socket
+        while view:
+            received = await socket.recv_into(view)
+            if not received:
+                raise NetworkExceptionError(f"{self._peer} closed the connection")
+            view = view[received:]
 
     def _break(self, reason: str) -> None:
         if self._broken is None:
