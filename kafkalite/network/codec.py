@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 import types
 import typing
 from collections.abc import Callable
@@ -158,8 +159,32 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Request]:
 
 
 def encode_response(correlation_id: int, response: Response) -> bytes:
-    """The response as a complete frame, length prefix included."""
-    return _frame(_pack([correlation_id, response]))
+    """The response as a complete frame, length prefix included.
+
+    Packed into this thread's msgpack buffer, which keeps its size from one response to the next: `packb` would
+    pack a 4 MiB fetch response into a fresh buffer grown (and copied) as it fills, copy that into the bytes it
+    returns, and the length prefix would copy it once more, about 0.2 s of a broker's CPU per 3 M rows a Spark
+    query reads. Here the frame is copied once, into the bytes returned.
+    """
+    packer = getattr(_response_packers, "packer", None)
+    if packer is None:
+        packer = _response_packers.packer = msgpack.Packer(default=_encode_object, autoreset=False)
+    try:
+        packer.pack([correlation_id, response])
+        with packer.getbuffer() as payload:
+            if len(payload) > _KEPT_PACKER_BYTES:
+                _response_packers.packer = None  # a rare outsized response does not pin its memory
+            return FRAME_LENGTH.pack(len(payload)) + payload
+    finally:
+        packer.reset()
+
+
+_response_packers = threading.local()
+"""Each thread's packer: a response is packed and copied out in one synchronous call, so one per thread suffices
+(several clusters may run in one process, each in its own thread)."""
+
+_KEPT_PACKER_BYTES = 16 << 20
+"""The largest response whose buffer is kept for the next one: a few fetch responses at the default sizes."""
 
 
 def decode_response(frame: bytes | bytearray, response_type: type[_T]) -> tuple[int, _T]:
