@@ -52,6 +52,8 @@ class Connection:
         self._peer = "broker"
         self._max_response_bytes = max_response_bytes
         self._length = bytearray(FRAME_LENGTH.size)
+        self._frame: bytearray | None = None  # the frame being read, once its length is known
+        self._received = 0  # bytes read of the length prefix, then of the frame: a cancelled read resumes here
         self._send_lock = trio.Lock()
         self._receive_lock = trio.Lock()
         self._in_flight: deque[_InFlight] = deque()
@@ -118,13 +120,7 @@ class Connection:
     async def _receive_one(self) -> None:
         """Read one response and complete its request; on any stream failure, break the connection."""
         try:
-            await self._receive_into(memoryview(self._length))
-            (length,) = FRAME_LENGTH.unpack(self._length)
-            if self._max_response_bytes is not None and length > self._max_response_bytes:
-                raise FrameTooLargeError(
-                    f"frame of {length} bytes exceeds the limit of {self._max_response_bytes} bytes")
-            frame = bytearray(length)
-            await self._receive_into(memoryview(frame))
+            frame = await self._receive_frame()
             if not self._in_flight:
                 raise NetworkExceptionError(f"{self._peer} sent a response to no request")
             entry = self._in_flight.popleft()
@@ -138,14 +134,32 @@ class Connection:
             self._break(exc.message if isinstance(exc, NetworkExceptionError) else
                         f"connection to {self._peer} failed: {exc}")
 
-    async def _receive_into(self, view: memoryview) -> None:
-        """Fill `view` from the socket; NETWORK_EXCEPTION if the broker closes the connection first."""
+    async def _receive_frame(self) -> bytearray:
+        """The next frame's payload. A read cancelled midway (its request abandoned) keeps what it read, and the
+        next read goes on from there, so the stream stays in step."""
+        if self._frame is None:
+            await self._fill(self._length)
+            (length,) = FRAME_LENGTH.unpack(self._length)
+            if self._max_response_bytes is not None and length > self._max_response_bytes:
+                raise FrameTooLargeError(
+                    f"frame of {length} bytes exceeds the limit of {self._max_response_bytes} bytes")
+            self._frame = bytearray(length)
+        frame = self._frame
+        await self._fill(frame)
+        self._frame = None
+        return frame
+
+    async def _fill(self, buffer: bytearray) -> None:
+        """Fill `buffer` from the socket from `_received` on; NETWORK_EXCEPTION if the broker closes first."""
         socket = self._stream.socket
-        while view:
-            received = await socket.recv_into(view)
-            if not received:
-                raise NetworkExceptionError(f"{self._peer} closed the connection")
-            view = view[received:]
+        with memoryview(buffer) as view:
+            while self._received < len(buffer):
+                with view[self._received:] as rest:
+                    received = await socket.recv_into(rest)
+                if not received:
+                    raise NetworkExceptionError(f"{self._peer} closed the connection")
+                self._received += received
+        self._received = 0
 
     def _break(self, reason: str) -> None:
         if self._broken is None:

@@ -356,6 +356,37 @@ async def test_a_response_is_read_whole_however_it_arrives_or_breaks_the_connect
         assert connection.closed
 
 
+async def test_a_send_cancelled_mid_response_leaves_the_stream_in_step(nursery: trio.Nursery) -> None:
+    first, second = METADATA_FRAME, encode_response(1, METADATA)
+    half_sent = trio.Event()
+
+    async def broker(stream: trio.SocketStream) -> None:
+        async with stream:
+            await stream.receive_some(65536)  # the first request
+            await stream.send_all(first[:len(first) // 2])
+            half_sent.set()
+            await stream.receive_some(65536)  # the second request
+            await stream.send_all(first[len(first) // 2:] + second)
+            await stream.receive_some(65536)  # until the client leaves
+
+    listeners = await nursery.start(partial(trio.serve_tcp, broker, 0, host="127.0.0.1"))
+    async with await Connection.open("127.0.0.1", listeners[0].socket.getsockname()[1]) as connection:
+        with trio.fail_after(SAFETY_TIMEOUT):
+            async with trio.open_nursery() as waiting:
+                scope = trio.CancelScope()
+
+                async def abandoned() -> None:
+                    with scope:
+                        await connection.send(r.MetadataRequest())
+
+                waiting.start_soon(abandoned)
+                await half_sent.wait()
+                await trio.testing.wait_all_tasks_blocked()  # the client has read the half frame
+                scope.cancel()
+            assert await connection.send(r.MetadataRequest()) == METADATA
+        assert not connection.closed
+
+
 @pytest.mark.parametrize("request_", [
     r.StopReplicaRequest(7, 1000, -1, [r.StopReplicaPartition("orders", 0, True)]),
     r.StopReplicaRequest(7, (1 << 63) - 1, 5, []),
