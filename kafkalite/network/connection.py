@@ -8,6 +8,10 @@ nursery: whichever waiting task holds the receive lock reads frames and hands ea
 
 Any failure of the byte stream breaks the connection for good: every waiting and later `send` raises
 NETWORK_EXCEPTION, the code Kafka's clients retry on after reconnecting.
+
+A response is read straight into a buffer of its frame's size (its length prefix first), which the decoder
+then reads in place: a 4 MiB fetch response is copied once out of the kernel, not appended to a growing buffer
+and sliced out of it again.
 """
 
 from __future__ import annotations
@@ -19,11 +23,9 @@ import trio
 
 from kafkalite.common.errors import NetworkExceptionError
 from kafkalite.network.codec import (
-    FrameDecoder, FrameTooLargeError, MalformedRequestError, RequestHeader, decode_response, encode_request,
+    FRAME_LENGTH, FrameTooLargeError, MalformedRequestError, RequestHeader, decode_response, encode_request,
 )
 from kafkalite.network.requests import RESPONSE_TYPES, SUPPORTED_VERSIONS, Request
-
-_RECEIVE_BYTES = 256 * 1024
 
 
 class _InFlight:
@@ -48,7 +50,10 @@ class Connection:
         self.client_id = client_id
         self._stream = stream
         self._peer = "broker"
-        self._decoder = FrameDecoder(max_response_bytes)
+        self._max_response_bytes = max_response_bytes
+        self._length = bytearray(FRAME_LENGTH.size)
+        self._frame: bytearray | None = None  # the frame being read, once its length is known
+        self._received = 0  # bytes read of the length prefix, then of the frame: a cancelled read resumes here
         self._send_lock = trio.Lock()
         self._receive_lock = trio.Lock()
         self._in_flight: deque[_InFlight] = deque()
@@ -115,11 +120,7 @@ class Connection:
     async def _receive_one(self) -> None:
         """Read one response and complete its request; on any stream failure, break the connection."""
         try:
-            while (frame := self._decoder.next_frame()) is None:
-                data = await self._stream.receive_some(_RECEIVE_BYTES)
-                if not data:
-                    raise NetworkExceptionError(f"{self._peer} closed the connection")
-                self._decoder.feed(data)
+            frame = await self._receive_frame()
             if not self._in_flight:
                 raise NetworkExceptionError(f"{self._peer} sent a response to no request")
             entry = self._in_flight.popleft()
@@ -129,9 +130,36 @@ class Connection:
                                             f"expected {entry.correlation_id}")
             entry.response = response
         except (NetworkExceptionError, FrameTooLargeError, MalformedRequestError, trio.BrokenResourceError,
-                trio.ClosedResourceError) as exc:
+                trio.ClosedResourceError, OSError) as exc:
             self._break(exc.message if isinstance(exc, NetworkExceptionError) else
                         f"connection to {self._peer} failed: {exc}")
+
+    async def _receive_frame(self) -> bytearray:
+        """The next frame's payload. A read cancelled midway (its request abandoned) keeps what it read, and the
+        next read goes on from there, so the stream stays in step."""
+        if self._frame is None:
+            await self._fill(self._length)
+            (length,) = FRAME_LENGTH.unpack(self._length)
+            if self._max_response_bytes is not None and length > self._max_response_bytes:
+                raise FrameTooLargeError(
+                    f"frame of {length} bytes exceeds the limit of {self._max_response_bytes} bytes")
+            self._frame = bytearray(length)
+        frame = self._frame
+        await self._fill(frame)
+        self._frame = None
+        return frame
+
+    async def _fill(self, buffer: bytearray) -> None:
+        """Fill `buffer` from the socket from `_received` on; NETWORK_EXCEPTION if the broker closes first."""
+        socket = self._stream.socket
+        with memoryview(buffer) as view:
+            while self._received < len(buffer):
+                with view[self._received:] as rest:
+                    received = await socket.recv_into(rest)
+                if not received:
+                    raise NetworkExceptionError(f"{self._peer} closed the connection")
+                self._received += received
+        self._received = 0
 
     def _break(self, reason: str) -> None:
         if self._broken is None:

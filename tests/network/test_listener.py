@@ -22,7 +22,9 @@ from kafkalite.common.errors import (
 )
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.network import requests as r
-from kafkalite.network.codec import FrameDecoder, RequestHeader, decode_response, encode_request
+from kafkalite.network.codec import (
+    FrameDecoder, RequestHeader, decode_response, encode_request, encode_response,
+)
 from kafkalite.network.connection import Connection
 from kafkalite.network.listener import serve_listener
 from kafkalite.network.responses import api_versions_response
@@ -322,6 +324,67 @@ async def test_sends_on_a_closed_connection_fail_fast(port: int) -> None:
     await connection.aclose()
     with pytest.raises(NetworkExceptionError, match="was closed"):
         await connection.send(r.MetadataRequest())
+
+
+METADATA_FRAME = encode_response(0, METADATA)  # the answer to a connection's first request
+
+
+@pytest.mark.parametrize(("pieces", "max_response_bytes", "failure"), [
+    pytest.param([METADATA_FRAME[i:i + 1] for i in range(len(METADATA_FRAME))],
+                 None, None, id="a-byte-at-a-time"),
+    pytest.param([METADATA_FRAME[:2]], None, "closed the connection", id="half-a-length-then-gone"),
+    pytest.param([METADATA_FRAME[:-1]], None, "closed the connection", id="half-a-frame-then-gone"),
+    pytest.param([METADATA_FRAME], len(METADATA_FRAME) - 5, "exceeds the limit", id="a-frame-over-the-limit"),
+])
+async def test_a_response_is_read_whole_however_it_arrives_or_breaks_the_connection(
+        nursery: trio.Nursery, pieces: list[bytes], max_response_bytes: int | None, failure: str | None) -> None:
+    async def broker(stream: trio.SocketStream) -> None:
+        async with stream:
+            await stream.receive_some(65536)  # the request
+            for piece in pieces:
+                await stream.send_all(piece)
+
+    listeners = await nursery.start(partial(trio.serve_tcp, broker, 0, host="127.0.0.1"))
+    port = listeners[0].socket.getsockname()[1]
+    async with await Connection.open("127.0.0.1", port, max_response_bytes=max_response_bytes) as connection:
+        with trio.fail_after(SAFETY_TIMEOUT):
+            if failure is None:
+                assert await connection.send(r.MetadataRequest()) == METADATA
+                return
+            with pytest.raises(NetworkExceptionError, match=failure):
+                await connection.send(r.MetadataRequest())
+        assert connection.closed
+
+
+async def test_a_send_cancelled_mid_response_leaves_the_stream_in_step(nursery: trio.Nursery) -> None:
+    first, second = METADATA_FRAME, encode_response(1, METADATA)
+    half_sent = trio.Event()
+
+    async def broker(stream: trio.SocketStream) -> None:
+        async with stream:
+            await stream.receive_some(65536)  # the first request
+            await stream.send_all(first[:len(first) // 2])
+            half_sent.set()
+            await stream.receive_some(65536)  # the second request
+            await stream.send_all(first[len(first) // 2:] + second)
+            await stream.receive_some(65536)  # until the client leaves
+
+    listeners = await nursery.start(partial(trio.serve_tcp, broker, 0, host="127.0.0.1"))
+    async with await Connection.open("127.0.0.1", listeners[0].socket.getsockname()[1]) as connection:
+        with trio.fail_after(SAFETY_TIMEOUT):
+            async with trio.open_nursery() as waiting:
+                scope = trio.CancelScope()
+
+                async def abandoned() -> None:
+                    with scope:
+                        await connection.send(r.MetadataRequest())
+
+                waiting.start_soon(abandoned)
+                await half_sent.wait()
+                await trio.testing.wait_all_tasks_blocked()  # the client has read the half frame
+                scope.cancel()
+            assert await connection.send(r.MetadataRequest()) == METADATA
+        assert not connection.closed
 
 
 @pytest.mark.parametrize("request_", [
