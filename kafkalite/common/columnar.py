@@ -99,13 +99,19 @@ def _binary_column(name: str, items: tuple[bytes | None, ...]) -> tuple[bytes, b
     if not set(map(type, items)) <= _BINARY_TYPES:
         index = next(i for i, item in enumerate(items) if type(item) not in _BINARY_TYPES)
         raise TypeError(f"record {index} has a {name} of type {type(items[index]).__name__}; expected bytes or None")
-    nulls = items.count(None)
-    mask = None if not nulls else b"\x01" * nulls if nulls == len(items) else bytes(item is None for item in items)
     packed = msgpack.packb(items)
     bounds = bounds_of(items)
     if _OFFSET.unpack_from(bounds, len(bounds) - 4)[0] != len(packed):
         raise ValueError(f"a column of {len(items)} items does not pack into the bytes its bounds say")
-    return bounds, mask, packed
+    return bounds, null_mask(items), packed
+
+
+def null_mask(items: Sequence[bytes | bytearray | None]) -> bytes | None:
+    """The null mask of a column as the payload holds it: 1 where an item is None; None when no item is."""
+    nulls = items.count(None)
+    if not nulls:
+        return None
+    return b"\x01" * nulls if nulls == len(items) else bytes(item is None for item in items)
 
 
 def bounds_of(items: Sequence[bytes | bytearray | None]) -> bytes:
@@ -220,12 +226,11 @@ def consistent(buffers: ColumnBuffers, keys: tuple[bytes | None, ...], values: t
     records the arrays)."""
     for bounds, nulls, items in ((buffers.key_bounds, buffers.key_nulls, keys),
                                  (buffers.value_bounds, buffers.value_nulls, values)):
-        null_count = items.count(None)
+        mask = null_mask(items)
         if nulls is None:
-            if null_count:
+            if mask is not None:
                 return False
-        elif bytes(nulls) != (b"\x01" * null_count if null_count == len(items) else
-                              bytes(item is None for item in items)):
+        elif bytes(nulls) != (bytes(len(items)) if mask is None else mask):  # a mask of no nulls: all zeros
             return False
         if bounds != bounds_of(items):
             return False
