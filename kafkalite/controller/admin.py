@@ -188,10 +188,10 @@ class AdminManager:
 
     # -- the watches ----------------------------------------------------------------------------------------------
 
-    def watch_assignment(self, topic: str) -> dict[int, list[int]]:
+    def watch_assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
         """Read a topic's assignment and watch it: added partitions arrive as a change of this znode."""
         self.zk.register_znode_change_handler(topic_path(topic), self._watch_topic(topic))
-        return self.zk.get_replica_assignment(topic, watch=True) or {}
+        return self.zk.get_assignment(topic, watch=True) or {}
 
     def process_topic_change(self) -> None:
         context = self.context

@@ -77,19 +77,19 @@ class ReplicaStateMachine:
         try:
             for tp in partitions:
                 topic, partition = tp
-                assignment = context.partition_replica_assignment(tp)
+                assignment = context.assigned_replicas(tp)
                 online = []
                 for broker_id in assignment:
-                    replica = PartitionAndReplica(topic, partition, broker_id)
                     if broker_id in live:
-                        states[replica] = ReplicaState.ONLINE
+                        states[(topic, partition, broker_id)] = ReplicaState.ONLINE
                         online.append(broker_id)
                         if logged:
-                            self._log_state_change(replica, ReplicaState.ONLINE, ReplicaState.ONLINE)
+                            self._log_state_change(PartitionAndReplica(topic, partition, broker_id),
+                                                   ReplicaState.ONLINE, ReplicaState.ONLINE)
                     else:
-                        states[replica] = ReplicaState.DELETION_INELIGIBLE
+                        states[(topic, partition, broker_id)] = ReplicaState.DELETION_INELIGIBLE
                         if not context.is_topic_queued_up_for_deletion(topic):
-                            offline.append(replica)
+                            offline.append(PartitionAndReplica(topic, partition, broker_id))
                 leadership = leaderships.get(tp)
                 if online and leadership is not None:
                     batch.add_leader_and_isr_request_for_brokers(online, tp, leadership, assignment,
@@ -153,13 +153,13 @@ class ReplicaStateMachine:
             leadership = context.partition_leadership_info.get(tp)
             if leadership is not None:
                 self.batch.add_leader_and_isr_request_for_brokers(broker_ids, tp, leadership,
-                                                                  context.partition_replica_assignment(tp))
+                                                                  context.assigned_replicas(tp))
 
     def _set_state(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
         if target is ReplicaState.NON_EXISTENT:
             self.context.replica_states.pop(replica, None)
         else:
-            self.context.replica_states[replica] = target
+            self.context.set_replica_state(replica, target)
         if state_change_log.isEnabledFor(logging.INFO):
             self._log_state_change(replica, current, target)
 
@@ -183,51 +183,51 @@ class ReplicaStateMachine:
             rounds[index].append(replica)
         context = self.context
         for group in rounds:
+            partitions = [replica.topic_partition for replica in group]  # each round names a partition once
             current = [context.replica_states.get(replica, ReplicaState.NON_EXISTENT) for replica in group]
-            for replica in group:
-                self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
-                                                                delete_partition=False)
-            removed = self._remove_replicas_from_isr(group)
-            for replica, was in zip(group, current):
-                tp = replica.topic_partition
-                leadership = removed.get(replica)
+            for replica, tp in zip(group, partitions):
+                self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=False)
+            removed = self._remove_replicas_from_isr(group, partitions)
+            for replica, tp, was in zip(group, partitions, current):
+                leadership = removed.get(tp)
                 if leadership is not None and not context.is_topic_queued_up_for_deletion(tp.topic):
-                    assignment = context.partition_replica_assignment(tp)
+                    assignment = context.assigned_replicas(tp)
                     others = [r for r in assignment if r != replica.replica and context.is_replica_online(r)]
                     self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
                 self._set_state(replica, was, ReplicaState.OFFLINE)
 
-    def _remove_replicas_from_isr(self, replicas: list[PartitionAndReplica]
-                                  ) -> dict[PartitionAndReplica, LeaderIsrAndControllerEpoch]:
+    def _remove_replicas_from_isr(self, replicas: list[PartitionAndReplica], partitions: list[TopicPartition]
+                                  ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Take each replica out of its partition's ISR (the last member stays, as in Kafka); leader -1 where it
-        led. One replica per partition; all read together, all written together (Kafka's removeReplicasFromIsr).
+        led. One replica per partition, `partitions` theirs in the same order; all read together, all written
+        together (Kafka's removeReplicasFromIsr).
 
         As Kafka's doRemoveReplicasFromIsr, the states are read from the coordination service, not the cache: a
         leader may have added a replica back since the cache was filled, and its ISR change notification may
-        not have arrived yet. Returns the new state to announce per replica; a replica that was in no ISR, or
+        not have arrived yet. Returns the new state to announce per partition; a replica that was in no ISR, or
         whose partition's write failed its version check, has none."""
         context = self.context
-        stored = self.zk.get_partition_states(replica.topic_partition for replica in replicas)
+        stored = self.zk.get_partition_states(partitions)
         changes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        owners: dict[TopicPartition, PartitionAndReplica] = {}
-        for replica in replicas:
-            tp = replica.topic_partition
+        owners: dict[TopicPartition, int] = {}
+        for replica, tp in zip(replicas, partitions):
             state = stored.get(tp)
             if state is None:
                 continue
             context.partition_leadership_info[tp] = state
             lai = state.leader_and_isr
-            if replica.replica not in lai.isr and lai.leader != replica.replica:
+            broker_id = replica.replica
+            if broker_id not in lai.isr and lai.leader != broker_id:
                 continue  # nothing to change, nothing to announce
-            new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
-            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
+            new_leader = NO_LEADER if lai.leader == broker_id else lai.leader
+            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != broker_id)
             changes[tp] = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), context.epoch)
-            owners[tp] = replica
+            owners[tp] = broker_id
         written, failed = self.zk.update_leader_and_isr(context.epoch_zk_version, changes)
         for tp, exc in failed.items():
             if not isinstance(exc, BadVersionError):
                 raise exc
             log.error("controller %d: the state of %s changed while replica %d was being removed from its ISR",
-                      self.controller_id, tp, owners[tp].replica)
+                      self.controller_id, tp, owners[tp])
         context.partition_leadership_info.update(written)
-        return {owners[tp]: state for tp, state in written.items()}
+        return written

@@ -491,10 +491,16 @@ class KafkaZkClient:
         return self.get_children(TOPICS_PATH, watch=watch)
 
     def get_replica_assignment(self, topic: str, *, watch: bool = False) -> dict[int, list[int]] | None:
+        assignment = self.get_assignment(topic, watch=watch)
+        return None if assignment is None else {p: list(replicas) for p, replicas in assignment.items()}
+
+    def get_assignment(self, topic: str, *, watch: bool = False) -> dict[int, tuple[int, ...]] | None:
+        """The topic's replica assignment as the controller caches it: each partition's replicas a tuple, which the
+        cyclic GC stops tracking (a list per partition would reach its oldest generation at every failover)."""
         found = self.get_data(topic_path(topic), watch=watch, use_list=False)
         if found is None or found[0] is None:
             return None
-        return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
+        return {int(p): replicas for p, replicas in found[0]["partitions"].items()}
 
     def get_ongoing_reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
         """(adding replicas, removing replicas) of each partition of `topic` in the middle of a reassignment, as
