@@ -185,7 +185,7 @@ class PartitionStateMachine:
         if not partitions:
             return {}
         context = self.context
-        stored = self.zk.get_partition_states(partitions)
+        stored = self.zk.get_partition_states(partitions, cached=context.partition_leadership_info)
         brokers = context.brokers()
         unclean: dict[str, bool] = {}  # each topic's config read once per batch
         elections: dict[TopicPartition, Election] = {}

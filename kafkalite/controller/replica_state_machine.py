@@ -207,7 +207,7 @@ class ReplicaStateMachine:
         not have arrived yet. Returns the new state to announce per partition; a replica that was in no ISR, or
         whose partition's write failed its version check, has none."""
         context = self.context
-        stored = self.zk.get_partition_states(partitions)
+        stored = self.zk.get_partition_states(partitions, cached=context.partition_leadership_info)
         changes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         owners: dict[TopicPartition, int] = {}
         for replica, tp in zip(replicas, partitions):

@@ -123,9 +123,13 @@ class ControllerBrokerRequestBatch:
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
                                              delete_partition: bool,
                                              callback: Callable[[int, Response], None] | None = None) -> None:
-        """`callback(broker_id, response)` hears the broker's answer: topic deletion waits for it."""
+        """`callback(broker_id, response)` hears the broker's answer: topic deletion waits for it.
+
+        A broker that is not alive is left out now rather than when the batch is sent, which skips it too: the
+        broker failure that follows a controlled shutdown stops every replica of a broker that is gone."""
+        live = self.context.live_brokers
         for broker_id in broker_ids:
-            if broker_id < 0:
+            if broker_id not in live:
                 continue
             if callback is not None:
                 self.stop_replica_callbacks[broker_id] = functools.partial(callback, broker_id)

@@ -553,12 +553,24 @@ class KafkaZkClient:
             return None
         return decode_partition_state(data, stat.version)
 
-    def get_partition_states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition,
-                                                                                LeaderIsrAndControllerEpoch]:
-        """The stored state of each partition that has one, read together (Kafka's getTopicPartitionStates)."""
+    def get_partition_states(self, partitions: Iterable[TopicPartition], *,
+                             cached: Mapping[TopicPartition, LeaderIsrAndControllerEpoch] | None = None
+                             ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """The stored state of each partition that has one, read together (Kafka's getTopicPartitionStates).
+
+        A state equal to its entry in `cached` is that entry: a controller that reads back thousands of states it
+        already holds (a controlled shutdown, the broker failure after it) keeps its objects, instead of
+        replacing each with two new ones that the cyclic GC would carry into its oldest generation."""
         partitions = list(partitions)
         found = self.session.get_many([partition_state_path(tp) for tp in partitions])
-        return {tp: decode_partition_state(*data) for tp, data in zip(partitions, found) if data is not None}
+        known = cached if cached is not None else {}
+        states = {}
+        for tp, data in zip(partitions, found):
+            if data is not None:
+                state = decode_partition_state(*data)
+                held = known.get(tp)
+                states[tp] = held if held == state else state
+        return states
 
     def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> list[Op]:
         """A new partition's state znode and the parents it lacks."""
