@@ -21,6 +21,11 @@ class IllegalStateTransition(Exception):
     """A state machine was asked for a move its table forbids; nothing was changed."""
 
 
+ReplicaKey = tuple[str, int, int]
+"""A replica as (topic, partition, broker id): a PartitionAndReplica, or a plain tuple where thousands are made at
+once (a new topic's replicas): the cyclic GC stops tracking a plain tuple of atomic values, not a named one."""
+
+
 class PartitionAndReplica(NamedTuple):
     topic: str
     partition: int
@@ -66,7 +71,7 @@ class ControllerContext:
     # stops tracking a plain tuple of atomic values, not a named one, and a new controller fills in one key per
     # replica (30,000 for 10,000 partitions at RF=3) that would otherwise all reach its oldest generation.
     # Nothing iterates over it; write it with `set_replica_state`.
-    replica_states: dict[tuple[str, int, int], ReplicaState] = field(default_factory=dict)
+    replica_states: dict[ReplicaKey, ReplicaState] = field(default_factory=dict)
     topics_to_be_deleted: set[str] = field(default_factory=set)
     partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(default_factory=dict)
 
@@ -128,7 +133,7 @@ class ControllerContext:
             for partition in sorted(assignment):
                 yield topic, partition, assignment[partition]
 
-    def set_replica_state(self, replica: tuple[str, int, int], state: ReplicaState) -> None:
+    def set_replica_state(self, replica: ReplicaKey, state: ReplicaState) -> None:
         """Record `replica`'s state under a plain tuple key (see `replica_states`)."""
         topic, partition, broker_id = replica
         self.replica_states[(topic, partition, broker_id)] = state

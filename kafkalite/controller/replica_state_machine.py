@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 
 from kafkalite.common.types import TopicPartition
-from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
+from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica, ReplicaKey
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.controller.states import ReplicaState
 from kafkalite.coordination.errors import BadVersionError
@@ -70,7 +70,7 @@ class ReplicaStateMachine:
         context, batch = self.context, self.batch
         states, live, leaderships = context.replica_states, context.live_brokers, context.partition_leadership_info
         logged = state_change_log.isEnabledFor(logging.INFO)
-        offline = []
+        offline: list[ReplicaKey] = []
         # One pass per partition, not per replica: a replica's move to Online from Online is always legal, and the
         # partition's LeaderAndIsr is built once for all of its live replicas.
         batch.new_batch()
@@ -84,12 +84,12 @@ class ReplicaStateMachine:
                         states[(topic, partition, broker_id)] = ReplicaState.ONLINE
                         online.append(broker_id)
                         if logged:
-                            self._log_state_change(PartitionAndReplica(topic, partition, broker_id),
-                                                   ReplicaState.ONLINE, ReplicaState.ONLINE)
+                            self._log_state_change((topic, partition, broker_id), ReplicaState.ONLINE,
+                                                   ReplicaState.ONLINE)
                     else:
                         states[(topic, partition, broker_id)] = ReplicaState.DELETION_INELIGIBLE
                         if not context.is_topic_queued_up_for_deletion(topic):
-                            offline.append(PartitionAndReplica(topic, partition, broker_id))
+                            offline.append((topic, partition, broker_id))
                 leadership = leaderships.get(tp)
                 if online and leadership is not None:
                     batch.add_leader_and_isr_request_for_brokers(online, tp, leadership, assignment,
@@ -100,7 +100,7 @@ class ReplicaStateMachine:
             raise
         self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
-    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState) -> None:
+    def handle_state_changes(self, replicas: Iterable[ReplicaKey], target: ReplicaState) -> None:
         """Move `replicas` to `target` in one request batch."""
         replicas = list(replicas)
         if not replicas:
@@ -123,22 +123,23 @@ class ReplicaStateMachine:
             self.batch.clear()
             raise
 
-    def _illegal_transition(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+    def _illegal_transition(self, replica: ReplicaKey, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
         message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal replica state "
-                   f"transition of {replica} from {current.value} to {target.value}")
+                   f"transition of {PartitionAndReplica(*replica)} from {current.value} to {target.value}")
         state_change_log.error(message)
         raise IllegalStateTransition(message)
 
-    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+    def _handle_state_change(self, replica: ReplicaKey, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
         if target is ReplicaState.DELETION_STARTED:
-            self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
+            topic, partition, broker_id = replica
+            self.batch.add_stop_replica_request_for_brokers([broker_id], TopicPartition(topic, partition),
                                                             delete_partition=True,
                                                             callback=self._on_stop_replica_with_delete)
         self._set_state(replica, current, target)
 
-    def _bring_online(self, replicas: list[PartitionAndReplica]) -> None:
+    def _bring_online(self, replicas: list[ReplicaKey]) -> None:
         """Each replica gets its partition's current LeaderAndIsr, one per partition for all of its replicas (from
         New, the partition's election already sent it)."""
         context = self.context
@@ -146,7 +147,8 @@ class ReplicaStateMachine:
         for replica in replicas:
             current = context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
             if current is not ReplicaState.NEW:
-                told.setdefault((replica.topic, replica.partition), []).append(replica.replica)
+                topic, partition, broker_id = replica
+                told.setdefault((topic, partition), []).append(broker_id)
             self._set_state(replica, current, ReplicaState.ONLINE)
         for (topic, partition), broker_ids in told.items():
             tp = TopicPartition(topic, partition)
@@ -155,7 +157,7 @@ class ReplicaStateMachine:
                 self.batch.add_leader_and_isr_request_for_brokers(broker_ids, tp, leadership,
                                                                   context.assigned_replicas(tp))
 
-    def _set_state(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
+    def _set_state(self, replica: ReplicaKey, current: ReplicaState, target: ReplicaState) -> None:
         if target is ReplicaState.NON_EXISTENT:
             self.context.replica_states.pop(replica, None)
         else:
@@ -163,40 +165,40 @@ class ReplicaStateMachine:
         if state_change_log.isEnabledFor(logging.INFO):
             self._log_state_change(replica, current, target)
 
-    def _log_state_change(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
+    def _log_state_change(self, replica: ReplicaKey, current: ReplicaState, target: ReplicaState) -> None:
+        topic, partition, broker_id = replica
         state_change_log.info("controller %d epoch %d changed replica %d of %s-%d from %s to %s", self.controller_id,
-                              self.context.epoch, replica.replica, replica.topic, replica.partition, current.value,
-                              target.value)
+                              self.context.epoch, broker_id, topic, partition, current.value, target.value)
 
-    def _take_offline(self, replicas: list[PartitionAndReplica]) -> None:
+    def _take_offline(self, replicas: list[ReplicaKey]) -> None:
         """StopReplica (keep the log) to each replica; out of the ISR; the partitions' other replicas told.
 
         In rounds, each partition at most once per round, so that a partition losing two replicas (two brokers
         died) leaves its ISR one replica at a time, in the order given, as if they went one by one."""
-        rounds: list[list[PartitionAndReplica]] = []
+        rounds: list[list[ReplicaKey]] = []
         seen: dict[tuple[str, int], int] = {}
         for replica in replicas:
-            key = (replica.topic, replica.partition)
+            key = replica[:2]
             index = seen[key] = seen.get(key, -1) + 1
             if index == len(rounds):
                 rounds.append([])
             rounds[index].append(replica)
         context = self.context
         for group in rounds:
-            partitions = [replica.topic_partition for replica in group]  # each round names a partition once
+            partitions = [TopicPartition(topic, partition) for topic, partition, _ in group]  # each once a round
             current = [context.replica_states.get(replica, ReplicaState.NON_EXISTENT) for replica in group]
-            for replica, tp in zip(group, partitions):
-                self.batch.add_stop_replica_request_for_brokers([replica.replica], tp, delete_partition=False)
+            for (_, _, broker_id), tp in zip(group, partitions):
+                self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
             removed = self._remove_replicas_from_isr(group, partitions)
             for replica, tp, was in zip(group, partitions, current):
                 leadership = removed.get(tp)
                 if leadership is not None and not context.is_topic_queued_up_for_deletion(tp.topic):
                     assignment = context.assigned_replicas(tp)
-                    others = [r for r in assignment if r != replica.replica and context.is_replica_online(r)]
+                    others = [r for r in assignment if r != replica[2] and context.is_replica_online(r)]
                     self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
                 self._set_state(replica, was, ReplicaState.OFFLINE)
 
-    def _remove_replicas_from_isr(self, replicas: list[PartitionAndReplica], partitions: list[TopicPartition]
+    def _remove_replicas_from_isr(self, replicas: list[ReplicaKey], partitions: list[TopicPartition]
                                   ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Take each replica out of its partition's ISR (the last member stays, as in Kafka); leader -1 where it
         led. One replica per partition, `partitions` theirs in the same order; all read together, all written
@@ -216,7 +218,7 @@ class ReplicaStateMachine:
                 continue
             context.partition_leadership_info[tp] = state
             lai = state.leader_and_isr
-            broker_id = replica.replica
+            broker_id = replica[2]
             if broker_id not in lai.isr and lai.leader != broker_id:
                 continue  # nothing to change, nothing to announce
             new_leader = NO_LEADER if lai.leader == broker_id else lai.leader
