@@ -70,7 +70,7 @@ class ControllerContext:
     # Keyed by plain (topic, partition, replica) tuples, equal to and found by a PartitionAndReplica: the cyclic GC
     # stops tracking a plain tuple of atomic values, not a named one, and a new controller fills in one key per
     # replica (30,000 for 10,000 partitions at RF=3) that would otherwise all reach its oldest generation.
-    # Nothing iterates over it; write it with `set_replica_state`.
+    # Nothing iterates over it; write it with plain tuples, as `set_replica_state` does.
     replica_states: dict[ReplicaKey, ReplicaState] = field(default_factory=dict)
     topics_to_be_deleted: set[str] = field(default_factory=set)
     partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(default_factory=dict)
