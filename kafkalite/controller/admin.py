@@ -188,10 +188,10 @@ class AdminManager:
 
     # -- the watches ----------------------------------------------------------------------------------------------
 
-    def watch_assignment(self, topic: str) -> dict[int, list[int]]:
+    def watch_assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
         """Read a topic's assignment and watch it: added partitions arrive as a change of this znode."""
         self.zk.register_znode_change_handler(topic_path(topic), self._watch_topic(topic))
-        return self.zk.get_replica_assignment(topic, watch=True) or {}
+        return self.zk.get_assignment(topic, watch=True) or {}
 
     def process_topic_change(self) -> None:
         context = self.context
@@ -224,7 +224,8 @@ class AdminManager:
     def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
         if log.isEnabledFor(logging.INFO):  # a 100,000-partition topic's list is not built for nothing
             log.info("controller %d: new partitions %s", self.controller_id, [str(tp) for tp in partitions])
-        replicas = self.context.replicas_for_partitions(partitions)
+        # Plain tuples: 30,000 named ones for a 10,000-partition topic would outlive the elections in between.
+        replicas = [(tp.topic, tp.partition, r) for tp in partitions for r in self.context.assigned_replicas(tp)]
         self._partitions.handle_state_changes(partitions, PartitionState.NEW)
         self._replicas.handle_state_changes(replicas, ReplicaState.NEW)
         self._partitions.handle_state_changes(partitions, PartitionState.ONLINE)

@@ -7,7 +7,7 @@ it needs no locks (Kafka's controllerLock is our single event queue).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -19,6 +19,11 @@ from kafkalite.coordination.kafka_zk import BrokerInfo, LeaderIsrAndControllerEp
 
 class IllegalStateTransition(Exception):
     """A state machine was asked for a move its table forbids; nothing was changed."""
+
+
+ReplicaKey = tuple[str, int, int]
+"""A replica as (topic, partition, broker id): a PartitionAndReplica, or a plain tuple where thousands are made at
+once (a new topic's replicas): the cyclic GC stops tracking a plain tuple of atomic values, not a named one."""
 
 
 class PartitionAndReplica(NamedTuple):
@@ -57,10 +62,16 @@ class ControllerContext:
     live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     shutting_down_broker_ids: set[int] = field(default_factory=set)
     all_topics: set[str] = field(default_factory=set)
-    partition_assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    # Each partition's replicas as a tuple (see KafkaZkClient.get_assignment); `partition_replica_assignment` gives
+    # a list to change.
+    partition_assignments: dict[str, dict[int, Sequence[int]]] = field(default_factory=dict)
     partition_leadership_info: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
-    replica_states: dict[PartitionAndReplica, ReplicaState] = field(default_factory=dict)
+    # Keyed by plain (topic, partition, replica) tuples, equal to and found by a PartitionAndReplica: the cyclic GC
+    # stops tracking a plain tuple of atomic values, not a named one, and a new controller fills in one key per
+    # replica (30,000 for 10,000 partitions at RF=3) that would otherwise all reach its oldest generation.
+    # Nothing iterates over it; write it with plain tuples, as `set_replica_state` does.
+    replica_states: dict[ReplicaKey, ReplicaState] = field(default_factory=dict)
     topics_to_be_deleted: set[str] = field(default_factory=set)
     partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(default_factory=dict)
 
@@ -91,7 +102,11 @@ class ControllerContext:
     # -- partitions -----------------------------------------------------------------------------------------------
 
     def partition_replica_assignment(self, tp: TopicPartition) -> list[int]:
-        return self.partition_assignments.get(tp.topic, {}).get(tp.partition, [])
+        return list(self.assigned_replicas(tp))
+
+    def assigned_replicas(self, tp: TopicPartition) -> Sequence[int]:
+        """`tp`'s replicas as cached, not to be changed: the requests built for every partition share the tuple."""
+        return self.partition_assignments.get(tp.topic, {}).get(tp.partition, ())
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in sorted(self.partition_assignments.get(topic, {}))]
@@ -111,12 +126,17 @@ class ControllerContext:
         return [PartitionAndReplica(topic, partition, r) for topic, partition, replicas in self._assignments()
                 for r in replicas if r in broker_ids]
 
-    def _assignments(self) -> Iterator[tuple[str, int, list[int]]]:
+    def _assignments(self) -> Iterator[tuple[str, int, Sequence[int]]]:
         """(topic, partition, replicas) of every partition, in order."""
         for topic in sorted(self.partition_assignments):
             assignment = self.partition_assignments[topic]
             for partition in sorted(assignment):
                 yield topic, partition, assignment[partition]
+
+    def set_replica_state(self, replica: ReplicaKey, state: ReplicaState) -> None:
+        """Record `replica`'s state under a plain tuple key (see `replica_states`)."""
+        topic, partition, broker_id = replica
+        self.replica_states[(topic, partition, broker_id)] = state
 
     def is_topic_queued_up_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted

@@ -34,7 +34,7 @@ from kafkalite.common.config import BrokerConfig
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.admin import AdminManager
 from kafkalite.controller.channel_manager import ControllerChannelManager
-from kafkalite.controller.context import ControllerContext, PartitionAndReplica
+from kafkalite.controller.context import ControllerContext
 from kafkalite.controller.elections import Elections
 from kafkalite.controller.event_manager import (
     AutoPreferredReplicaLeaderElection,
@@ -404,8 +404,8 @@ class KafkaController:
         led = {tp: None for tp in replicated
                if context.partition_leadership_info[tp].leader_and_isr.leader == broker_id}  # ordered, and a set
         term.partitions.handle_state_changes(led, PartitionState.ONLINE, controlled_shutdown_partition_leader_selector)
-        term.replicas.handle_state_changes([PartitionAndReplica(tp.topic, tp.partition, broker_id)
-                                            for tp in replicated if tp not in led], ReplicaState.OFFLINE)
+        term.replicas.handle_state_changes([(tp.topic, tp.partition, broker_id) for tp in replicated if tp not in led],
+                                           ReplicaState.OFFLINE)
         remaining = [(tp.topic, tp.partition) for tp in replicated
                      if context.partition_leadership_info[tp].leader_and_isr.leader == broker_id]
         return ControlledShutdownResponse(errors.NONE.code, remaining)

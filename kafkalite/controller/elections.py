@@ -64,8 +64,9 @@ class Elections:
         """Every partition's outcome, in the order asked; the eligible ones elected in one state change."""
         partitions = list(dict.fromkeys(partitions))
         existing = (PartitionState.ONLINE, PartitionState.OFFLINE)
-        stored = self.zk.get_partition_states(tp for tp in partitions
-                                              if self.context.partition_states.get(tp) in existing)
+        stored = self.zk.get_partition_states((tp for tp in partitions
+                                               if self.context.partition_states.get(tp) in existing),
+                                              cached=self.context.partition_leadership_info)
         refused = {tp: self._refusal(tp, election_type, stored.get(tp)) for tp in partitions}
         eligible = [tp for tp in partitions if refused[tp] is None]
         elected = set(self._partitions.handle_state_changes(eligible, PartitionState.ONLINE,

@@ -39,7 +39,7 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderI
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change")
 
-_Elected = tuple[Sequence[int], LeaderIsrAndControllerEpoch, list[int], bool]
+_Elected = tuple[Sequence[int], LeaderIsrAndControllerEpoch, Sequence[int], bool]
 """An elected partition: the brokers to tell, its new state, its assignment, whether it is new."""
 
 
@@ -152,11 +152,11 @@ class PartitionStateMachine:
         context = self.context
         states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in partitions:
-            assignment = context.partition_replica_assignment(tp)
+            assignment = context.assigned_replicas(tp)
             live = [r for r in assignment if context.is_replica_online(r)]
             if not live:
                 state_change_log.error("controller %d epoch %d: no live replica of new partition %s (assigned %s)",
-                                       self.controller_id, context.epoch, tp, assignment)
+                                       self.controller_id, context.epoch, tp, list(assignment))
                 continue
             states[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(live[0], 0, tuple(live), 0), context.epoch)
         if not states:
@@ -170,7 +170,7 @@ class PartitionStateMachine:
         elected = {}
         for tp in created:
             state = context.partition_leadership_info[tp] = states[tp]
-            assignment = context.partition_replica_assignment(tp)
+            assignment = context.assigned_replicas(tp)
             elected[tp] = (state.leader_and_isr.isr, state, assignment, True)
         return elected
 
@@ -185,7 +185,7 @@ class PartitionStateMachine:
         if not partitions:
             return {}
         context = self.context
-        stored = self.zk.get_partition_states(partitions)
+        stored = self.zk.get_partition_states(partitions, cached=context.partition_leadership_info)
         brokers = context.brokers()
         unclean: dict[str, bool] = {}  # each topic's config read once per batch
         elections: dict[TopicPartition, Election] = {}
@@ -198,7 +198,7 @@ class PartitionStateMachine:
                 unclean[tp.topic] = self._unclean_allowed(tp.topic)
             candidates = replicas.get(tp)
             if candidates is None:
-                candidates = context.partition_replica_assignment(tp)
+                candidates = context.assigned_replicas(tp)
             try:
                 elections[tp] = selector(candidates, current.leader_and_isr, brokers, unclean[tp.topic])
             except NoLeaderAvailable as exc:
@@ -212,7 +212,7 @@ class PartitionStateMachine:
                 raise exc
             log.error("controller %d: the state of %s changed while it was being elected", self.controller_id, tp)
         context.partition_leadership_info.update(written)
-        return {tp: (elections[tp].replicas_to_receive_request, state, context.partition_replica_assignment(tp),
+        return {tp: (elections[tp].replicas_to_receive_request, state, context.assigned_replicas(tp),
                      False) for tp, state in written.items()}
 
     def _unclean_allowed(self, topic: str) -> bool:

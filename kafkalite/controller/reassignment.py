@@ -158,7 +158,7 @@ class ReassignmentManager:
                  reassignment.target_replicas, tp)
         target = reassignment.target_replicas
         self._replicas.handle_state_changes(self._replicas_of(tp, reassignment.adding), ReplicaState.ONLINE)
-        self.context.partition_assignments[tp.topic][tp.partition] = list(target)
+        self.context.partition_assignments[tp.topic][tp.partition] = tuple(target)
         leader = self.context.partition_leadership_info[tp].leader_and_isr.leader
         selector = no_op_partition_leader_selector if leader in target and self.context.is_replica_online(leader) \
             else reassigned_partition_leader_selector
@@ -183,7 +183,7 @@ class ReassignmentManager:
         """The topic's assignment with `tp` at `replicas`, and what every partition still being moved adds and
         removes (`moving` for `tp` itself, None once its move is complete)."""
         assignment = dict(self.context.partition_assignments[tp.topic])
-        assignment[tp.partition] = replicas
+        assignment[tp.partition] = tuple(replicas)
         reassigning = {other.partition: (r.adding, r.removing)
                        for other, r in self.context.partitions_being_reassigned.items()
                        if other.topic == tp.topic and other != tp}

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 
 from kafkalite.common.types import TopicPartition
-from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica
+from kafkalite.controller.context import ControllerContext, IllegalStateTransition, PartitionAndReplica, ReplicaKey
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.controller.states import ReplicaState
 from kafkalite.coordination.errors import BadVersionError
@@ -70,26 +70,26 @@ class ReplicaStateMachine:
         context, batch = self.context, self.batch
         states, live, leaderships = context.replica_states, context.live_brokers, context.partition_leadership_info
         logged = state_change_log.isEnabledFor(logging.INFO)
-        offline = []
+        offline: list[ReplicaKey] = []
         # One pass per partition, not per replica: a replica's move to Online from Online is always legal, and the
         # partition's LeaderAndIsr is built once for all of its live replicas.
         batch.new_batch()
         try:
             for tp in partitions:
                 topic, partition = tp
-                assignment = context.partition_replica_assignment(tp)
+                assignment = context.assigned_replicas(tp)
                 online = []
                 for broker_id in assignment:
-                    replica = PartitionAndReplica(topic, partition, broker_id)
                     if broker_id in live:
-                        states[replica] = ReplicaState.ONLINE
+                        states[(topic, partition, broker_id)] = ReplicaState.ONLINE
                         online.append(broker_id)
                         if logged:
-                            self._log_state_change(replica, ReplicaState.ONLINE, ReplicaState.ONLINE)
+                            self._log_state_change((topic, partition, broker_id), ReplicaState.ONLINE,
+                                                   ReplicaState.ONLINE)
                     else:
-                        states[replica] = ReplicaState.DELETION_INELIGIBLE
+                        states[(topic, partition, broker_id)] = ReplicaState.DELETION_INELIGIBLE
                         if not context.is_topic_queued_up_for_deletion(topic):
-                            offline.append(replica)
+                            offline.append((topic, partition, broker_id))
                 leadership = leaderships.get(tp)
                 if online and leadership is not None:
                     batch.add_leader_and_isr_request_for_brokers(online, tp, leadership, assignment,
@@ -100,7 +100,7 @@ class ReplicaStateMachine:
             raise
         self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
-    def handle_state_changes(self, replicas: Iterable[PartitionAndReplica], target: ReplicaState) -> None:
+    def handle_state_changes(self, replicas: Iterable[ReplicaKey], target: ReplicaState) -> None:
         """Move `replicas` to `target` in one request batch."""
         replicas = list(replicas)
         if not replicas:
@@ -123,22 +123,23 @@ class ReplicaStateMachine:
             self.batch.clear()
             raise
 
-    def _illegal_transition(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+    def _illegal_transition(self, replica: ReplicaKey, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
         message = (f"controller {self.controller_id} epoch {self.context.epoch}: illegal replica state "
-                   f"transition of {replica} from {current.value} to {target.value}")
+                   f"transition of {PartitionAndReplica(*replica)} from {current.value} to {target.value}")
         state_change_log.error(message)
         raise IllegalStateTransition(message)
 
-    def _handle_state_change(self, replica: PartitionAndReplica, target: ReplicaState) -> None:
+    def _handle_state_change(self, replica: ReplicaKey, target: ReplicaState) -> None:
         current = self.context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
         if target is ReplicaState.DELETION_STARTED:
-            self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
+            topic, partition, broker_id = replica
+            self.batch.add_stop_replica_request_for_brokers([broker_id], TopicPartition(topic, partition),
                                                             delete_partition=True,
                                                             callback=self._on_stop_replica_with_delete)
         self._set_state(replica, current, target)
 
-    def _bring_online(self, replicas: list[PartitionAndReplica]) -> None:
+    def _bring_online(self, replicas: list[ReplicaKey]) -> None:
         """Each replica gets its partition's current LeaderAndIsr, one per partition for all of its replicas (from
         New, the partition's election already sent it)."""
         context = self.context
@@ -146,88 +147,89 @@ class ReplicaStateMachine:
         for replica in replicas:
             current = context.replica_states.get(replica, ReplicaState.NON_EXISTENT)
             if current is not ReplicaState.NEW:
-                told.setdefault((replica.topic, replica.partition), []).append(replica.replica)
+                topic, partition, broker_id = replica
+                told.setdefault((topic, partition), []).append(broker_id)
             self._set_state(replica, current, ReplicaState.ONLINE)
         for (topic, partition), broker_ids in told.items():
             tp = TopicPartition(topic, partition)
             leadership = context.partition_leadership_info.get(tp)
             if leadership is not None:
                 self.batch.add_leader_and_isr_request_for_brokers(broker_ids, tp, leadership,
-                                                                  context.partition_replica_assignment(tp))
+                                                                  context.assigned_replicas(tp))
 
-    def _set_state(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
+    def _set_state(self, replica: ReplicaKey, current: ReplicaState, target: ReplicaState) -> None:
         if target is ReplicaState.NON_EXISTENT:
             self.context.replica_states.pop(replica, None)
         else:
-            self.context.replica_states[replica] = target
+            self.context.set_replica_state(replica, target)
         if state_change_log.isEnabledFor(logging.INFO):
             self._log_state_change(replica, current, target)
 
-    def _log_state_change(self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState) -> None:
+    def _log_state_change(self, replica: ReplicaKey, current: ReplicaState, target: ReplicaState) -> None:
+        topic, partition, broker_id = replica
         state_change_log.info("controller %d epoch %d changed replica %d of %s-%d from %s to %s", self.controller_id,
-                              self.context.epoch, replica.replica, replica.topic, replica.partition, current.value,
-                              target.value)
+                              self.context.epoch, broker_id, topic, partition, current.value, target.value)
 
-    def _take_offline(self, replicas: list[PartitionAndReplica]) -> None:
+    def _take_offline(self, replicas: list[ReplicaKey]) -> None:
         """StopReplica (keep the log) to each replica; out of the ISR; the partitions' other replicas told.
 
         In rounds, each partition at most once per round, so that a partition losing two replicas (two brokers
         died) leaves its ISR one replica at a time, in the order given, as if they went one by one."""
-        rounds: list[list[PartitionAndReplica]] = []
+        rounds: list[list[ReplicaKey]] = []
         seen: dict[tuple[str, int], int] = {}
         for replica in replicas:
-            key = (replica.topic, replica.partition)
+            key = replica[:2]
             index = seen[key] = seen.get(key, -1) + 1
             if index == len(rounds):
                 rounds.append([])
             rounds[index].append(replica)
         context = self.context
         for group in rounds:
+            partitions = [TopicPartition(topic, partition) for topic, partition, _ in group]  # each once a round
             current = [context.replica_states.get(replica, ReplicaState.NON_EXISTENT) for replica in group]
-            for replica in group:
-                self.batch.add_stop_replica_request_for_brokers([replica.replica], replica.topic_partition,
-                                                                delete_partition=False)
-            removed = self._remove_replicas_from_isr(group)
-            for replica, was in zip(group, current):
-                tp = replica.topic_partition
-                leadership = removed.get(replica)
+            for (_, _, broker_id), tp in zip(group, partitions):
+                self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
+            removed = self._remove_replicas_from_isr(group, partitions)
+            for replica, tp, was in zip(group, partitions, current):
+                leadership = removed.get(tp)
                 if leadership is not None and not context.is_topic_queued_up_for_deletion(tp.topic):
-                    assignment = context.partition_replica_assignment(tp)
-                    others = [r for r in assignment if r != replica.replica and context.is_replica_online(r)]
+                    assignment = context.assigned_replicas(tp)
+                    others = [r for r in assignment if r != replica[2] and context.is_replica_online(r)]
                     self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
                 self._set_state(replica, was, ReplicaState.OFFLINE)
 
-    def _remove_replicas_from_isr(self, replicas: list[PartitionAndReplica]
-                                  ) -> dict[PartitionAndReplica, LeaderIsrAndControllerEpoch]:
+    def _remove_replicas_from_isr(self, replicas: list[ReplicaKey], partitions: list[TopicPartition]
+                                  ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Take each replica out of its partition's ISR (the last member stays, as in Kafka); leader -1 where it
-        led. One replica per partition; all read together, all written together (Kafka's removeReplicasFromIsr).
+        led. One replica per partition, `partitions` theirs in the same order; all read together, all written
+        together (Kafka's removeReplicasFromIsr).
 
         As Kafka's doRemoveReplicasFromIsr, the states are read from the coordination service, not the cache: a
         leader may have added a replica back since the cache was filled, and its ISR change notification may
-        not have arrived yet. Returns the new state to announce per replica; a replica that was in no ISR, or
+        not have arrived yet. Returns the new state to announce per partition; a replica that was in no ISR, or
         whose partition's write failed its version check, has none."""
         context = self.context
-        stored = self.zk.get_partition_states(replica.topic_partition for replica in replicas)
+        stored = self.zk.get_partition_states(partitions, cached=context.partition_leadership_info)
         changes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        owners: dict[TopicPartition, PartitionAndReplica] = {}
-        for replica in replicas:
-            tp = replica.topic_partition
+        owners: dict[TopicPartition, int] = {}
+        for replica, tp in zip(replicas, partitions):
             state = stored.get(tp)
             if state is None:
                 continue
             context.partition_leadership_info[tp] = state
             lai = state.leader_and_isr
-            if replica.replica not in lai.isr and lai.leader != replica.replica:
+            broker_id = replica[2]
+            if broker_id not in lai.isr and lai.leader != broker_id:
                 continue  # nothing to change, nothing to announce
-            new_leader = NO_LEADER if lai.leader == replica.replica else lai.leader
-            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != replica.replica)
+            new_leader = NO_LEADER if lai.leader == broker_id else lai.leader
+            new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != broker_id)
             changes[tp] = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), context.epoch)
-            owners[tp] = replica
+            owners[tp] = broker_id
         written, failed = self.zk.update_leader_and_isr(context.epoch_zk_version, changes)
         for tp, exc in failed.items():
             if not isinstance(exc, BadVersionError):
                 raise exc
             log.error("controller %d: the state of %s changed while replica %d was being removed from its ISR",
-                      self.controller_id, tp, owners[tp].replica)
+                      self.controller_id, tp, owners[tp])
         context.partition_leadership_info.update(written)
-        return {owners[tp]: state for tp, state in written.items()}
+        return written

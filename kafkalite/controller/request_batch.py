@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller.channel_manager import ControllerChannelManager, ResponseCallback
@@ -69,7 +69,7 @@ class ControllerBrokerRequestBatch:
 
     def add_leader_and_isr_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
                                                leader_isr_and_controller_epoch: LeaderIsrAndControllerEpoch,
-                                               replicas: list[int], is_new: bool = False, *,
+                                               replicas: Sequence[int], is_new: bool = False, *,
                                                update_metadata: bool = True) -> None:
         """LeaderAndIsr for `tp` to each broker, and (unless `update_metadata` is false) its state to every live
         broker in the batch's UpdateMetadata."""
@@ -85,7 +85,7 @@ class ControllerBrokerRequestBatch:
             self.update_metadata_request_partitions[tp] = None
 
     def _leader_and_isr_state(self, tp: TopicPartition, leadership: LeaderIsrAndControllerEpoch,
-                              replicas: list[int], is_new: bool) -> LeaderAndIsrPartitionState:
+                              replicas: Sequence[int], is_new: bool) -> LeaderAndIsrPartitionState:
         """One state per partition and batch for every broker told, however many calls name it (a replica state
         change names one replica at a time): requests are not changed on their way."""
         lai = leadership.leader_and_isr
@@ -113,7 +113,7 @@ class ControllerBrokerRequestBatch:
             if leadership is None:
                 continue  # no leader assigned yet: nothing to tell
             lai = leadership.leader_and_isr
-            replicas = context.partition_replica_assignment(tp)
+            replicas = context.assigned_replicas(tp)
             states.append(UpdateMetadataPartitionState(
                 tp.topic, tp.partition, leadership.controller_epoch,
                 LEADER_DURING_DELETE if tp.topic in deleting else lai.leader, lai.leader_epoch, lai.isr,
@@ -123,9 +123,13 @@ class ControllerBrokerRequestBatch:
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
                                              delete_partition: bool,
                                              callback: Callable[[int, Response], None] | None = None) -> None:
-        """`callback(broker_id, response)` hears the broker's answer: topic deletion waits for it."""
+        """`callback(broker_id, response)` hears the broker's answer: topic deletion waits for it.
+
+        A broker that is not alive is left out now rather than when the batch is sent, which skips it too: the
+        broker failure that follows a controlled shutdown stops every replica of a broker that is gone."""
+        live = self.context.live_brokers
         for broker_id in broker_ids:
-            if broker_id < 0:
+            if broker_id not in live:
                 continue
             if callback is not None:
                 self.stop_replica_callbacks[broker_id] = functools.partial(callback, broker_id)

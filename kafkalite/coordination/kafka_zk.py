@@ -491,10 +491,16 @@ class KafkaZkClient:
         return self.get_children(TOPICS_PATH, watch=watch)
 
     def get_replica_assignment(self, topic: str, *, watch: bool = False) -> dict[int, list[int]] | None:
+        assignment = self.get_assignment(topic, watch=watch)
+        return None if assignment is None else {p: list(replicas) for p, replicas in assignment.items()}
+
+    def get_assignment(self, topic: str, *, watch: bool = False) -> dict[int, tuple[int, ...]] | None:
+        """The topic's replica assignment as the controller caches it: each partition's replicas a tuple, which the
+        cyclic GC stops tracking (a list per partition would reach its oldest generation at every failover)."""
         found = self.get_data(topic_path(topic), watch=watch, use_list=False)
         if found is None or found[0] is None:
             return None
-        return {int(p): list(replicas) for p, replicas in found[0]["partitions"].items()}
+        return {int(p): replicas for p, replicas in found[0]["partitions"].items()}
 
     def get_ongoing_reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
         """(adding replicas, removing replicas) of each partition of `topic` in the middle of a reassignment, as
@@ -547,12 +553,24 @@ class KafkaZkClient:
             return None
         return decode_partition_state(data, stat.version)
 
-    def get_partition_states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition,
-                                                                                LeaderIsrAndControllerEpoch]:
-        """The stored state of each partition that has one, read together (Kafka's getTopicPartitionStates)."""
+    def get_partition_states(self, partitions: Iterable[TopicPartition], *,
+                             cached: Mapping[TopicPartition, LeaderIsrAndControllerEpoch] | None = None
+                             ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """The stored state of each partition that has one, read together (Kafka's getTopicPartitionStates).
+
+        A state equal to its entry in `cached` is that entry: a controller that reads back thousands of states it
+        already holds (a controlled shutdown, the broker failure after it) keeps its objects, instead of
+        replacing each with two new ones that the cyclic GC would carry into its oldest generation."""
         partitions = list(partitions)
         found = self.session.get_many([partition_state_path(tp) for tp in partitions])
-        return {tp: decode_partition_state(*data) for tp, data in zip(partitions, found) if data is not None}
+        known = cached if cached is not None else {}
+        states = {}
+        for tp, data in zip(partitions, found):
+            if data is not None:
+                state = decode_partition_state(*data)
+                held = known.get(tp)
+                states[tp] = held if held == state else state
+        return states
 
     def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> list[Op]:
         """A new partition's state znode and the parents it lacks."""

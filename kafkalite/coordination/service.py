@@ -129,29 +129,31 @@ class _Znode:
     mtime: float = 0.0
     version: int = 0
     cversion: int = 0
-    # Made with the first child, as most znodes (partition states) have none; a plain set while small, sorted as
-    # it is read, and a SortedSet once large, so a partition's znode costs a few hundred bytes and a directory of
-    # thousands of topics is still listed without sorting it.
-    children: set[str] | SortedSet | None = None
+    # Made with the first child, as most znodes (partition states) have none; a sorted tuple while small, and a
+    # SortedSet once large, so a partition's znode costs a few hundred bytes, the cyclic GC stops tracking the
+    # tuple (of strings) of the 10,000 partition znodes holding one `state` each, and a directory of thousands of
+    # topics is still listed without sorting it.
+    children: tuple[str, ...] | SortedSet | None = None
 
     def add_child(self, name: str) -> None:
         children = self.children
         if children is None:
-            self.children = {name}
-            return
-        children.add(name)
-        if len(children) == _SORTED_FROM and not isinstance(children, SortedSet):
-            self.children = SortedSet(children)
+            self.children = (name,)
+        elif isinstance(children, SortedSet):
+            children.add(name)
+        elif name not in children:
+            self.children = SortedSet((*children, name)) if len(children) + 1 >= _SORTED_FROM else \
+                tuple(sorted((*children, name)))
 
     def discard_child(self, name: str) -> None:
-        if self.children is not None:
-            self.children.discard(name)
+        children = self.children
+        if isinstance(children, SortedSet):
+            children.discard(name)
+        elif children is not None and name in children:
+            self.children = tuple(child for child in children if child != name)
 
     def child_names(self) -> list[str]:
-        children = self.children
-        if children is None:
-            return []
-        return list(children) if isinstance(children, SortedSet) else sorted(children)
+        return list(self.children or ())
 
     def stat(self) -> ZnodeStat:
         return ZnodeStat(self.czxid, self.mzxid, self.pzxid, self.ctime, self.mtime, self.version, self.cversion,
@@ -177,26 +179,10 @@ def validate_path(path: str) -> str:
     return path
 
 
-def _undo_create(nodes: dict[str, _Znode], path: str, parent: _Znode, name: str, old_parent: tuple[int, int],
-                 owned: set[str] | None) -> None:
-    del nodes[path]
-    parent.discard_child(name)
-    parent.cversion, parent.pzxid = old_parent
-    if owned is not None:
-        owned.discard(path)
-
-
-def _undo_set(node: _Znode, data: bytes, version: int, mzxid: int, mtime: float) -> None:
-    node.data, node.version, node.mzxid, node.mtime = data, version, mzxid, mtime
-
-
-def _undo_delete(nodes: dict[str, _Znode], path: str, node: _Znode, parent: _Znode, name: str,
-                 old_parent: tuple[int, int], owned: set[str] | None) -> None:
-    nodes[path] = node
-    parent.add_child(name)
-    parent.cversion, parent.pzxid = old_parent
-    if owned is not None:
-        owned.add(path)
+# What an undo step reverts; the step is (kind, path, *values). A create's and a set's values are atomic (ints,
+# floats, bytes), so the cyclic GC stops tracking those tuples at its next young collection and a transaction of
+# 100,000 partition states does not carry them into its oldest generation; a delete keeps the node it removed.
+_CREATED, _SET, _DELETED = range(3)
 
 
 class _Transaction:
@@ -205,7 +191,7 @@ class _Transaction:
     def __init__(self, zxid: int) -> None:
         self.zxid = zxid
         self.now = trio.current_time()  # every node the transaction touches gets the same ctime or mtime
-        # Undo steps as (function, arguments...) and events as a flat [type, path, type, path, ...]: a closure and
+        # Undo steps as (kind, path, values...) and events as a flat [type, path, type, path, ...]: a closure and
         # an event object per op would give the cyclic GC about ten objects per znode to carry until the commit,
         # 2 million for a 100,000-partition topic's states. A WatchedEvent is made for an event a watch hears.
         self.undo: list[tuple[Any, ...]] = []
@@ -385,11 +371,35 @@ class CoordinationService:
                     exc.index = index
                     raise
         except BaseException:
-            for undo, *args in reversed(txn.undo):
-                undo(*args)
+            self._roll_back(txn)
             raise
         self._commit(txn)
         return results
+
+    def _roll_back(self, txn: _Transaction) -> None:
+        """Undo a failed transaction's steps, last first: the tree is as it was before it began."""
+        nodes = self._nodes
+        for kind, path, *values in reversed(txn.undo):
+            if kind == _SET:
+                node = nodes[path]
+                node.data, node.version, node.mzxid, node.mtime = values
+                continue
+            parent_path, name = _split(path)
+            parent = nodes[parent_path]
+            if kind == _CREATED:
+                node = nodes.pop(path)
+                parent.discard_child(name)
+                parent.cversion, parent.pzxid = values
+            else:
+                node, parent.cversion, parent.pzxid = values
+                nodes[path] = node
+                parent.add_child(name)
+            owned = self._ephemerals.get(node.ephemeral_owner)
+            if owned is not None:
+                if kind == _CREATED:
+                    owned.discard(path)
+                else:
+                    owned.add(path)
 
     def _begin(self) -> _Transaction:
         return _Transaction(self._zxid + 1)
@@ -447,15 +457,13 @@ class CoordinationService:
             raise NodeExistsError(path, "node exists")
         owner = session.session_id if op.ephemeral else 0
         node = _Znode(op.data, txn.zxid, txn.now, owner, txn.zxid, txn.zxid, txn.now)
-        old_parent = (parent.cversion, parent.pzxid)
+        txn.undo.append((_CREATED, path, parent.cversion, parent.pzxid))
         self._nodes[path] = node
         parent.add_child(name)
         parent.cversion += 1
         parent.pzxid = txn.zxid
         if owner:
             self._ephemerals.setdefault(owner, set()).add(path)
-        txn.undo.append((_undo_create, self._nodes, path, parent, name, old_parent,
-                         self._ephemerals[owner] if owner else None))
         txn.fire(EventType.NODE_CREATED, path)
         txn.fire(EventType.NODE_CHILDREN_CHANGED, parent_path)
         return path
@@ -464,7 +472,7 @@ class CoordinationService:
         node = self._get_node(path)
         if version != ANY_VERSION and node.version != version:
             raise BadVersionError(path, f"version is {node.version}, expected {version}")
-        txn.undo.append((_undo_set, node, node.data, node.version, node.mzxid, node.mtime))
+        txn.undo.append((_SET, path, node.data, node.version, node.mzxid, node.mtime))
         node.data, node.version, node.mzxid, node.mtime = data, node.version + 1, txn.zxid, txn.now
         txn.fire(EventType.NODE_DATA_CHANGED, path)
         return node.stat()
@@ -479,7 +487,7 @@ class CoordinationService:
             raise NotEmptyError(path, f"node has {len(node.children)} children")
         parent_path, name = _split(path)
         parent = self._nodes[parent_path]
-        old_parent = (parent.cversion, parent.pzxid)
+        txn.undo.append((_DELETED, path, node, parent.cversion, parent.pzxid))
         del self._nodes[path]
         parent.discard_child(name)
         parent.cversion += 1
@@ -487,7 +495,6 @@ class CoordinationService:
         owned = self._ephemerals.get(node.ephemeral_owner)
         if owned is not None:
             owned.discard(path)
-        txn.undo.append((_undo_delete, self._nodes, path, node, parent, name, old_parent, owned))
         txn.fire(EventType.NODE_DELETED, path)
         txn.fire(EventType.NODE_CHILDREN_CHANGED, parent_path)
 

@@ -199,6 +199,25 @@ async def test_multi_is_all_or_nothing(service, autojump_clock) -> None:
                               WatchedEvent(EventType.NODE_CHILDREN_CHANGED, "/")]
 
 
+async def test_a_failed_multi_gives_back_ephemerals_and_children_as_they_were(service, autojump_clock) -> None:
+    """Rolled back: created nodes leave their parent's children and their session's ephemerals, deleted ones come
+    back to both, in a small directory and in one large enough to be kept sorted."""
+    s, other = service.connect(60_000), service.connect(60_000)
+    for directory, count in (("/few", 2), ("/many", 40)):
+        s.create(directory)
+        for i in range(count):
+            s.create(f"{directory}/e{i:02d}", ephemeral=True)
+    before = service.dump()
+    with pytest.raises(NodeExistsError):
+        s.multi([DeleteOp("/few/e00"), DeleteOp("/many/e00"), CreateOp("/few/new", ephemeral=True),
+                 CreateOp("/many/new", ephemeral=True), SetDataOp("/few", b"x"), CreateOp("/few/e01")])
+    assert service.dump() == before
+    assert s.get_children("/few") == ["e00", "e01"]
+    assert s.get_children("/many") == [f"e{i:02d}" for i in range(40)]
+    s.close()  # every ephemeral it owned before the multi goes, and nothing else
+    assert other.get_children("/few") == [] and other.get_children("/many") == []
+
+
 async def test_sequential_names_come_from_the_parent_cversion(service, autojump_clock) -> None:
     s = service.connect(60_000)
     s.create("/seq")
