@@ -9,9 +9,11 @@ nursery: whichever waiting task holds the receive lock reads frames and hands ea
 Any failure of the byte stream breaks the connection for good: every waiting and later `send` raises
 NETWORK_EXCEPTION, the code Kafka's clients retry on after reconnecting.
 
-A response is read straight into a buffer of its frame's size (its length prefix first), which the decoder
-then reads in place: a 4 MiB fetch response is copied once out of the kernel, not appended to a growing buffer
-and sliced out of it again.
+A response is read straight into a buffer (its length prefix first), which the decoder then reads in place: a
+4 MiB fetch response is copied once out of the kernel, not appended to a growing buffer and sliced out of it
+again. The buffer is the connection's, kept from one response to the next: decoding copies everything it keeps
+out of the frame (msgpack makes `bytes` of every payload), so the next frame may overwrite it, and a stream of
+fetch responses does not pay for a fresh 4 MiB allocation, its zeroing and its page faults each time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from kafkalite.network.codec import (
     FRAME_LENGTH, FrameTooLargeError, MalformedRequestError, RequestHeader, decode_response, encode_request,
 )
 from kafkalite.network.requests import RESPONSE_TYPES, SUPPORTED_VERSIONS, Request
+
+
+_KEPT_BUFFER_BYTES = 16 << 20
+"""The largest receive buffer a connection keeps for its next frame; a larger frame gets a buffer of its own."""
 
 
 class _InFlight:
@@ -52,7 +58,8 @@ class Connection:
         self._peer = "broker"
         self._max_response_bytes = max_response_bytes
         self._length = bytearray(FRAME_LENGTH.size)
-        self._frame: bytearray | None = None  # the frame being read, once its length is known
+        self._buffer = bytearray()  # kept for the next frame, up to _KEPT_BUFFER_BYTES
+        self._frame: memoryview | None = None  # the frame being read (in `_buffer`, or its own), once its size is known
         self._received = 0  # bytes read of the length prefix, then of the frame: a cancelled read resumes here
         self._send_lock = trio.Lock()
         self._receive_lock = trio.Lock()
@@ -124,7 +131,8 @@ class Connection:
             if not self._in_flight:
                 raise NetworkExceptionError(f"{self._peer} sent a response to no request")
             entry = self._in_flight.popleft()
-            correlation_id, response = decode_response(frame, entry.response_type)
+            with frame:  # decoding copies what it keeps: the buffer is free for the next frame after this
+                correlation_id, response = decode_response(frame, entry.response_type)
             if correlation_id != entry.correlation_id:
                 raise NetworkExceptionError(f"{self._peer} answered correlation id {correlation_id}, "
                                             f"expected {entry.correlation_id}")
@@ -134,31 +142,38 @@ class Connection:
             self._break(exc.message if isinstance(exc, NetworkExceptionError) else
                         f"connection to {self._peer} failed: {exc}")
 
-    async def _receive_frame(self) -> bytearray:
-        """The next frame's payload. A read cancelled midway (its request abandoned) keeps what it read, and the
-        next read goes on from there, so the stream stays in step."""
+    async def _receive_frame(self) -> memoryview:
+        """The next frame's payload, a view into the receive buffer that is valid until the next frame is read.
+        A read cancelled midway (its request abandoned) keeps what it read, and the next read goes on from there,
+        so the stream stays in step."""
         if self._frame is None:
-            await self._fill(self._length)
+            with memoryview(self._length) as prefix:
+                await self._fill(prefix)
             (length,) = FRAME_LENGTH.unpack(self._length)
             if self._max_response_bytes is not None and length > self._max_response_bytes:
                 raise FrameTooLargeError(
                     f"frame of {length} bytes exceeds the limit of {self._max_response_bytes} bytes")
-            self._frame = bytearray(length)
+            if length > len(self._buffer):
+                buffer = bytearray(length)
+                if length <= _KEPT_BUFFER_BYTES:
+                    self._buffer = buffer
+                self._frame = memoryview(buffer)
+            else:
+                self._frame = memoryview(self._buffer)[:length]
         frame = self._frame
         await self._fill(frame)
         self._frame = None
         return frame
 
-    async def _fill(self, buffer: bytearray) -> None:
-        """Fill `buffer` from the socket from `_received` on; NETWORK_EXCEPTION if the broker closes first."""
+    async def _fill(self, view: memoryview) -> None:
+        """Fill `view` from the socket from `_received` on; NETWORK_EXCEPTION if the broker closes first."""
         socket = self._stream.socket
-        with memoryview(buffer) as view:
-            while self._received < len(buffer):
-                with view[self._received:] as rest:
-                    received = await socket.recv_into(rest)
-                if not received:
-                    raise NetworkExceptionError(f"{self._peer} closed the connection")
-                self._received += received
+        while self._received < len(view):
+            with view[self._received:] as rest:
+                received = await socket.recv_into(rest)
+            if not received:
+                raise NetworkExceptionError(f"{self._peer} closed the connection")
+            self._received += received
         self._received = 0
 
     def _break(self, reason: str) -> None:

@@ -129,6 +129,17 @@ async def exchange(port: int, data: bytes) -> list[bytes]:
     return frames
 
 
+async def test_a_response_stays_whole_after_later_frames_reuse_the_receive_buffer(port: int) -> None:
+    """The connection reads every frame into one buffer it keeps: what a response holds must be its own, not a
+    view into bytes that the next frame, smaller or larger, overwrites."""
+    async with await Connection.open("127.0.0.1", port) as connection:
+        first = await connection.send(r.MetadataRequest(["orders"]))
+        produced = await connection.send(produce("orders", 0, 1))  # a smaller frame over the start of the buffer
+        second = await connection.send(r.MetadataRequest(["orders"]))
+    assert first == second == METADATA
+    assert produced == r.ProduceResponse([r.ProducePartitionResponse("orders", 0, 0, 0)])
+
+
 async def test_requests_are_answered_with_the_handlers_responses(port: int, broker: FakeBroker) -> None:
     async with await Connection.open("127.0.0.1", port, client_id="app-1") as connection:
         assert await connection.send(r.MetadataRequest(["orders"])) == METADATA
