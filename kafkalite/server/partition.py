@@ -197,7 +197,8 @@ class Partition:
 
     # -- role changes (LeaderAndIsr) ------------------------------------------------------------------------------
 
-    def make_leader(self, state: LeaderAndIsrPartitionState) -> None:
+    def make_leader(self, state: LeaderAndIsrPartitionState, now: int) -> None:
+        """Become leader at `now` (epoch ms, read once per LeaderAndIsr rather than per partition)."""
         self._apply_partition_state(state)
         self.leader_replica_id = self.local_broker_id
         self.isr = _shared(frozenset(state.isr))
@@ -205,7 +206,6 @@ class Partition:
         self.log.leader_epoch_cache.assign(state.leader_epoch, self.leader_epoch_start_offset)
         # Follower positions from an earlier term say nothing about what the followers hold now (they may
         # truncate), and ISR members get a fresh lag allowance so the ISR does not shrink on takeover.
-        now = now_ms()
         self._followers = {replica: FollowerState(last_caught_up_time_ms=now if replica in self.isr else 0)
                            for replica in self.assigned_replicas if replica != self.local_broker_id}
         self.maybe_increment_leader_hw()

@@ -211,8 +211,9 @@ class ReplicaManager:
 
     def make_leaders(self, partition_states: dict[Partition, LeaderAndIsrPartitionState]) -> None:
         self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in partition_states)
+        now = now_ms()
         for partition, state in partition_states.items():
-            partition.make_leader(state)
+            partition.make_leader(state, now)
 
     def make_followers(self, partition_states: dict[Partition, LeaderAndIsrPartitionState],
                        live_leaders: Sequence[LiveBroker]) -> None:
