@@ -16,15 +16,17 @@ UNDEFINED_EPOCH_OFFSET = -1
 class LeaderEpochCache:
     """Entries `(epoch, start_offset)` strictly increasing in both fields.
 
-    Two parallel lists rather than a sorted map: the cache holds one entry per leader change, appends happen
-    at the end, and both lookups are a bisect.
+    Two parallel tuples rather than a sorted map: the cache holds one entry per leader change, appends happen
+    at the end, and both lookups are a bisect. Tuples of ints, replaced whole on a change, because every replica
+    has a cache and changes are rare (one per leader change), while the cyclic GC would walk two lists per
+    replica at every full collection; it stops tracking a tuple of ints, and empty ones are shared.
     """
 
     __slots__ = ("_epochs", "_offsets")
 
     def __init__(self) -> None:
-        self._epochs: list[int] = []
-        self._offsets: list[int] = []
+        self._epochs: tuple[int, ...] = ()
+        self._offsets: tuple[int, ...] = ()
 
     @property
     def latest_epoch(self) -> int | None:
@@ -44,11 +46,11 @@ class LeaderEpochCache:
             raise ValueError(f"invalid leader epoch entry (epoch={epoch}, start_offset={start_offset})")
         if self._epochs and self._epochs[-1] == epoch and start_offset >= self._offsets[-1]:
             return
-        while self._epochs and (self._epochs[-1] >= epoch or self._offsets[-1] >= start_offset):
-            self._epochs.pop()
-            self._offsets.pop()
-        self._epochs.append(epoch)
-        self._offsets.append(start_offset)
+        keep = len(self._epochs)
+        while keep and (self._epochs[keep - 1] >= epoch or self._offsets[keep - 1] >= start_offset):
+            keep -= 1
+        self._epochs = (*self._epochs[:keep], epoch)
+        self._offsets = (*self._offsets[:keep], start_offset)
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """The largest epoch <= `requested_epoch` and the offset where it ends (OffsetsForLeaderEpoch).
@@ -74,8 +76,8 @@ class LeaderEpochCache:
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs that start at or after `end_offset`, after the log was truncated there."""
         keep = bisect.bisect_left(self._offsets, end_offset)
-        del self._epochs[keep:]
-        del self._offsets[keep:]
+        self._epochs = self._epochs[:keep]
+        self._offsets = self._offsets[:keep]
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly before `start_offset`; the epoch covering it now starts there.
@@ -86,15 +88,12 @@ class LeaderEpochCache:
         covered = bisect.bisect_right(self._offsets, start_offset)
         if covered == 0:
             return
-        epoch = self._epochs[covered - 1]
-        del self._epochs[:covered]
-        del self._offsets[:covered]
-        self._epochs.insert(0, epoch)
-        self._offsets.insert(0, start_offset)
+        self._epochs = self._epochs[covered - 1:]
+        self._offsets = (start_offset, *self._offsets[covered:])
 
     def clear(self) -> None:
-        self._epochs.clear()
-        self._offsets.clear()
+        self._epochs = ()
+        self._offsets = ()
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.epoch_entries()})"

@@ -49,7 +49,9 @@ class Log:
         self._clock_ms = clock_ms
         self._log_start_offset = log_start_offset
         self._segments: list[LogSegment] = [LogSegment(log_start_offset, clock_ms())]
-        self._segment_bases: list[int] = [log_start_offset]
+        # The segments' base offsets, for bisect: a tuple of ints, replaced whole on a roll, truncation or retention
+        # (rare), as the cyclic GC stops tracking it where it would walk a list per log at every full collection.
+        self._segment_bases: tuple[int, ...] = (log_start_offset,)
         self._log_end_offset = log_start_offset  # kept, not derived: every produce and fetch asks for it
         self.leader_epoch_cache = LeaderEpochCache()
 
@@ -119,7 +121,7 @@ class Log:
     def _roll(self) -> LogSegment:
         segment = LogSegment(self.log_end_offset, self._clock_ms())
         self._segments.append(segment)
-        self._segment_bases.append(segment.base_offset)
+        self._segment_bases += (segment.base_offset,)
         return segment
 
     # -- reads --------------------------------------------------------------------------------------------
@@ -191,7 +193,7 @@ class Log:
         new_end = self._segments[index].truncate_to(offset)
         keep = index + 1 if (index == 0 or new_end > self._segments[index].base_offset) else index
         del self._segments[keep:]
-        del self._segment_bases[keep:]
+        self._segment_bases = self._segment_bases[:keep]
         self._log_end_offset = self._segments[-1].next_offset
         self._log_start_offset = min(self._log_start_offset, new_end)
         self.leader_epoch_cache.truncate_from_end(new_end)
@@ -199,7 +201,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and restart empty at `offset` (a follower far behind a leader's log start)."""
         self._segments = [LogSegment(offset, self._clock_ms())]
-        self._segment_bases = [offset]
+        self._segment_bases = (offset,)
         self._log_end_offset = offset
         self._log_start_offset = offset
         self.leader_epoch_cache.clear()
@@ -243,7 +245,7 @@ class Log:
             deleted += 1
         if deleted:
             del self._segments[:deleted]
-            del self._segment_bases[:deleted]
+            self._segment_bases = self._segment_bases[deleted:]
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         return deleted

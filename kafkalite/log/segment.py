@@ -6,6 +6,10 @@ the segment (so a read finds its end by byte budget without walking the batches)
 the running maximum of batch timestamps (non-decreasing, so the first batch that can hold a timestamp is one
 bisect away). The method set (append, read, truncate_to, find_offset_by_timestamp) is what a file-backed
 segment would implement too.
+
+A broker of a large cluster holds tens of thousands of segments that never see a batch, so an empty segment
+shares the empty tuple for its batches and indexes and makes its lists on the first append: four fewer objects
+for the cyclic GC to walk per segment.
 """
 
 from __future__ import annotations
@@ -15,16 +19,19 @@ import bisect
 from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
 
 
+_EMPTY_POSITIONS = (0,)  # an empty segment's byte positions: where its first batch would start
+
+
 class LogSegment:
     __slots__ = ("base_offset", "created_ms", "_batches", "_base_offsets", "_positions", "_max_timestamps")
 
     def __init__(self, base_offset: int, created_ms: int) -> None:
         self.base_offset = base_offset
         self.created_ms = created_ms
-        self._batches: list[RecordBatch] = []
-        self._base_offsets: list[int] = []
-        self._positions: list[int] = [0]
-        self._max_timestamps: list[int] = []
+        self._batches: list[RecordBatch] | tuple[()] = ()
+        self._base_offsets: list[int] | tuple[()] = ()
+        self._positions: list[int] | tuple[int] = _EMPTY_POSITIONS
+        self._max_timestamps: list[int] | tuple[()] = ()
 
     @property
     def batches(self) -> tuple[RecordBatch, ...]:
@@ -47,6 +54,8 @@ class LogSegment:
 
     def append(self, batch: RecordBatch) -> None:
         """Add a batch; the log has already checked that its offsets continue this segment."""
+        if not self._batches:
+            self._batches, self._base_offsets, self._positions, self._max_timestamps = [], [], [0], []
         self._batches.append(batch)
         self._base_offsets.append(batch.base_offset)
         self._positions.append(self._positions[-1] + batch.size_in_bytes)

@@ -48,18 +48,14 @@ class DelayedProduce:
 
 
 class ProducePurgatory:
-    """The delayed produces of one partition, released in order of the offset they wait for.
-
-    Every partition replica has one and most never hold a waiter, so the heap is made on the first."""
+    """The delayed produces of one partition, released in order of the offset they wait for."""
 
     __slots__ = ("_heap",)
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, DelayedProduce]] | None = None
+        self._heap: list[tuple[int, int, DelayedProduce]] = []
 
     def watch(self, operation: DelayedProduce) -> None:
-        if self._heap is None:
-            self._heap = []
         heapq.heappush(self._heap, (operation.required_offset, next(_sequence), operation))
 
     def complete_up_to(self, high_watermark: int, error: ErrorCode) -> None:
@@ -68,8 +64,8 @@ class ProducePurgatory:
             heapq.heappop(heap)[2].complete(error)
 
     def fail_all(self, error: ErrorCode) -> None:
-        heap, self._heap = self._heap, None
-        for _, _, operation in heap or ():
+        heap, self._heap = self._heap, []
+        for _, _, operation in heap:
             operation.complete(error)
 
 

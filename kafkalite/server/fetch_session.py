@@ -75,8 +75,12 @@ class FetchSession:
 class FetchSessionCache:
     """The sessions of one leader, one per follower, and which sessions hear of which partition's changes."""
 
-    def __init__(self, on_leave: Callable[[TopicPartition], None] | None = None) -> None:
+    def __init__(self, on_leave: Callable[[TopicPartition], None] | None = None,
+                 hosted: Callable[[TopicPartition], TopicPartition] | None = None) -> None:
         self._on_leave = on_leave  # a partition left a session: its follower no longer fetches it there
+        # The leader's own key of a partition a follower names: the sessions keep that one object rather than one
+        # per session parsed from the followers' requests, a tracked object fewer per follower and partition.
+        self._hosted = hosted
         self._sessions: dict[int, FetchSession] = {}
         # Per partition, the sessions that hold it: a tuple, as there are at most replication factor - 1 of them
         # and they change only when a follower adds or forgets the partition, while a dict each would cost a
@@ -109,6 +113,8 @@ class FetchSessionCache:
             tp = TopicPartition(fetch.topic, fetch.partition)
             cached = session.partitions.get(tp)
             if cached is None:
+                if self._hosted is not None:
+                    tp = self._hosted(tp)
                 session.partitions[tp] = SessionPartition(fetch)
                 self._watching[tp] = self._watching.get(tp, ()) + (session,)
             else:

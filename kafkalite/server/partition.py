@@ -71,7 +71,7 @@ class Partition:
     __slots__ = ("topic_partition", "_fetch_sessions", "_on_lag_possible", "local_broker_id", "topic_config",
                  "_log_manager", "_zk", "_on_isr_change", "log", "producer_state", "leader_replica_id",
                  "leader_epoch", "leader_epoch_start_offset", "zk_version", "controller_epoch", "assigned_replicas",
-                 "isr", "_followers", "_high_watermark", "delayed_produces", "_watchers")
+                 "isr", "_followers", "_high_watermark", "_delayed_produces", "_watchers")
 
     def __init__(self, tp: TopicPartition, local_broker_id: int, log_manager: LogManager,
                  topic_config: TopicConfig, zk: KafkaZkClient,
@@ -100,7 +100,9 @@ class Partition:
         self.isr: frozenset[int] = _shared(frozenset())  # replaced whole on every change, never edited
         self._followers: dict[int, FollowerState] = {}
         self._high_watermark = min(log_manager.checkpointed_high_watermark(tp), self.log.log_end_offset)
-        self.delayed_produces = ProducePurgatory()
+        # acks=-1 produces waiting for the HW: made by the first, as most of a large cluster's partitions never
+        # see one (a follower replica never does), which leaves the cyclic GC one object fewer per replica.
+        self._delayed_produces: ProducePurgatory | None = None
         # What parked requests wait on, by kind (_LOG_END, ...): made when the first one parks, as most of a large
         # cluster's partitions never see one.
         self._watchers: tuple[FetchWatchers, FetchWatchers, FetchWatchers] | None = None
@@ -195,7 +197,8 @@ class Partition:
 
     # -- role changes (LeaderAndIsr) ------------------------------------------------------------------------------
 
-    def make_leader(self, state: LeaderAndIsrPartitionState) -> None:
+    def make_leader(self, state: LeaderAndIsrPartitionState, now: int) -> None:
+        """Become leader at `now` (epoch ms, read once per LeaderAndIsr rather than per partition)."""
         self._apply_partition_state(state)
         self.leader_replica_id = self.local_broker_id
         self.isr = _shared(frozenset(state.isr))
@@ -203,7 +206,6 @@ class Partition:
         self.log.leader_epoch_cache.assign(state.leader_epoch, self.leader_epoch_start_offset)
         # Follower positions from an earlier term say nothing about what the followers hold now (they may
         # truncate), and ISR members get a fresh lag allowance so the ISR does not shrink on takeover.
-        now = now_ms()
         self._followers = {replica: FollowerState(last_caught_up_time_ms=now if replica in self.isr else 0)
                            for replica in self.assigned_replicas if replica != self.local_broker_id}
         self.maybe_increment_leader_hw()
@@ -217,7 +219,7 @@ class Partition:
         self.isr = _shared(frozenset())
         self._followers = {}
         if was_leader:
-            self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
+            self._fail_delayed_produces()
         self._wake_waiters()
 
     def _apply_partition_state(self, state: LeaderAndIsrPartitionState) -> None:
@@ -229,8 +231,13 @@ class Partition:
     def delete(self) -> None:
         """The replica is going away (StopReplica with delete): release everything parked on it."""
         self.leader_replica_id = NO_LEADER
-        self.delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
+        self._fail_delayed_produces()
         self._wake_waiters()
+
+    def _fail_delayed_produces(self) -> None:
+        """Leadership went: acks=-1 produces waiting here answer NOT_LEADER_OR_FOLLOWER, and the client retries."""
+        if self._delayed_produces is not None:
+            self._delayed_produces.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
 
     def _wake_waiters(self) -> None:
         """Parked fetches and DeleteRecords look again: they answer NOT_LEADER_OR_FOLLOWER if leadership went."""
@@ -297,7 +304,9 @@ class Partition:
         if self._high_watermark >= required_offset:
             operation.complete(self._replication_outcome())
         else:
-            self.delayed_produces.watch(operation)
+            if self._delayed_produces is None:
+                self._delayed_produces = ProducePurgatory()
+            self._delayed_produces.watch(operation)
         return operation
 
     # -- leader: delete records ----------------------------------------------------------------------------------
@@ -372,7 +381,8 @@ class Partition:
         if new_hw <= self._high_watermark:
             return False
         self._set_high_watermark(new_hw)
-        self.delayed_produces.complete_up_to(new_hw, self._replication_outcome())
+        if self._delayed_produces is not None:
+            self._delayed_produces.complete_up_to(new_hw, self._replication_outcome())
         self._wake(_HIGH_WATERMARK)
         return True
 

@@ -109,7 +109,7 @@ class ReplicaManager:
         self._isr_changed = trio.Event()
         self.delayed_timer = Timer()  # the deadlines of parked produces and fetches
         # the followers' incremental fetch sessions on this leader
-        self.fetch_sessions = FetchSessionCache(on_leave=self._lag_possible_in)
+        self.fetch_sessions = FetchSessionCache(on_leave=self._lag_possible_in, hosted=self._hosted_key)
         # The leader partitions the ISR tick must look at (Partition.needs_lag_check); a dict for a reproducible
         # order. A quiet cluster's tick then costs what lags, not what it hosts.
         self._lag_checks: dict[Partition, None] = {}
@@ -132,6 +132,11 @@ class ReplicaManager:
             if tp.topic not in configs:
                 configs[tp.topic] = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic), self.config)
             partition.update_topic_config(configs[tp.topic])
+
+    def _hosted_key(self, tp: TopicPartition) -> TopicPartition:
+        """The TopicPartition this broker's partition is keyed by, equal to `tp`; `tp` itself if it hosts none."""
+        partition = self.all_partitions.get(tp)
+        return tp if partition is None else partition.topic_partition
 
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.all_partitions.get(tp)
@@ -211,8 +216,9 @@ class ReplicaManager:
 
     def make_leaders(self, partition_states: dict[Partition, LeaderAndIsrPartitionState]) -> None:
         self.replica_fetcher_manager.remove_fetcher_for_partitions(p.topic_partition for p in partition_states)
+        now = now_ms()
         for partition, state in partition_states.items():
-            partition.make_leader(state)
+            partition.make_leader(state, now)
 
     def make_followers(self, partition_states: dict[Partition, LeaderAndIsrPartitionState],
                        live_leaders: Sequence[LiveBroker]) -> None:

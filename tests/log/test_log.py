@@ -427,6 +427,19 @@ def test_empty_log_answers_nothing():
     assert log.size_in_bytes == 0
 
 
+def test_empty_logs_share_no_state_with_the_log_that_is_written():
+    """Empty segments and epoch caches share immutable empties; writing one log must leave the others empty."""
+    written, untouched = make_log(), make_log()
+    written.append_as_leader(batch(3), leader_epoch=0)
+    written.truncate_to(0)
+    written.append_as_leader(batch(2), leader_epoch=1)
+    assert offsets_of(written.read(0, 1 << 20)) == [(0, 1)]
+    assert written.leader_epoch_cache.epoch_entries() == [(1, 0)]
+    assert untouched.read(0, 1 << 20) == [] and untouched.size_in_bytes == 0
+    assert untouched.leader_epoch_cache.epoch_entries() == []
+    assert untouched.fetch_offset_by_timestamp(0) is None
+
+
 # -- reads against a naive scan -----------------------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None)

@@ -266,6 +266,37 @@ async def test_acks_all_fails_when_leadership_moves(harness: Harness, autojump_c
     assert results[0].error_code == errors.NOT_LEADER_OR_FOLLOWER.code
 
 
+async def test_acks_all_waits_again_on_a_leader_that_lost_and_regained_leadership(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """A leader keeps no waiting produces until one parks: after leadership left and came back, acks=-1 produces
+    park and complete again, in the order of their offsets."""
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    harness.gates[2].pause()
+    async with trio.open_nursery() as nursery:
+        failed = []
+
+        async def produce_failing() -> None:
+            failed.append(await harness.produce(1, TP, batch("x")))
+
+        nursery.start_soon(produce_failing)
+        await trio.sleep(0.1)
+        await harness.elect(TP, 3, [3], REPLICAS, to=[1, 3])
+    assert failed[0].error_code == errors.NOT_LEADER_OR_FOLLOWER.code
+    await harness.elect(TP, 1, [1, 3], REPLICAS, to=[1, 3])
+    async with trio.open_nursery() as nursery:
+        done: list[tuple[str, int, int]] = []
+
+        async def produce(value: str) -> None:
+            response = await harness.produce(1, TP, batch(value))
+            done.append((value, response.error_code, response.base_offset))
+
+        nursery.start_soon(produce, "a")
+        await trio.sleep(0)
+        nursery.start_soon(produce, "b")
+    assert sorted(done, key=lambda d: d[2]) == [("a", errors.NONE.code, 1), ("b", errors.NONE.code, 2)]
+    assert harness.partition(1, TP).high_watermark == 3
+
+
 async def test_a_follower_told_of_a_dead_leader_follows_it_once_the_same_epoch_names_it_alive(
         harness: Harness, autojump_clock: MockClock) -> None:
     """Seed 000's makeFollowers leaves a partition untouched while its new leader is not alive. Recording the epoch
