@@ -9,6 +9,7 @@ acknowledged record was lost and that replicas agree.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -104,6 +105,29 @@ async def test_isr_changes_reach_every_broker_metadata_cache(autojump_clock: Any
         await assert_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(5)] + \
             [f"w{i}".encode() for i in range(3)]
+
+
+async def test_a_new_controller_resends_every_state_which_brokers_fence_and_log_once(
+        autojump_clock: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A new controller sends every partition's state at the epoch the brokers already have: each broker fences
+    them all, changes nothing, and says so in one line with the count and the first ten."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=12, replication_factor=3)
+        await cluster.produce("t", 0, values(3))
+        before = {p: cluster.partition_state("t", p) for p in range(12)}
+        old = cluster.controller_id
+        caplog.set_level(logging.INFO, logger="kafkalite.server.replica_manager")
+        await cluster.expire_session(old)  # type: ignore[arg-type]
+        await cluster.wait_until(lambda: cluster.controller_id not in (None, old), timeout=60)
+        new = cluster.controller_id
+        await cluster.wait_until(lambda: all(cluster.broker(b).metadata_cache.controller_id == new
+                                             for b in cluster.live_broker_ids), timeout=60)
+        fenced = [r.getMessage() for r in caplog.records if "ignoring LeaderAndIsr" in r.getMessage()]
+        assert len(fenced) == len(cluster.live_broker_ids)  # one line per broker, not per partition
+        for line in fenced:
+            assert "for 12 partition(s)" in line and line.endswith(", ...") and line.count("(t-") == 10, line
+        assert {p: cluster.partition_state("t", p) for p in range(12)} == before  # leaders, ISR, epochs unchanged
+        assert await read_values(cluster, "t") == [f"v{i}".encode() for i in range(3)]
 
 
 # -- topic deletion ----------------------------------------------------------------------------------------------

@@ -177,12 +177,17 @@ class ReplicaManager:
         results: list[PartitionError] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
         topic_configs: dict[str, TopicConfig] = {}
+        # The first few fenced partitions, for the log, and how many: a new controller resends all of them, and
+        # an entry kept for each would live long enough to reach the oldest GC generation
         fenced: list[tuple[TopicPartition, int, int]] = []
+        fenced_count = 0
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
             if current is not None and state.leader_epoch <= current.leader_epoch:
-                fenced.append((tp, state.leader_epoch, current.leader_epoch))
+                fenced_count += 1
+                if fenced_count <= 10:
+                    fenced.append((tp, state.leader_epoch, current.leader_epoch))
                 error = errors.FENCED_LEADER_EPOCH
             elif self.broker_id not in state.replicas:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -200,9 +205,9 @@ class ReplicaManager:
         if fenced:
             # one line per request: a new controller resends every partition's state, all at the epoch we have
             log.info("broker %d: ignoring LeaderAndIsr for %d partition(s) whose leader epoch is not newer than ours "
-                     "(partition, epoch sent, current): %s%s", self.broker_id, len(fenced),
-                     ", ".join(f"({tp}, {sent}, {current})" for tp, sent, current in fenced[:10]),
-                     ", ..." if len(fenced) > 10 else "")
+                     "(partition, epoch sent, current): %s%s", self.broker_id, fenced_count,
+                     ", ".join(f"({tp}, {sent}, {current})" for tp, sent, current in fenced),
+                     ", ..." if fenced_count > len(fenced) else "")
         leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}
         followers = {p: s for p, s in accepted.items() if s.leader != self.broker_id}
         if leaders:
