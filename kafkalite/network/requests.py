@@ -182,7 +182,10 @@ class PartitionError:
 @dataclass(slots=True)
 class LeaderAndIsrResponse(Response):
     error_code: int
-    partition_errors: list[PartitionError] = field(default_factory=list)
+    # (topic, partition, error code) of every partition the request named, as plain tuples, which the cyclic GC
+    # stops tracking: a new controller names every partition, and objects made by the ten thousand outlive enough
+    # young collections to bring on a full one
+    partition_errors: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -271,8 +271,8 @@ class KafkaApis:
         offsets_states = [state for state in request.partition_states if state.topic == GROUP_METADATA_TOPIC_NAME]
         if not offsets_states:
             return
-        accepted = {e.partition for e in response.partition_errors
-                    if e.topic == GROUP_METADATA_TOPIC_NAME and e.error_code == errors.NONE.code}
+        accepted = {partition for topic, partition, error_code in response.partition_errors
+                    if topic == GROUP_METADATA_TOPIC_NAME and error_code == errors.NONE.code}
         for state in offsets_states:
             if state.partition in accepted:
                 if state.leader == self.broker_id:

@@ -174,7 +174,7 @@ class ReplicaManager:
     def become_leader_or_follower(self, correlation_id: int, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         """Seed 000's becomeLeaderOrFollower, once KafkaApis has fenced the request's controller and broker epochs:
         each partition's leader epoch must be newer than ours, then leaders and followers are made."""
-        results: list[PartitionError] = []
+        results: list[tuple[str, int, int]] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
         topic_configs: dict[str, TopicConfig] = {}
         # The first few fenced partitions, for the log, and how many: a new controller resends all of them, and
@@ -201,7 +201,7 @@ class ReplicaManager:
                     self.log_manager.delete_log(tp)
                 accepted[self.get_or_create_partition(tp, topic_configs)] = state
                 error = errors.NONE
-            results.append(PartitionError(state.topic, state.partition, error.code))
+            results.append((state.topic, state.partition, error.code))
         if fenced:
             # one line per request: a new controller resends every partition's state, all at the epoch we have
             log.info("broker %d: ignoring LeaderAndIsr for %d partition(s) whose leader epoch is not newer than ours "

@@ -92,7 +92,7 @@ def responses() -> list[r.Response]:
         r.AlterPartitionReassignmentsResponse(0, [r.ReassignablePartitionResponse("t", 0, 39, "bad")]),
         r.ListPartitionReassignmentsResponse(0, [r.OngoingReassignment("t", 0, [1, 2, 3], [3], [1])]),
         r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),
-        r.LeaderAndIsrResponse(0, [r.PartitionError("orders", 0, 0), r.PartitionError("orders", 1, 6)]),
+        r.LeaderAndIsrResponse(0, [("orders", 0, 0), ("orders", 1, 6)]),
         r.UpdateMetadataResponse(77),
         r.StopReplicaResponse(0, [r.PartitionError("orders", 0, 0)]),
         r.ControlledShutdownResponse(0, [("orders", 0), ("logs", 3)], error_message=None),

@@ -110,7 +110,7 @@ class Harness:
         request = self.leader_and_isr([self.partition_state(tp, lai, replicas)])
         for broker_id in to:
             response: LeaderAndIsrResponse = await self.send(broker_id, request)
-            assert response.error_code == 0 and all(e.error_code == 0 for e in response.partition_errors), response
+            assert response.error_code == 0 and all(code == 0 for _, _, code in response.partition_errors), response
 
     async def update_metadata(self, tps: Sequence[TopicPartition] = ()) -> None:
         states = []

@@ -338,7 +338,7 @@ async def test_stale_leader_epoch_is_fenced_per_partition(topic: Harness, autoju
     fresh = topic.partition_state(other, lai_other, [1])
     response = await topic.send(1, topic.leader_and_isr([stale, fresh]))
     assert response.error_code == 0
-    assert {(e.partition, e.error_code) for e in response.partition_errors} == \
+    assert {(partition, code) for _, partition, code in response.partition_errors} == \
         {(0, errors.FENCED_LEADER_EPOCH.code), (1, 0)}
     assert topic.partition(1, other).is_leader
     assert topic.partition(1, TP).leader_epoch == 0
@@ -349,7 +349,7 @@ async def test_partition_not_assigned_here_is_unknown(topic: Harness, autojump_c
     other = TopicPartition("orders", 2)
     lai = topic.write_state(other, 2, [2])
     response = await topic.send(1, topic.leader_and_isr([topic.partition_state(other, lai, [2])]))
-    assert response.partition_errors[0].error_code == errors.UNKNOWN_TOPIC_OR_PARTITION.code
+    assert response.partition_errors == [("orders", 2, errors.UNKNOWN_TOPIC_OR_PARTITION.code)]
     assert topic.brokers[1].replica_manager.get_partition(other) is None
 
 
