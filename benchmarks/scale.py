@@ -197,6 +197,8 @@ def main() -> None:
     parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib)")
     parser.add_argument("--keyed-rounds", type=int, default=5, help="alternating rounds of the keyed produce")
     args = parser.parse_args()
+    if args.keyed_rounds < 1:
+        parser.error(f"--keyed-rounds must be at least 1, got {args.keyed_rounds}")
     sizes = [int(size) for size in args.sizes.split(",")]
     # first, before the large clusters' objects weigh on the garbage collector
     keyed: dict[int, list[float]] = {8: [], 256: []}

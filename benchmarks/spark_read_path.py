@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", metavar="DIR", help="write cProfile files of the last round here")
     parser.add_argument("--reader", nargs=3, help=argparse.SUPPRESS)  # bootstrap, ranges (JSON), profile dir
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.rows < PARTITIONS:
+        parser.error(f"--rounds must be at least 1 and --rows at least {PARTITIONS} (one a partition), got "
+                     f"{args.rounds} and {args.rows}")
     if args.reader:
         bootstrap, ranges, profile = args.reader
         read_ranges(bootstrap, [tuple(r) for r in json.loads(ranges)], profile or None)
