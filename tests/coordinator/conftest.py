@@ -20,7 +20,8 @@ GROUP_CONFIG = {"offsets.topic.num.partitions": 3, "replica.lag.time.max.ms": 10
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[Cluster]:
+async def cluster(autojump_clock: Any) -> AsyncIterator[Cluster]:
+    """On the mock clock whichever test asks for it: the helpers below retry on virtual time."""
     async with Cluster(brokers=3, config=GROUP_CONFIG, seed=11) as running:
         await running.create_topic("events", partitions=6, replication_factor=3)
         yield running
