@@ -39,8 +39,8 @@ class UnexpectedAppendOffsetError(InvalidRecordError):
 
 
 class Log:
-    __slots__ = ("config", "name", "_clock_ms", "_log_start_offset", "_segments", "_segment_bases",
-                 "_log_end_offset", "leader_epoch_cache")
+    __slots__ = ("config", "name", "_clock_ms", "_log_start_offset", "_older", "_active", "_segment_bases",
+                 "_log_end_offset", "_epochs", "_epoch_offsets")
 
     def __init__(self, config: LogConfig = LogConfig(), *, clock_ms: Callable[[], int] = now_ms,
                  log_start_offset: int = 0, name: str = "") -> None:
@@ -48,12 +48,18 @@ class Log:
         self.name = name
         self._clock_ms = clock_ms
         self._log_start_offset = log_start_offset
-        self._segments: list[LogSegment] = [LogSegment(log_start_offset, clock_ms())]
+        # The segments: the active one apart, so that a log with one segment (nearly every log of a large cluster)
+        # holds no list of them for the cyclic GC to walk, only the shared empty tuple.
+        self._older: tuple[LogSegment, ...] = ()
+        self._active = LogSegment(log_start_offset, clock_ms())
         # The segments' base offsets, for bisect: a tuple of ints, replaced whole on a roll, truncation or retention
         # (rare), as the cyclic GC stops tracking it where it would walk a list per log at every full collection.
         self._segment_bases: tuple[int, ...] = (log_start_offset,)
         self._log_end_offset = log_start_offset  # kept, not derived: every produce and fetch asks for it
-        self.leader_epoch_cache = LeaderEpochCache()
+        # The leader-epoch history, read and changed through `leader_epoch_cache`: two tuples of ints on the log
+        # itself rather than an object per replica that the cyclic GC would walk at every full collection.
+        self._epochs: tuple[int, ...] = ()
+        self._epoch_offsets: tuple[int, ...] = ()
 
     # -- state --------------------------------------------------------------------------------------------
 
@@ -67,15 +73,19 @@ class Log:
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return (*self._older, self._active)
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size_in_bytes for segment in self._segments)
+        return sum(segment.size_in_bytes for segment in self.segments)
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return LeaderEpochCache(self)
 
     @property
     def latest_epoch(self) -> int | None:
-        return self.leader_epoch_cache.latest_epoch
+        return self._epochs[-1] if self._epochs else None
 
     # -- appends --------------------------------------------------------------------------------------------
 
@@ -107,10 +117,9 @@ class Log:
 
     def _append(self, batch: RecordBatch) -> None:
         epoch = batch.partition_leader_epoch
-        latest = self.leader_epoch_cache.latest_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
-            self.leader_epoch_cache.assign(epoch, batch.base_offset)
-        active = self._segments[-1]
+        if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
+            LeaderEpochCache(self).assign(epoch, batch.base_offset)
+        active = self._active
         if not active.is_empty() and (
                 active.size_in_bytes + batch.size_in_bytes > self.config.segment_bytes
                 or self._clock_ms() - active.created_ms >= self.config.segment_ms):
@@ -120,7 +129,8 @@ class Log:
 
     def _roll(self) -> LogSegment:
         segment = LogSegment(self.log_end_offset, self._clock_ms())
-        self._segments.append(segment)
+        self._older += (self._active,)
+        self._active = segment
         self._segment_bases += (segment.base_offset,)
         return segment
 
@@ -145,8 +155,9 @@ class Log:
             return []
         result: list[RecordBatch] = []
         remaining = max_bytes
-        for index in range(bisect.bisect_right(self._segment_bases, start_offset) - 1, len(self._segments)):
-            segment = self._segments[index]
+        segments = (*self._older, self._active) if self._older else (self._active,)
+        for index in range(bisect.bisect_right(self._segment_bases, start_offset) - 1, len(segments)):
+            segment = segments[index]
             batches = segment.read(start_offset, remaining, max_offset, min_one_batch and not result)
             result.extend(batches)
             if batches:
@@ -162,7 +173,7 @@ class Log:
 
         Segments and batches whose largest timestamp is below the target are skipped without decoding.
         """
-        for segment in self._segments:
+        for segment in self.segments:
             if segment.largest_timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
                 if found is not None:
@@ -186,21 +197,23 @@ class Log:
         if offset >= self.log_end_offset:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
-        if offset < self._segments[0].base_offset:
+        if offset < self._segment_bases[0]:
             self.truncate_fully_and_start_at(offset)
             return
         index = bisect.bisect_right(self._segment_bases, offset) - 1
-        new_end = self._segments[index].truncate_to(offset)
-        keep = index + 1 if (index == 0 or new_end > self._segments[index].base_offset) else index
-        del self._segments[keep:]
+        segments = self.segments
+        new_end = segments[index].truncate_to(offset)
+        keep = index + 1 if (index == 0 or new_end > segments[index].base_offset) else index
+        self._older, self._active = segments[:keep - 1], segments[keep - 1]
         self._segment_bases = self._segment_bases[:keep]
-        self._log_end_offset = self._segments[-1].next_offset
+        self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, new_end)
         self.leader_epoch_cache.truncate_from_end(new_end)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and restart empty at `offset` (a follower far behind a leader's log start)."""
-        self._segments = [LogSegment(offset, self._clock_ms())]
+        self._older = ()
+        self._active = LogSegment(offset, self._clock_ms())
         self._segment_bases = (offset,)
         self._log_end_offset = offset
         self._log_start_offset = offset
@@ -227,26 +240,27 @@ class Log:
         Only a prefix of segments is deleted, and never the active one, so the log stays contiguous and keeps
         somewhere to append.
         """
-        if len(self._segments) < 2:  # most logs of a large cluster, every retention pass: nothing to look at
+        if not self._older:  # most logs of a large cluster, every retention pass: nothing to look at
             return 0
         now = self._clock_ms()
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
         size = self.size_in_bytes
         deleted = 0
-        while deleted < len(self._segments) - 1:
-            segment = self._segments[deleted]
+        segments = self.segments
+        while deleted < len(segments) - 1:
+            segment = segments[deleted]
             newest = segment.largest_timestamp if segment.largest_timestamp >= 0 else segment.created_ms
             if not ((retention_ms >= 0 and newest < now - retention_ms)
                     or (retention_bytes >= 0 and size - segment.size_in_bytes >= retention_bytes)
-                    or self._segments[deleted + 1].base_offset <= self._log_start_offset):
+                    or segments[deleted + 1].base_offset <= self._log_start_offset):
                 break
             size -= segment.size_in_bytes
             deleted += 1
         if deleted:
-            del self._segments[:deleted]
+            self._older = self._older[deleted:]
             self._segment_bases = self._segment_bases[deleted:]
-            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._log_start_offset = max(self._log_start_offset, self._segment_bases[0])
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         return deleted
 
@@ -255,4 +269,4 @@ class Log:
 
     def __repr__(self) -> str:
         return (f"Log({self.name!r}, log_start_offset={self._log_start_offset}, "
-                f"log_end_offset={self.log_end_offset}, segments={len(self._segments)})")
+                f"log_end_offset={self.log_end_offset}, segments={len(self._segment_bases)})")

@@ -89,12 +89,17 @@ def _find_in_log(log: Log, batch: RecordBatch) -> BatchMetadata | None:
 
 
 class ProducerStateManager:
-    """Producer id -> epoch, last sequence and the offsets of its last batches, for one partition log."""
+    """Producer id -> epoch, last sequence and the offsets of its last batches, for one partition log.
+
+    It works on the dict it is given, so that a partition can keep just that dict and make the manager on use:
+    a dict with no producers in it is no object the cyclic GC walks, and most replicas of a large cluster have
+    none, where a manager of their own would be one more long-lived object each.
+    """
 
     __slots__ = ("producers",)
 
-    def __init__(self) -> None:
-        self.producers: dict[int, ProducerStateEntry] = {}
+    def __init__(self, producers: dict[int, ProducerStateEntry] | None = None) -> None:
+        self.producers: dict[int, ProducerStateEntry] = {} if producers is None else producers
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)

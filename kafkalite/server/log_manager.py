@@ -24,15 +24,24 @@ RETENTION_CHECK_INTERVAL_MS = 300_000
 
 
 _log_configs: dict[LogConfig, LogConfig] = {}
+_last_log_config: tuple[TopicConfig | None, LogConfig] = (None, LogConfig())
 
 
 def log_config_for(topic_config: TopicConfig) -> LogConfig:
     """The log settings of a topic config. Equal settings give the same (immutable) object, so the logs of a
-    cluster share the few distinct configs there are instead of holding one each."""
+    cluster share the few distinct configs there are instead of holding one each. A LeaderAndIsr's new
+    partitions of one topic share one topic config object, so the last answer is kept by that object's
+    identity: creating a 10,000-partition topic asked the same question 30,000 times."""
+    global _last_log_config
+    last_topic_config, last = _last_log_config
+    if last_topic_config is topic_config:
+        return last
     config = LogConfig(segment_bytes=topic_config["segment.bytes"], segment_ms=topic_config["segment.ms"],
                        retention_ms=topic_config["retention.ms"], retention_bytes=topic_config["retention.bytes"],
                        max_message_bytes=topic_config["max.message.bytes"])
-    return _log_configs.setdefault(config, config)
+    config = _log_configs.setdefault(config, config)
+    _last_log_config = (topic_config, config)
+    return config
 
 
 class LogManager:

@@ -35,7 +35,7 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
 from kafkalite.log import Log
-from kafkalite.log.producer_state import ProducerStateManager
+from kafkalite.log.producer_state import ProducerStateEntry, ProducerStateManager
 from kafkalite.network.requests import HIGH_WATERMARK, NO_LEADER, LeaderAndIsrPartitionState
 from kafkalite.server.delayed import DelayedProduce, FetchWatchers, ProducePurgatory
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -69,7 +69,7 @@ class FollowerState:
 class Partition:
     # Slots: a broker holds one of these per replica it hosts, tens of thousands in a large cluster.
     __slots__ = ("topic_partition", "_fetch_sessions", "_on_lag_possible", "local_broker_id", "topic_config",
-                 "_log_manager", "_zk", "_on_isr_change", "log", "producer_state", "leader_replica_id",
+                 "_log_manager", "_zk", "_on_isr_change", "log", "_producers", "leader_replica_id",
                  "leader_epoch", "leader_epoch_start_offset", "zk_version", "controller_epoch", "assigned_replicas",
                  "isr", "_followers", "_high_watermark", "_delayed_produces", "_watchers")
 
@@ -89,8 +89,9 @@ class Partition:
         self.log: Log = log_manager.get_or_create_log(tp, topic_config)
         # Idempotent producers' state is derived from the log, so a replica that becomes leader, or a broker
         # restarting on its old log, recognises retried batches exactly as the previous leader would have.
-        self.producer_state = ProducerStateManager()
-        self.producer_state.truncate_and_reload(self.log)
+        self._producers: dict[int, ProducerStateEntry] = {}
+        if self.log.size_in_bytes:  # a new partition's empty log has nothing to replay
+            self.producer_state.truncate_and_reload(self.log)
         self.leader_replica_id: int = NO_LEADER
         self.leader_epoch: int = -1
         self.leader_epoch_start_offset: int = 0
@@ -143,6 +144,10 @@ class Partition:
         self.log.config = log_config_for(topic_config)
 
     # -- views ----------------------------------------------------------------------------------------------------
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return ProducerStateManager(self._producers)
 
     @property
     def is_leader(self) -> bool:
@@ -285,13 +290,14 @@ class Partition:
         if self.topic_config["message.timestamp.type"] == "LogAppendTime":
             log_append_time = now_ms()
             batches = [batch.with_log_append_time(log_append_time) for batch in batches]
+        producer_state = self.producer_state
         for batch in batches:
-            duplicate = self.producer_state.check(batch, self.log)
+            duplicate = producer_state.check(batch, self.log)
             if duplicate is not None:
                 offsets.append((duplicate.first_offset, duplicate.last_offset + 1))
                 continue
             stored = self.log.append_as_leader(batch, self.leader_epoch)
-            self.producer_state.update(stored)
+            producer_state.update(stored)
             offsets.append((stored.base_offset, stored.next_offset))
         self._wake(_LOG_END)
         self._changed(appended=True)
@@ -490,9 +496,10 @@ class Partition:
         processPartitionData), so that records a DeleteRecords removed on the leader go here too and stay gone
         when this replica becomes leader. The log start never passes this log's end: a follower that far
         behind is answered OFFSET_OUT_OF_RANGE and restarts at the leader's log start instead."""
+        producer_state = self.producer_state
         for batch in batches:
             self.log.append_as_follower(batch)
-            self.producer_state.update(batch)
+            producer_state.update(batch)
         self._follow_high_watermark(leader_high_watermark)
         self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.log.log_end_offset))
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalite.common.records import Record, RecordBatch
-from kafkalite.log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache, Log, LogConfig
+from kafkalite.log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, Log, LogConfig
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
@@ -54,7 +54,7 @@ operations = st.lists(st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(operations)
 def test_cache_matches_the_naive_model(ops):
-    cache, model = LeaderEpochCache(), NaiveCache()
+    cache, model = Log().leader_epoch_cache, NaiveCache()
     for op, *args in ops:
         getattr(cache, op)(*args)
         getattr(model, op)(*args)
@@ -109,7 +109,7 @@ def expected_end_offset(labels: list[int], requested: int) -> tuple[int, int]:
 
 
 def test_end_offset_for_examples():
-    cache = LeaderEpochCache()
+    cache = Log().leader_epoch_cache
     assert cache.end_offset_for(0, 10) == UNDEFINED
     for epoch, offset in [(2, 5), (4, 10), (7, 20)]:
         cache.assign(epoch, offset)
@@ -123,7 +123,7 @@ def test_end_offset_for_examples():
 
 
 def test_assign_is_idempotent_for_the_latest_epoch_and_drops_conflicting_entries():
-    cache = LeaderEpochCache()
+    cache = Log().leader_epoch_cache
     cache.assign(1, 0)
     cache.assign(1, 5)
     assert cache.epoch_entries() == [(1, 0)]
@@ -138,7 +138,7 @@ def test_assign_is_idempotent_for_the_latest_epoch_and_drops_conflicting_entries
 
 
 def test_truncation_from_both_ends_and_clear():
-    cache = LeaderEpochCache()
+    cache = Log().leader_epoch_cache
     for epoch, offset in [(1, 0), (2, 10), (3, 20)]:
         cache.assign(epoch, offset)
     cache.truncate_from_start(15)
