@@ -432,6 +432,7 @@ class Consumer:
                     await coordinator.poll()
                 records = drain()  # what arrived before an error is the application's first
                 if records:
+                    self._send_fetches(prefetch=True)
                     return records
                 self._raise_pending_error()
                 if self._resettable():
@@ -442,7 +443,9 @@ class Consumer:
                 with trio.move_on_at(wake_at):
                     await self._data_arrived.wait()
         records = drain()
-        if not records:
+        if records:
+            self._send_fetches(prefetch=True)
+        else:
             self._raise_pending_error()
         return records
 
@@ -488,8 +491,14 @@ class Consumer:
             state.buffer.clear()  # records of the first batch, handed out again whole; or of a bad batch, refetched
         return fetched
 
-    def _send_fetches(self) -> float:
-        """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again."""
+    def _send_fetches(self, *, prefetch: bool = False) -> float:
+        """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again.
+
+        A poll that hands out records prefetches, as Kafka's consumer does: the next fetches are in flight while the
+        application works on these records, so the broker's work overlaps the application's. A prefetch only
+        starts fetches; a partition without a known leader waits for the next poll, which refreshes metadata and
+        times the partition out.
+        """
         now = trio.current_time()
         wake_at = math.inf
         by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
@@ -502,6 +511,8 @@ class Consumer:
                 continue
             leader = self.metadata.leader_for(tp)
             if leader is None:
+                if prefetch:
+                    continue
                 stale = True
                 wake_at = min(wake_at, self._missing_deadline(tp, state, now))
                 continue
@@ -511,10 +522,19 @@ class Consumer:
         assert self._nursery is not None
         if stale:
             self._nursery.start_soon(self._refresh_and_wake)
+        cfg = self.config
         for leader_id, partitions in by_leader.items():
             for _, state in partitions:
                 state.fetching = True
-            self._nursery.start_soon(self._fetch, leader_id, partitions)
+            # The request and the positions it asks for are taken now: a seek before the task runs (the application
+            # goes on after a prefetching poll) must not change a request already counted as sent.
+            asked = {tp: (state.position, state.generation) for tp, state in partitions}
+            request = FetchRequest(
+                CONSUMER_REPLICA_ID, cfg["fetch.max.wait.ms"], cfg["fetch.min.bytes"],
+                [FetchPartition(tp.topic, tp.partition, state.position, cfg["max.partition.fetch.bytes"],  # type: ignore[arg-type]
+                                self._leader_epoch(tp)) for tp, state in partitions],
+                cfg["fetch.max.bytes"], self._isolation)
+            self._nursery.start_soon(self._fetch, leader_id, partitions, asked, request)
         return wake_at
 
     def _missing_deadline(self, tp: TopicPartition, state: _PartitionState, now: float) -> float:
@@ -542,14 +562,8 @@ class Consumer:
         await self._refresh_metadata()
         self._data_arrived.set()
 
-    async def _fetch(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]]) -> None:
-        cfg = self.config
-        asked = {tp: (state.position, state.generation) for tp, state in partitions}
-        request = FetchRequest(
-            CONSUMER_REPLICA_ID, cfg["fetch.max.wait.ms"], cfg["fetch.min.bytes"],
-            [FetchPartition(tp.topic, tp.partition, state.position, cfg["max.partition.fetch.bytes"],  # type: ignore[arg-type]
-                            self._leader_epoch(tp)) for tp, state in partitions],
-            cfg["fetch.max.bytes"], self._isolation)
+    async def _fetch(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
+                     asked: dict[TopicPartition, tuple[int | None, int]], request: FetchRequest) -> None:
         try:
             response: FetchResponse = await self._transport.send(leader_id, request)
             errors.raise_for(response.error_code)

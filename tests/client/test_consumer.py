@@ -113,6 +113,24 @@ async def test_poll_returns_at_most_max_poll_records(autojump_clock: Any, cluste
     assert sorted(seen) == [(p, o) for p in range(2) for o in range(25)]
 
 
+async def test_a_poll_that_hands_out_records_has_the_next_fetch_in_flight(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """As Kafka's consumer pipelines: while the application works on one poll's records the next fetch runs, so a
+    poll with no time to wait finds the records after them."""
+    await fill(cluster, 0)
+    for i in range(3):
+        await cluster.produce("events", 0, [Record(None, b"%d" % i)])  # a batch each
+    config = {"auto.offset.reset": "earliest", "max.partition.fetch.bytes": 1}  # a fetch brings one batch
+    async with Consumer(bootstrap, config) as consumer:
+        consumer.assign([TP])
+        assert [r.value for r in await consumer.poll(5)] == [b"0"]
+        await trio.sleep(1)  # the application at work
+        assert [r.value for r in await consumer.poll(0)] == [b"1"]
+        consumer.seek(TP, 0)  # while the fetch of offset 2 is in flight: its answer is dropped
+        assert [r.value for r in await consumer.poll(5)] == [b"0"]
+        assert await consumer.position(TP) == 1
+
+
 async def test_a_poll_waits_for_records_produced_meanwhile(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     await fill(cluster, 0)
     async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer, \
