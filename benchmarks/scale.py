@@ -29,7 +29,9 @@ the figure is the work alone; the per-record and latency figures run on the real
   share, everything a partition costs the process
 
 `--huge` adds a 100,000-partition, 5-broker cluster: start, create its topic, fail the controller over.
-To compare with another version, run the same file with that version on PYTHONPATH (the CHANGELOG quotes both).
+Last, the figures beside issue 16's for main when it was filed (held in AT_FILING: what this file measured then)
+and its goals, each marked met or MISSED. To compare with another version, run the same file with that version
+on PYTHONPATH (the CHANGELOG quotes both).
 """
 
 from __future__ import annotations
@@ -56,6 +58,24 @@ CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": 
 REAL_CLOCK_CONFIG = {**CONFIG, "zookeeper.session.timeout.ms": 60000}
 IDLE_WINDOW = CONFIG["replica.lag.time.max.ms"] / 2000  # one ISR tick period, in seconds
 MEMORY = "memory/partition"
+AT_FILING = {
+    "create": {10_000: 3.1},
+    "failover": {100: 0.008, 1_000: 0.069, 10_000: 1.11},
+    "shutdown": {100: 0.085, 1_000: 4.2},
+    "prefer": {100: 0.055, 1_000: 5.5},
+    "leader failover": {100: 0.027, 1_000: 0.172},
+    "idle (s/s)": {1_000: 0.083, 10_000: 0.596},
+    "produce latency": {100: 0.00076, 1_000: 0.0094, 10_000: 0.289},
+    MEMORY: {10_000: 17 * 1024},
+}
+"""Issue 16's figures for main when it was filed (same machine, same operations), per operation and size."""
+TARGETS = {"create": (10_000, 1.0), "failover": (10_000, 0.2), "shutdown": (10_000, 0.3), "prefer": (10_000, 0.3),
+           "leader failover": (1_000, 0.05), "idle (s/s)": (10_000, 0.02), MEMORY: (10_000, 8 * 1024)}
+"""Issue 16's goals: (partitions, limit), a limit in seconds of CPU (per second for idle) or bytes for memory."""
+RATIO_TARGETS = {"produce latency, 10,000 partitions against 1": 2.0, "keyed produce, 256 partitions against 8": 1.5}
+RATIOS_AT_FILING = {"produce latency, 10,000 partitions against 1": 0.289 / 0.00015,
+                    "keyed produce, 256 partitions against 8": 920 / 4.8}
+HUGE_TARGET = 2.0  # seconds: start, create and fail over a 100,000-partition cluster
 
 
 def cpu() -> float:
@@ -190,6 +210,28 @@ def fmt(seconds: float, name: str = "") -> str:
     return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
+def verdict(value: float, limit: float) -> str:
+    return "met" if value <= limit else "MISSED"
+
+
+def print_against_filing(results: dict[int, dict[str, float]], ratios: dict[str, float]) -> None:
+    """This run beside issue 16's figures at filing and its goals, for the sizes this run measured."""
+    print(f"\nagainst issue 16 (figures when it was filed, and its goals)\n"
+          f"{'what (CPU time)':<22}{'partitions':>11}{'at filing':>12}{'now':>12}{'target':>12}")
+    for name in [name for name in next(iter(results.values())) if name in AT_FILING or name in TARGETS]:
+        target_size, limit = TARGETS.get(name, (None, None))
+        for size in sorted(AT_FILING.get(name, {}).keys() | ({target_size} - {None})):
+            if size not in results:
+                continue
+            then = AT_FILING.get(name, {}).get(size)
+            now = results[size][name]
+            goal = f"< {fmt(limit, name)} {verdict(now, limit)}" if size == target_size and limit else ""
+            print(f"{name:<22}{size:>11,}{fmt(then, name) if then else '':>12}{fmt(now, name):>12}  {goal}")
+    for name, ratio in ratios.items():
+        print(f"{name}: {ratio:.2f}x, at filing {RATIOS_AT_FILING[name]:.0f}x (target within {RATIO_TARGETS[name]}x: "
+              f"{verdict(ratio, RATIO_TARGETS[name])})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000")
@@ -223,9 +265,15 @@ def main() -> None:
     print("keyed produce, CPU per record, median of alternating rounds (range): " + ", ".join(
         f"{count} partitions {fmt(medians[count])} ({fmt(min(rounds))}-{fmt(max(rounds))})"
         for count, rounds in keyed.items()) + f"; 256 against 8: {medians[256] / medians[8]:.2f}x")
+    ratios = {"keyed produce, 256 partitions against 8": medians[256] / medians[8]}
+    if 10_000 in results:
+        ratios["produce latency, 10,000 partitions against 1"] = results[10_000]["produce latency"] / peer_latency
+    print_against_filing(results, ratios)
     if args.huge:
-        print("\n100,000 partitions, 5 brokers: " + ", ".join(
-            f"{k} {fmt(v)}" for k, v in trio.run(huge, clock=trio.testing.MockClock(autojump_threshold=0)).items()))
+        figures = trio.run(huge, clock=trio.testing.MockClock(autojump_threshold=0))
+        total = sum(figures.values())
+        print("\n100,000 partitions, 5 brokers: " + ", ".join(f"{k} {fmt(v)}" for k, v in figures.items())
+              + f"; together {fmt(total)} (target < {fmt(HUGE_TARGET)}: {verdict(total, HUGE_TARGET)})")
     if args.plot:
         import matplotlib.pyplot as plt  # optional: only for the picture
 
