@@ -1,6 +1,6 @@
 """Controller failover, repeated, with the cyclic GC's share of each: is a failover's cost its work or a collection?
 
-    python benchmarks/failover_gc.py [--partitions 10000] [--brokers 3] [--failovers 4]
+    python benchmarks/failover_gc.py [--partitions 10000] [--brokers 3] [--failovers 4] [--shutdowns 0]
 
 Creates one topic (RF=3, min ISR 2) on the mock clock, then fails the controller over `--failovers` times, 10 s of
 mock time apart, each measured as `scale.py` measures it (CPU time until every live broker's metadata names the
@@ -8,6 +8,10 @@ new controller). `gc.callbacks` time every collection in the window by generatio
 (generation 2) collection costs as much as the failover's own work, and whether one falls in the window decides
 the figure, so this prints both. It also prints the young collections per failover, the count that brings a full
 one on, and the objects the GC tracks afterwards.
+
+With `--shutdowns N`, N rounds follow, each measured the same way: a controlled shutdown of a broker that is not
+the controller (as `scale.py` measures it), then, once that broker has restarted and rejoined every ISR, a
+preferred election of every partition, which gives it back the leaders it had, so each round does the same work.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class GcTimer:
                 f"({sum(young) * 1000:.0f} ms)")
 
 
-async def failovers(partitions: int, brokers: int, count: int) -> None:
+async def failovers(partitions: int, brokers: int, count: int, shutdowns: int) -> None:
     timer = GcTimer()
     gc.callbacks.append(timer)
     try:
@@ -68,6 +72,21 @@ async def failovers(partitions: int, brokers: int, count: int) -> None:
                 print(f"failover {(time.process_time() - started) * 1000:.0f} ms, {timer.summary()}, "
                       f"{len(gc.get_objects()):,} objects tracked", flush=True)
                 await trio.sleep(10)
+            for _ in range(shutdowns):
+                victim = next(b for b in cluster.live_broker_ids if b != cluster.controller_id)
+                timer.collections.clear()
+                started = time.process_time()
+                await cluster.shutdown_broker(victim)
+                print(f"shutdown {(time.process_time() - started) * 1000:.0f} ms, {timer.summary()}", flush=True)
+                await cluster.restart_broker(victim)
+                await cluster.wait_until(lambda: all(victim in cluster.partition_state("t", p).isr
+                                                     for p in range(partitions)), timeout=3600)
+                timer.collections.clear()
+                started = time.process_time()
+                await cluster.elect_preferred_leaders()
+                print(f"preferred election {(time.process_time() - started) * 1000:.0f} ms, {timer.summary()}, "
+                      f"{len(gc.get_objects()):,} objects tracked", flush=True)
+                await trio.sleep(10)
     finally:
         gc.callbacks.remove(timer)
 
@@ -77,8 +96,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--failovers", type=int, default=4)
+    parser.add_argument("--shutdowns", type=int, default=0, help="controlled shutdown and election rounds after")
     args = parser.parse_args()
-    trio.run(failovers, args.partitions, args.brokers, args.failovers,
+    for name in ("partitions", "brokers"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    for name in ("failovers", "shutdowns"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name} must not be negative, got {getattr(args, name)}")
+    trio.run(failovers, args.partitions, args.brokers, args.failovers, args.shutdowns,
              clock=trio.testing.MockClock(autojump_threshold=0))
 
 

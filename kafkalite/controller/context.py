@@ -112,11 +112,20 @@ class ControllerContext:
         return [TopicPartition(topic, p) for p in sorted(self.partition_assignments.get(topic, {}))]
 
     def all_partitions(self) -> list[TopicPartition]:
-        return [tp for topic in sorted(self.partition_assignments) for tp in self.partitions_for_topic(topic)]
+        return self.topic_partitions((topic, partition) for topic, partition, _ in self._assignments())
 
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return [TopicPartition(topic, partition) for topic, partition, replicas in self._assignments()
-                if broker_id in replicas]
+        return self.topic_partitions((topic, partition) for topic, partition, replicas in self._assignments()
+                                     if broker_id in replicas)
+
+    def topic_partitions(self, pairs: Iterable[tuple[str, int]]) -> list[TopicPartition]:
+        """A TopicPartition for each (topic, partition), the one the controller holds already where it has one.
+
+        A state change over thousands of partitions would otherwise make one per partition, and those live through
+        the whole event: the cyclic GC carries them into its oldest generation, where enough of them bring on a
+        full collection, which walks everything the process holds."""
+        held = {tp: tp for tp in self.partition_leadership_info}  # a (topic, partition) tuple finds its key
+        return [held.get(pair) or TopicPartition(*pair) for pair in pairs]
 
     def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionAndReplica]:
         return [PartitionAndReplica(tp.topic, tp.partition, r)

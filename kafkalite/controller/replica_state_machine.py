@@ -185,7 +185,7 @@ class ReplicaStateMachine:
             rounds[index].append(replica)
         context = self.context
         for group in rounds:
-            partitions = [TopicPartition(topic, partition) for topic, partition, _ in group]  # each once a round
+            partitions = context.topic_partitions(replica[:2] for replica in group)  # each once a round
             current = [context.replica_states.get(replica, ReplicaState.NON_EXISTENT) for replica in group]
             for (_, _, broker_id), tp in zip(group, partitions):
                 self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
