@@ -34,8 +34,7 @@ class LeaderEpochCache:
 
     @property
     def latest_epoch(self) -> int | None:
-        epochs = self._log._epochs
-        return epochs[-1] if epochs else None
+        return self._log.latest_epoch
 
     def epoch_entries(self) -> list[tuple[int, int]]:
         return list(zip(self._log._epochs, self._log._epoch_offsets))

@@ -118,7 +118,7 @@ class Log:
     def _append(self, batch: RecordBatch) -> None:
         epoch = batch.partition_leader_epoch
         if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
-            LeaderEpochCache(self).assign(epoch, batch.base_offset)
+            self.leader_epoch_cache.assign(epoch, batch.base_offset)
         active = self._active
         if not active.is_empty() and (
                 active.size_in_bytes + batch.size_in_bytes > self.config.segment_bytes
@@ -155,7 +155,7 @@ class Log:
             return []
         result: list[RecordBatch] = []
         remaining = max_bytes
-        segments = (*self._older, self._active) if self._older else (self._active,)
+        segments = self.segments
         for index in range(bisect.bisect_right(self._segment_bases, start_offset) - 1, len(segments)):
             segment = segments[index]
             batches = segment.read(start_offset, remaining, max_offset, min_one_batch and not result)
