@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class ConsumerCoordinator:
         self._owned_before_join: set[TopicPartition] = set()
         self._topics: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._pattern_listed_at = -math.inf  # when the pattern was last matched against every topic
         self._listeners: dict[str, Listener | None] = {}
         self._assigned_counts: dict[str, int] = {}  # partition counts the last assignment was made for
         self._next_auto_commit: float | None = None  # from the first poll on
@@ -151,6 +153,7 @@ class ConsumerCoordinator:
                   listeners: dict[str, Listener | None]) -> None:
         self._topics = set(topics or ())
         self._pattern = pattern
+        self._pattern_listed_at = -math.inf
         self._listeners = listeners
         self.metadata.add_topics(self._topics)
         self._rejoin_needed = True
@@ -164,10 +167,16 @@ class ConsumerCoordinator:
         return set(self._topics)
 
     async def _refresh_pattern(self) -> None:
-        """A pattern subscription follows the cluster's topics (refreshed every metadata.max.age.ms)."""
-        if self._pattern is None or not self.metadata.expired() and self._topics:
+        """A pattern subscription follows the cluster's topics, listed again every metadata.max.age.ms.
+
+        Its own clock, not the metadata cache's age: the client's background refresh renews the cache for the
+        tracked topics as soon as it grows old, so waiting for an expired cache could wait forever, and a topic
+        created later would never be seen."""
+        now = trio.current_time()
+        if self._pattern is None or self._topics and now < self._pattern_listed_at + self.metadata.max_age_s:
             return
         response = await self.metadata.fetch(None)
+        self._pattern_listed_at = now
         matched = {t.name for t in response.topics if t.error_code == 0 and t.name not in INTERNAL_TOPICS
                    and self._pattern.fullmatch(t.name)}
         if matched != self._topics:
