@@ -131,8 +131,9 @@ class ControllerContext:
         return [PartitionAndReplica(tp.topic, tp.partition, r)
                 for tp in partitions for r in self.partition_replica_assignment(tp)]
 
-    def replicas_on_brokers(self, broker_ids: set[int]) -> list[PartitionAndReplica]:
-        return [PartitionAndReplica(topic, partition, r) for topic, partition, replicas in self._assignments()
+    def replicas_on_brokers(self, broker_ids: set[int]) -> list[ReplicaKey]:
+        """Plain tuples: a broker failure lists every replica the broker had, tens of thousands."""
+        return [(topic, partition, r) for topic, partition, replicas in self._assignments()
                 for r in replicas if r in broker_ids]
 
     def _assignments(self) -> Iterator[tuple[str, int, Sequence[int]]]:

@@ -362,7 +362,7 @@ class KafkaController:
         term.batch.send_update_metadata_request(new_brokers, context.all_partitions())
         term.reassignment.on_broker_startup(new_brokers)
         on_new = context.replicas_on_brokers(new_brokers)
-        term.replicas.handle_state_changes([r for r in on_new if not context.is_topic_queued_up_for_deletion(r.topic)],
+        term.replicas.handle_state_changes([r for r in on_new if not context.is_topic_queued_up_for_deletion(r[0])],
                                            ReplicaState.ONLINE)
         term.partitions.trigger_online_partition_state_change()
         term.deletion.resume_deletion_for_topics(on_new)
@@ -371,16 +371,16 @@ class KafkaController:
         """Partitions led by the dead go offline and get new leaders; their replicas go offline."""
         context, term = self.context, self.term
         context.shutting_down_broker_ids -= dead_brokers
-        without_leader = [tp for tp, leadership in sorted(context.partition_leadership_info.items())
-                          if leadership.leader_and_isr.leader in dead_brokers
-                          and not context.is_topic_queued_up_for_deletion(tp.topic)]
+        without_leader = sorted(tp for tp, leadership in context.partition_leadership_info.items()
+                                if leadership.leader_and_isr.leader in dead_brokers
+                                and not context.is_topic_queued_up_for_deletion(tp.topic))
         term.partitions.handle_state_changes(without_leader, PartitionState.OFFLINE)
         term.partitions.trigger_online_partition_state_change()
         on_dead = context.replicas_on_brokers(dead_brokers)
         term.replicas.handle_state_changes(
-            [r for r in on_dead if not context.is_topic_queued_up_for_deletion(r.topic)], ReplicaState.OFFLINE)
+            [r for r in on_dead if not context.is_topic_queued_up_for_deletion(r[0])], ReplicaState.OFFLINE)
         term.deletion.fail_replica_deletion(
-            r for r in on_dead if context.is_topic_queued_up_for_deletion(r.topic)
+            r for r in on_dead if context.is_topic_queued_up_for_deletion(r[0])
             and context.replica_states.get(r) is not ReplicaState.DELETION_SUCCESSFUL)
         if not without_leader:
             term.batch.send_update_metadata_request(context.live_or_shutting_down_broker_ids, [])

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from kafkalite.common import errors
-from kafkalite.controller.context import ControllerContext, PartitionAndReplica
+from kafkalite.controller.context import ControllerContext, PartitionAndReplica, ReplicaKey
 from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
 from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
@@ -70,15 +70,15 @@ class TopicDeletionManager:
         self.context.topics_to_be_deleted |= new
         self.resume_deletions()
 
-    def fail_replica_deletion(self, replicas: Iterable[PartitionAndReplica]) -> None:
+    def fail_replica_deletion(self, replicas: Iterable[ReplicaKey]) -> None:
         """Replicas that cannot be deleted now (dead broker, failed StopReplica): the topic waits for them."""
-        replicas = [r for r in replicas if self.is_topic_queued_up_for_deletion(r.topic)]
+        replicas = [r for r in replicas if self.is_topic_queued_up_for_deletion(r[0])]
         self._to_offline(replicas)
         self._replicas.handle_state_changes(replicas, ReplicaState.DELETION_INELIGIBLE)
 
-    def resume_deletion_for_topics(self, replicas: Iterable[PartitionAndReplica]) -> None:
+    def resume_deletion_for_topics(self, replicas: Iterable[ReplicaKey]) -> None:
         """A broker holding ineligible replicas came back: make them eligible and carry on."""
-        returning = [r for r in replicas if self.is_topic_queued_up_for_deletion(r.topic)
+        returning = [r for r in replicas if self.is_topic_queued_up_for_deletion(r[0])
                      and self.context.replica_states.get(r) is ReplicaState.DELETION_INELIGIBLE]
         self._replicas.handle_state_changes(returning, ReplicaState.OFFLINE)
         self.resume_deletions()
@@ -126,7 +126,7 @@ class TopicDeletionManager:
         self._to_offline(alive)
         self._replicas.handle_state_changes(alive, ReplicaState.DELETION_STARTED)
 
-    def _to_offline(self, replicas: list[PartitionAndReplica]) -> None:
+    def _to_offline(self, replicas: list[ReplicaKey]) -> None:
         self._replicas.handle_state_changes(
             [r for r in replicas if self.context.replica_states.get(r) in (ReplicaState.NEW, ReplicaState.ONLINE)],
             ReplicaState.OFFLINE)

@@ -14,10 +14,11 @@ processes the event.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 import trio
@@ -160,9 +161,12 @@ class BrokerInfo:
         return next((ep for ep in self.endpoints if ep.listener == listener), None)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
-    """A partition's leader, leader epoch and ISR, and the version of the znode it was read from (zkVersion)."""
+class LeaderAndIsr(NamedTuple):
+    """A partition's leader, leader epoch and ISR, and the version of the znode it was read from (zkVersion).
+
+    This and LeaderIsrAndControllerEpoch are named tuples rather than frozen dataclasses: a controller makes
+    two of each per partition it moves, and a frozen dataclass's `__init__` sets each field through
+    `object.__setattr__`, four times slower than a tuple is built."""
 
     leader: int
     leader_epoch: int
@@ -174,8 +178,7 @@ class LeaderAndIsr:
         return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), self.zk_version)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderIsrAndControllerEpoch:
+class LeaderIsrAndControllerEpoch(NamedTuple):
     leader_and_isr: LeaderAndIsr
     controller_epoch: int
 
@@ -411,48 +414,57 @@ class KafkaZkClient:
     def get_controller_epoch(self) -> tuple[int, int] | None:
         return self.get_data(CONTROLLER_EPOCH_PATH)
 
-    def controller_multi(self, epoch_zk_version: int, ops: Sequence[Op]) -> list[object]:
-        """Every controller write: the ops plus a check that `/controller_epoch` is still ours."""
+    def controller_multi(self, epoch_zk_version: int, ops: Iterable[Op]) -> list[object]:
+        """Every controller write: the ops (a generator may make them as they are written) plus a check that
+        `/controller_epoch` is still ours."""
         try:
-            return self.session.multi([CheckOp(CONTROLLER_EPOCH_PATH, epoch_zk_version), *ops])
+            return self.session.multi(itertools.chain((CheckOp(CONTROLLER_EPOCH_PATH, epoch_zk_version),), ops))
         except BadVersionError as exc:
             if getattr(exc, "index", None) == 0:
                 raise ControllerMovedError(f"controller epoch znode version is no longer {epoch_zk_version}") \
                     from None
             raise
 
-    def controller_multi_each(self, epoch_zk_version: int, groups: Mapping[K, Sequence[Op]]
-                              ) -> tuple[dict[K, list[object]], dict[K, CoordinationError]]:
+    def controller_multi_each(self, epoch_zk_version: int, keys: Iterable[K], ops_for: Callable[[K], Sequence[Op]]
+                              ) -> tuple[dict[K, object], dict[K, CoordinationError]]:
         """Controller writes that succeed or fail group by group, as the writes a ZooKeeper client pipelines do
         (Kafka's controller sends a whole batch's partition states so).
 
         All groups go in one transaction; if a group's op fails (a version moved on, a node exists), that group
         is left out and the others are written one transaction each, so a conflict costs its own group only and
-        several cost no more than writing each group alone. Returns each written group's op results and each
-        failed group's error; ControllerMovedError (or a lost session) fails them all, as it does every
-        controller write."""
-        done: dict[K, list[object]] = {}
+        several cost no more than writing each group alone. `ops_for(key)` makes a group's ops when the
+        transaction takes them, again for a group written alone: the ops of thousands of partitions are not all
+        held until the transaction ends, which carried each into the cyclic GC's oldest generation. Returns
+        the result of each written group's last op and each failed group's error; ControllerMovedError (or a
+        lost session) fails them all, as it does every controller write."""
+        done: dict[K, object] = {}
         failed: dict[K, CoordinationError] = {}
-        if not groups:
+        keys = list(keys)
+        if not keys:
             return done, failed
-        owners = [key for key, ops in groups.items() for _ in ops]
+        owners: list[K] = []  # the group of each op, as the transaction takes them
+
+        def all_ops() -> Iterator[Op]:
+            for key in keys:
+                for op in ops_for(key):
+                    owners.append(key)
+                    yield op
+
         try:
-            results = self.controller_multi(epoch_zk_version, [op for ops in groups.values() for op in ops])
+            results = self.controller_multi(epoch_zk_version, all_ops())
         except CoordinationError as exc:
             if not exc.index:  # no op failed (the session), or the epoch check did
                 raise
             failed[owners[exc.index - 1]] = exc
         else:
-            position = 1  # after the epoch check
-            for key, ops in groups.items():
-                done[key] = results[position:position + len(ops)]
-                position += len(ops)
+            for key, result in zip(owners, itertools.islice(results, 1, None)):  # after the epoch check
+                done[key] = result  # a group's later ops overwrite its earlier ones' results
             return done, failed
-        for key, ops in groups.items():
+        for key in keys:
             if key in failed:
                 continue
             try:
-                done[key] = self.controller_multi(epoch_zk_version, ops)[1:]
+                done[key] = self.controller_multi(epoch_zk_version, ops_for(key))[-1]
             except CoordinationError as exc:
                 if not exc.index:
                     raise
@@ -558,18 +570,20 @@ class KafkaZkClient:
                              ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """The stored state of each partition that has one, read together (Kafka's getTopicPartitionStates).
 
-        A state equal to its entry in `cached` is that entry: a controller that reads back thousands of states it
-        already holds (a controlled shutdown, the broker failure after it) keeps its objects, instead of
-        replacing each with two new ones that the cyclic GC would carry into its oldest generation."""
+        A state whose znode version is its entry's in `cached` is that entry, not decoded again: every write bumps
+        the version, and the controller drops a topic's states when it deletes the topic, so in its cache a
+        version names one content. A controller that reads back thousands of states it already holds (a
+        controlled shutdown, the broker failure after it) keeps its objects and decodes only what changed, instead
+        of replacing each with two new ones that the cyclic GC would carry into its oldest generation."""
         partitions = list(partitions)
         found = self.session.get_many([partition_state_path(tp) for tp in partitions])
         known = cached if cached is not None else {}
         states = {}
         for tp, data in zip(partitions, found):
             if data is not None:
-                state = decode_partition_state(*data)
                 held = known.get(tp)
-                states[tp] = held if held == state else state
+                states[tp] = held if held is not None and held.leader_and_isr.zk_version == data[1] \
+                    else decode_partition_state(*data)
         return states
 
     def create_partition_state_ops(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> list[Op]:
@@ -604,8 +618,9 @@ class KafkaZkClient:
         A topic's `partitions` znode, when missing, is created with its first partition's: if that one fails,
         its state existed, so the parent did too, and the others still find it."""
         partition_dirs: dict[str, set[str]] = {}
-        done, failed = self.controller_multi_each(epoch_zk_version, {
-            tp: self._create_partition_state_ops(tp, state, partition_dirs) for tp, state in states.items()})
+        # made once, not as written: a group written alone must still create the parents it was the first to
+        groups = {tp: self._create_partition_state_ops(tp, state, partition_dirs) for tp, state in states.items()}
+        done, failed = self.controller_multi_each(epoch_zk_version, groups, groups.__getitem__)
         return list(done), failed
 
     def update_partition_state_op(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> Op:
@@ -620,14 +635,14 @@ class KafkaZkClient:
         """Version-checked writes of partition states (Kafka's updateLeaderAndIsr): each fails on its own if
         anyone changed that partition since it was read. Returns the states written, with their new zk versions,
         and per partition the error of a write that failed."""
-        done, failed = self.controller_multi_each(epoch_zk_version, {
-            tp: [self.update_partition_state_op(tp, state)] for tp, state in states.items()})
+        done, failed = self.controller_multi_each(
+            epoch_zk_version, states, lambda tp: (self.update_partition_state_op(tp, states[tp]),))
         written = {}
-        for tp, results in done.items():
+        for tp, stat in done.items():
             state = states[tp]
             lai = state.leader_and_isr
             written[tp] = LeaderIsrAndControllerEpoch(
-                LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, results[0].version),  # type: ignore[attr-defined]
+                LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, stat.version),  # type: ignore[attr-defined]
                 state.controller_epoch)
         return written, failed
 

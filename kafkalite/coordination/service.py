@@ -20,12 +20,13 @@ drives session timeouts in tests.
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 from sortedcontainers import SortedSet
@@ -62,8 +63,10 @@ class WatchedEvent:
     path: str
 
 
-@dataclass(frozen=True, slots=True)
-class ZnodeStat:
+class ZnodeStat(NamedTuple):
+    """A znode's stat, as kazoo gives it: a named tuple, built for every write's answer (a frozen dataclass of ten
+    fields cost four times as much to make)."""
+
     czxid: int
     mzxid: int
     pzxid: int
@@ -358,13 +361,18 @@ class CoordinationService:
 
     # -- writes ---------------------------------------------------------------------------------------------------
 
-    def write(self, session: Session, ops: Sequence[Op], *, make_parents: bool = False) -> list[object]:
-        """Apply `ops` as one transaction: all of them, or (on the first failure) none of them."""
-        self._check_session(session, ops[0].path if ops else "/")
+    def write(self, session: Session, ops: Iterable[Op], *, make_parents: bool = False) -> list[object]:
+        """Apply `ops` as one transaction: all of them, or (on the first failure) none of them.
+
+        `ops` may be made as they are taken (a generator), each gone once applied: a transaction of thousands
+        of ops then holds none of them long enough for the cyclic GC to carry it into its oldest generation."""
+        ops = iter(ops)
+        first = next(ops, None)
+        self._check_session(session, "/" if first is None else first.path)
         txn = self._begin()
         results: list[object] = []
         try:
-            for index, op in enumerate(ops):
+            for index, op in enumerate(() if first is None else itertools.chain((first,), ops)):
                 try:
                     results.append(self._apply(txn, session, op, make_parents))
                 except CoordinationError as exc:
@@ -615,6 +623,6 @@ class Session:
     def get_children(self, path: str, *, watch: bool = False) -> list[str]:
         return self._service.get_children(self, path, watch)
 
-    def multi(self, ops: Sequence[Op]) -> list[object]:
+    def multi(self, ops: Iterable[Op]) -> list[object]:
         """All of `ops` or none; on failure the failing op's error, with `.index` set to its position."""
         return self._service.write(self, ops)

@@ -274,7 +274,9 @@ class ReplicaFetcher:
             partitions=[self._fetch_partition(tp) for tp in named], broker_epoch=manager.broker_epoch(),
             session_id=self._session_id, session_epoch=self._session_epoch,
             forgotten=[ForgottenPartition(tp.topic, tp.partition) for tp in forgotten])
-        sent = [(tp, self.partitions[tp]) for tp in named]
+        # the states named, beside `named` rather than paired with it in a tuple each: a fetch that names
+        # thousands of partitions is out long enough for its list to reach the GC's oldest generation
+        sent = [self.partitions[tp] for tp in named]
         response: FetchResponse = await self._send(request)
         if response.error_code in _SESSION_ERRORS:
             log.info("broker %d: fetch session %d with %d: %s; starting a new one", manager.broker_id,
@@ -288,12 +290,12 @@ class ReplicaFetcher:
             return
         if full:
             self._session_id, self._session_epoch = response.session_id, 1
-            self._forgotten = {tp: None for tp, _ in sent if tp in self._forgotten}  # left while it was out
+            self._forgotten = {tp: None for tp in named if tp in self._forgotten}  # left while it was out
         else:
             self._session_epoch += 1
             for tp in forgotten:
                 self._forgotten.pop(tp, None)
-        for tp, state in sent:
+        for tp, state in zip(named, sent):
             if self.partitions.get(tp) is state:  # a state added while the request was out is still to be named
                 state.known_to_leader = True
                 self._named.pop(tp, None)

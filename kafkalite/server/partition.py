@@ -203,16 +203,34 @@ class Partition:
     # -- role changes (LeaderAndIsr) ------------------------------------------------------------------------------
 
     def make_leader(self, state: LeaderAndIsrPartitionState, now: int) -> None:
-        """Become leader at `now` (epoch ms, read once per LeaderAndIsr rather than per partition)."""
+        """Become leader at `now` (epoch ms, read once per LeaderAndIsr rather than per partition), or stay leader
+        in a new leader epoch (the ISR or the replicas changed)."""
+        was_leader = self.is_leader
         self._apply_partition_state(state)
         self.leader_replica_id = self.local_broker_id
         self.isr = _shared(frozenset(state.isr))
-        self.leader_epoch_start_offset = self.log.log_end_offset
-        self.log.leader_epoch_cache.assign(state.leader_epoch, self.leader_epoch_start_offset)
-        # Follower positions from an earlier term say nothing about what the followers hold now (they may
-        # truncate), and ISR members get a fresh lag allowance so the ISR does not shrink on takeover.
-        self._followers = {replica: FollowerState(last_caught_up_time_ms=now if replica in self.isr else 0)
-                           for replica in self.assigned_replicas if replica != self.local_broker_id}
+        log_end_offset = self.leader_epoch_start_offset = self.log.log_end_offset
+        self.log.leader_epoch_cache.assign(state.leader_epoch, log_end_offset)
+        # ISR members get a fresh lag allowance, so the ISR does not shrink on takeover. A new leader forgets the
+        # followers' positions: from an earlier term, they say nothing of what the followers hold now (they may
+        # truncate). A leader that stays keeps what the followers fetched from it, as Kafka's makeLeader does: a
+        # controlled shutdown that takes one follower out of the ISR then leaves the others' states as they were
+        # (new ones, for thousands of partitions, were carried into the GC's oldest generation).
+        followers = self._followers if was_leader else {}
+        kept = {}
+        for replica in self.assigned_replicas:
+            if replica == self.local_broker_id:
+                continue
+            caught_up = now if replica in self.isr else 0
+            follower = followers.get(replica)
+            if follower is None:
+                follower = FollowerState(last_caught_up_time_ms=caught_up)
+            else:
+                follower.last_caught_up_time_ms = caught_up
+                follower.last_fetch_leader_log_end_offset = log_end_offset
+                follower.last_fetch_time_ms = now
+            kept[replica] = follower
+        self._followers = followers if kept == followers else kept
         self.maybe_increment_leader_hw()
         self._changed(appended=True)
         self._wake(_LOW_WATERMARK)  # a DeleteRecords waits on the new ISR now

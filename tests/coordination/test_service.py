@@ -471,3 +471,32 @@ async def test_a_session_that_expired_while_cut_off_learns_only_that_when_the_li
     assert cut.expired and drain(cut) == []
     service.set_reachable("broker-1", True)
     assert drain(cut) == [WatchedEvent(EventType.SESSION_EXPIRED, "")]
+
+
+async def test_a_multi_takes_its_ops_as_they_are_made(service, autojump_clock) -> None:
+    """A generator of ops is one transaction like a list: each op made as it is applied, the first failure's
+    index counted over what was taken, and an error raised while making an op undoes what was applied."""
+    s = service.connect(60_000)
+    s.create("/a", b"0")
+    made = []
+
+    def ops(failing: BaseException | None = None):
+        for name in ("/a", "/b"):
+            made.append(name)
+            yield SetDataOp("/a", b"1") if name == "/a" else CreateOp(name)
+        if failing is not None:
+            raise failing
+        made.append("/a")
+        yield SetDataOp("/a", b"2", version=0)  # /a is at version 1 by now
+
+    before, zxid = service.dump(), service.zxid
+    with pytest.raises(BadVersionError) as info:
+        s.multi(ops())
+    assert info.value.index == 2 and made == ["/a", "/b", "/a"]
+    assert service.dump() == before and service.zxid == zxid
+    with pytest.raises(RuntimeError, match="encoding failed"):
+        s.multi(ops(RuntimeError("encoding failed")))
+    assert service.dump() == before and service.zxid == zxid
+    assert s.multi(iter(())) == [] and service.zxid == zxid + 1
+    results = s.multi(op for op in [SetDataOp("/a", b"1", version=0), CreateOp("/b")])
+    assert results[0].version == 1 and results[1] == "/b" and s.get("/a")[0] == b"1"

@@ -10,6 +10,7 @@ import trio
 from trio.testing import MockClock
 
 from kafkalite.common import errors
+from kafkalite.common.clock import now_ms
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import FetchPartition, FetchPartitionResponse, FetchRequest, LeaderAndIsrRequest
 from kafkalite.server.partition import Partition
@@ -171,6 +172,29 @@ async def test_a_fetch_from_a_diverged_log_is_answered_with_the_leaders_epoch_en
     assert accepted.diverging_epoch == -1 and [r.value for b in accepted.batches for r in b.records()] == \
         [b"d1", b"d2", b"d3"]
     assert harness.partition(2, TP).follower_log_end_offsets()[1] == 1
+
+
+async def test_a_leader_that_stays_leader_in_a_new_epoch_keeps_what_its_followers_fetched(
+        harness: Harness, autojump_clock: MockClock) -> None:
+    """Kafka's makeLeader on a replica that leads already (an ISR change, as a follower's controlled shutdown
+    makes): the followers' positions and log starts stay, only their catch-up clocks restart. The high
+    watermark keeps moving with the followers that are left, and the follower out of the ISR rejoins only from
+    a fetch of its own."""
+    await harness.elect(TP, 1, REPLICAS, REPLICAS)
+    assert (await harness.produce(1, TP, batch("a", "b"))).error_code == 0
+    await harness.wait_replicated(TP, REPLICAS)
+    harness.gates[3].pause()  # broker 3 fetches nothing more, nor hears of the new epoch
+    await harness.elect(TP, 1, [1, 2], REPLICAS, to=[1, 2])
+    leader = harness.partition(1, TP)
+    assert (leader.leader_epoch, leader.isr, leader.high_watermark) == (1, {1, 2}, 2)
+    assert leader.follower_log_end_offsets() == {2: 2, 3: 2}
+    assert leader.follower_log_start_offsets() == {2: 0, 3: 0}
+    assert leader.low_watermark == 0
+    leader.maybe_shrink_isr(now_ms(), 30_000)
+    assert leader.isr == {1, 2}, "the follower out of the ISR rejoined from what it fetched before the new epoch"
+    result = await harness.produce(1, TP, batch("c"))
+    assert (result.error_code, result.base_offset, leader.high_watermark, leader.isr) == (0, 2, 3, {1, 2})
+    assert leader.follower_log_end_offsets() == {2: 3, 3: 2}
 
 
 async def test_a_new_epoch_that_reaches_the_leader_first_leaves_the_followers_partition_in_its_session(
