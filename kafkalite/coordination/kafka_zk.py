@@ -162,7 +162,8 @@ class BrokerInfo:
 
 
 class LeaderAndIsr(NamedTuple):
-    """A partition's leader, leader epoch and ISR, and the version of the znode it was read from (zkVersion).
+    """A partition's leader, leader epoch and ISR, and the version of its znode (zkVersion): the one it was read
+    at, or for a state to write, the one the write gives (see `new_leader_and_isr`).
 
     This and LeaderIsrAndControllerEpoch are named tuples rather than frozen dataclasses: a controller makes
     two of each per partition it moves, and a frozen dataclass's `__init__` sets each field through
@@ -174,8 +175,12 @@ class LeaderAndIsr(NamedTuple):
     zk_version: int = 0
 
     def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> LeaderAndIsr:
-        """Every leadership or ISR change the controller makes bumps the leader epoch, as in Kafka."""
-        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), self.zk_version)
+        """The state a controller's write of this change makes: every leadership or ISR change bumps the leader
+        epoch, as in Kafka, and the write gives the znode the next version, which the state carries already.
+        Kafka's keeps the version read, and its write makes a third object with the written one: over a batch
+        of thousands, the cyclic GC carried both into its oldest generation. `update_leader_and_isr` writes it
+        if the znode is still at the version before, and answers with this very state."""
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), self.zk_version + 1)
 
 
 class LeaderIsrAndControllerEpoch(NamedTuple):
@@ -624,34 +629,31 @@ class KafkaZkClient:
         return list(done), failed
 
     def update_partition_state_op(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> Op:
-        """A version-checked write of the partition state: it fails if anyone changed it since we read it."""
+        """A version-checked write of a state made by `new_leader_and_isr`: it fails if anyone changed the
+        partition since it was read, that is unless the znode is at the version before the state's."""
         return SetDataOp(partition_state_path(tp), encode_partition_state(state),
-                         version=state.leader_and_isr.zk_version)
+                         version=state.leader_and_isr.zk_version - 1)
 
     def update_leader_and_isr(self, epoch_zk_version: int, states: Mapping[TopicPartition,
                                                                           LeaderIsrAndControllerEpoch]
                               ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch],
                                          dict[TopicPartition, CoordinationError]]:
-        """Version-checked writes of partition states (Kafka's updateLeaderAndIsr): each fails on its own if
-        anyone changed that partition since it was read. Returns the states written, with their new zk versions,
-        and per partition the error of a write that failed."""
+        """Version-checked writes of partition states made by `new_leader_and_isr` (Kafka's updateLeaderAndIsr):
+        each fails on its own if anyone changed that partition since it was read. Returns the states written
+        (the very objects given, whose zk version is the written one) and per partition the error of a write
+        that failed."""
         done, failed = self.controller_multi_each(
             epoch_zk_version, states, lambda tp: (self.update_partition_state_op(tp, states[tp]),))
-        written = {}
-        for tp, stat in done.items():
-            state = states[tp]
-            lai = state.leader_and_isr
-            written[tp] = LeaderIsrAndControllerEpoch(
-                LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, stat.version),  # type: ignore[attr-defined]
-                state.controller_epoch)
-        return written, failed
+        return {tp: states[tp] for tp in done}, failed
 
     def conditional_update_partition_state(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch
                                            ) -> int | None:
-        """The leader's ISR update: a version-checked set; the new zk version, or None if the version moved on."""
+        """The leader's ISR update: a version-checked set of a state that names the version the set gives the
+        znode, as every state written here does (`new_leader_and_isr`); that version, or None if the znode has
+        moved on from the one before."""
         try:
             stat = self.session.set(partition_state_path(tp), encode_partition_state(state),
-                                    version=state.leader_and_isr.zk_version)
+                                    version=state.leader_and_isr.zk_version - 1)
         except (BadVersionError, NoNodeError):
             return None
         return stat.version

@@ -481,14 +481,15 @@ class Partition:
                 self._changed(appended=False)  # read again at the follower's next fetch, and tried again
 
     def _update_isr(self, new_isr: AbstractSet[int]) -> bool:
-        """Write the ISR with the version we last saw; on a version mismatch keep the old ISR.
+        """Write the ISR if the state is at the version we last saw; on a version mismatch keep the old ISR.
 
         A mismatch means the controller changed the state since; its LeaderAndIsr is on the way and will
         tell us the truth, so retrying here would only fight it.
         """
         ordered = tuple(r for r in self.assigned_replicas if r in new_isr)
         state = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(self.local_broker_id, self.leader_epoch, ordered, self.zk_version), self.controller_epoch)
+            LeaderAndIsr(self.local_broker_id, self.leader_epoch, ordered, self.zk_version + 1),  # as written
+            self.controller_epoch)
         try:
             new_version = self._zk.conditional_update_partition_state(self.topic_partition, state)
         except (SessionExpiredError, ConnectionLossError) as exc:

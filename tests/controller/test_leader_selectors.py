@@ -23,7 +23,7 @@ def brokers(live: set[int], shutting_down: set[int] = frozenset()) -> Brokers:
 
 def test_offline_selector_takes_first_live_isr_replica_in_assignment_order() -> None:
     election = offline_partition_leader_selector([1, 3, 2], LeaderAndIsr(1, 4, (1, 2, 3), 7), brokers({2, 3}), False)
-    assert election.leader_and_isr == LeaderAndIsr(3, 5, (3, 2), 7)
+    assert election.leader_and_isr == LeaderAndIsr(3, 5, (3, 2), 8)
     assert election.replicas_to_receive_request == [3, 2]
 
 
@@ -32,7 +32,7 @@ def test_offline_selector_without_live_isr_stays_offline_unless_unclean() -> Non
     with pytest.raises(NoLeaderAvailable, match="unclean.leader.election.enable"):
         offline_partition_leader_selector([1, 2, 3], current, brokers({2, 3}), False)
     election = offline_partition_leader_selector([1, 2, 3], current, brokers({2, 3}), True)
-    assert election.leader_and_isr == LeaderAndIsr(2, 5, (2,), 7)
+    assert election.leader_and_isr == LeaderAndIsr(2, 5, (2,), 8)
     with pytest.raises(NoLeaderAvailable):
         offline_partition_leader_selector([1, 2, 3], current, brokers(set()), True)
 
@@ -46,7 +46,7 @@ def test_offline_selector_skips_shutting_down_brokers() -> None:
 def test_controlled_shutdown_selector_drops_shutting_down_brokers_from_isr() -> None:
     up = brokers({1, 2, 3}, shutting_down={1})
     election = controlled_shutdown_partition_leader_selector([1, 2, 3], LeaderAndIsr(1, 2, (1, 2, 3), 5), up, False)
-    assert election.leader_and_isr == LeaderAndIsr(2, 3, (2, 3), 5)
+    assert election.leader_and_isr == LeaderAndIsr(2, 3, (2, 3), 6)
     assert election.replicas_to_receive_request == [1, 2, 3]  # the stopping broker learns it is a follower
     with pytest.raises(NoLeaderAvailable):
         controlled_shutdown_partition_leader_selector([1, 2, 3], LeaderAndIsr(1, 2, (1,), 5), up, False)
@@ -55,7 +55,7 @@ def test_controlled_shutdown_selector_drops_shutting_down_brokers_from_isr() -> 
 def test_preferred_selector_needs_the_first_replica_alive_and_in_sync() -> None:
     up = brokers({1, 2, 3})
     election = preferred_replica_partition_leader_selector([1, 2, 3], LeaderAndIsr(2, 6, (2, 1), 1), up, False)
-    assert election.leader_and_isr == LeaderAndIsr(1, 7, (2, 1), 1)
+    assert election.leader_and_isr == LeaderAndIsr(1, 7, (2, 1), 2)
     with pytest.raises(NoLeaderAvailable, match="already leads"):
         preferred_replica_partition_leader_selector([1, 2, 3], LeaderAndIsr(1, 6, (1, 2), 1), up, False)
     with pytest.raises(NoLeaderAvailable, match="not alive and in the ISR"):
@@ -66,7 +66,7 @@ def test_reassigned_selector_elects_from_the_target_replicas_it_is_given() -> No
     """The target list is an argument: the removed replicas neither lead nor hear the outcome."""
     election = reassigned_partition_leader_selector([4, 2], LeaderAndIsr(1, 3, (1, 2, 4), 2), brokers({1, 2, 4}),
                                                     False)
-    assert election.leader_and_isr == LeaderAndIsr(4, 4, (1, 2, 4), 2)
+    assert election.leader_and_isr == LeaderAndIsr(4, 4, (1, 2, 4), 3)
     assert election.replicas_to_receive_request == [4, 2]
     with pytest.raises(NoLeaderAvailable):
         reassigned_partition_leader_selector([4], LeaderAndIsr(1, 3, (1, 2), 2), brokers({1, 2, 4}), False)
@@ -74,4 +74,4 @@ def test_reassigned_selector_elects_from_the_target_replicas_it_is_given() -> No
 
 def test_no_op_selector_bumps_only_the_epoch() -> None:
     election = no_op_partition_leader_selector([1, 2], LeaderAndIsr(2, 6, (2, 1), 1), brokers({1, 2}), False)
-    assert election.leader_and_isr == LeaderAndIsr(2, 7, (2, 1), 1)
+    assert election.leader_and_isr == LeaderAndIsr(2, 7, (2, 1), 2)
