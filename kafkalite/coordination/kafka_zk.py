@@ -165,9 +165,9 @@ class LeaderAndIsr(NamedTuple):
     """A partition's leader, leader epoch and ISR, and the version of its znode (zkVersion): the one it was read
     at, or for a state to write, the one the write gives (see `new_leader_and_isr`).
 
-    This and LeaderIsrAndControllerEpoch are named tuples rather than frozen dataclasses: a controller makes
-    two of each per partition it moves, and a frozen dataclass's `__init__` sets each field through
-    `object.__setattr__`, four times slower than a tuple is built."""
+    This and LeaderIsrAndControllerEpoch are named tuples rather than frozen dataclasses: a controller makes one
+    of each per partition it moves, thousands in a controlled shutdown, and a frozen dataclass's `__init__` sets
+    each field through `object.__setattr__`, four times slower than a tuple is built."""
 
     leader: int
     leader_epoch: int
