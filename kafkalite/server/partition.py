@@ -488,7 +488,7 @@ class Partition:
         """
         ordered = tuple(r for r in self.assigned_replicas if r in new_isr)
         state = LeaderIsrAndControllerEpoch(
-            LeaderAndIsr(self.local_broker_id, self.leader_epoch, ordered, self.zk_version + 1),  # as written
+            LeaderAndIsr(self.local_broker_id, self.leader_epoch, ordered, self.zk_version + 1),  # the version it gives
             self.controller_epoch)
         try:
             new_version = self._zk.conditional_update_partition_state(self.topic_partition, state)
