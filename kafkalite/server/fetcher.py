@@ -10,9 +10,10 @@ even when the leader stays the same (KAFKA-7164), because the replica may hold r
 the leader never had, but it costs no round of its own. A LeaderAndIsr over thousands of partitions only names
 them in the next fetch of the session, and only those whose logs diverged truncate.
 
-A request may be in flight while the controller moves the partition; each partition's fetch state is an
-object replaced on every change, so a response is applied only if the state that asked for it is still the
-current one.
+A request may be in flight while the controller moves the partition; each partition's fetch state takes a new
+generation on every change, so a response is applied only if the generation that asked for it is still the
+current one. The state object itself is kept and reset, not replaced: a LeaderAndIsr over thousands of partitions
+re-adds each of them, and new objects for all would be carried into the cyclic GC's oldest generation.
 
 Errors: FENCED_LEADER_EPOCH means our epoch is stale: the partition waits for the controller's next
 LeaderAndIsr. NOT_LEADER_OR_FOLLOWER and UNKNOWN_LEADER_EPOCH mean the leader has not processed its own
@@ -22,6 +23,7 @@ Kafka's fetcher does, since no further LeaderAndIsr would ever come to unblock i
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -65,10 +67,16 @@ _SESSION_ERRORS = frozenset({errors.FETCH_SESSION_ID_NOT_FOUND.code, errors.INVA
 class PartitionFetchState:
     partition: Partition
     fetch_offset: int
+    generation: int  # new at every (re)start of the partition's fetch: what answers are checked against
     checking_epoch: bool = True  # fetches carry the last fetched epoch until the leader accepts the log
-    known_to_leader: bool = False  # a fetch naming this state was answered: answers are about it from then on
+    known_to_leader: bool = False  # a fetch naming this generation was answered: answers are about it from then on
     failed: bool = False  # fenced: wait for the controller's next LeaderAndIsr
     delayed_until: float = -math.inf  # trio time before which the partition is not fetched
+
+    def restart(self, partition: Partition, fetch_offset: int, generation: int) -> None:
+        """Start over from `fetch_offset`, as a new state would, under a new generation."""
+        self.partition, self.fetch_offset, self.generation = partition, fetch_offset, generation
+        self.checking_epoch, self.known_to_leader, self.failed, self.delayed_until = True, False, False, -math.inf
 
 
 def truncation_offset(partition: Partition, leader: EpochEndOffset) -> tuple[int, bool]:
@@ -140,10 +148,15 @@ class ReplicaFetcher:
             self._channel.hurry()
         self._signal_change()
 
-    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+    def remove_partitions(self, tps: Iterable[TopicPartition],
+                          removed: dict[TopicPartition, PartitionFetchState] | None = None) -> None:
+        """Stop fetching these; the states of those this fetcher had go into `removed`, if given."""
         for tp in tps:
-            if self.partitions.pop(tp, None) is not None:
+            state = self.partitions.pop(tp, None)
+            if state is not None:
                 self._drop(tp)
+                if removed is not None:
+                    removed[tp] = state
         self._signal_change()
 
     def _drop(self, tp: TopicPartition) -> None:
@@ -165,8 +178,8 @@ class ReplicaFetcher:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _is_current(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
-        return self.partitions.get(tp) is state and not state.failed
+    def _is_current(self, tp: TopicPartition, state: PartitionFetchState, generation: int) -> bool:
+        return self.partitions.get(tp) is state and state.generation == generation and not state.failed
 
     def _delay(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         self._leave_session(tp)
@@ -274,9 +287,9 @@ class ReplicaFetcher:
             partitions=[self._fetch_partition(tp) for tp in named], broker_epoch=manager.broker_epoch(),
             session_id=self._session_id, session_epoch=self._session_epoch,
             forgotten=[ForgottenPartition(tp.topic, tp.partition) for tp in forgotten])
-        # the states named, beside `named` rather than paired with it in a tuple each: a fetch that names
+        # the generations named, beside `named` rather than paired with it in a tuple each: a fetch that names
         # thousands of partitions is out long enough for its list to reach the GC's oldest generation
-        sent = [self.partitions[tp] for tp in named]
+        sent = [self.partitions[tp].generation for tp in named]
         response: FetchResponse = await self._send(request)
         if response.error_code in _SESSION_ERRORS:
             log.info("broker %d: fetch session %d with %d: %s; starting a new one", manager.broker_id,
@@ -295,8 +308,9 @@ class ReplicaFetcher:
             self._session_epoch += 1
             for tp in forgotten:
                 self._forgotten.pop(tp, None)
-        for tp, state in zip(named, sent):
-            if self.partitions.get(tp) is state:  # a state added while the request was out is still to be named
+        for tp, generation in zip(named, sent):
+            state = self.partitions.get(tp)
+            if state is not None and state.generation == generation:  # one restarted meanwhile is still to be named
                 state.known_to_leader = True
                 self._named.pop(tp, None)
         out_of_range = []
@@ -308,7 +322,7 @@ class ReplicaFetcher:
                     self._forgotten[tp] = None  # the leader still has it in the session: tell it again
                 continue  # an answer about a fetch state that is gone
             if data.error_code == errors.OFFSET_OUT_OF_RANGE.code:
-                out_of_range.append((tp, state))
+                out_of_range.append((tp, state, state.generation))
             elif data.error_code != errors.NONE.code:
                 self._on_partition_error(tp, state, data.error_code, "Fetch")
             elif data.diverging_epoch != UNDEFINED_EPOCH:
@@ -316,8 +330,8 @@ class ReplicaFetcher:
             else:
                 state.checking_epoch = False  # the leader holds our log: no need to check it again
                 self._process_partition_data(tp, state, data)
-        for tp, state in out_of_range:
-            await self._handle_offset_out_of_range(tp, state)
+        for tp, state, generation in out_of_range:
+            await self._handle_offset_out_of_range(tp, state, generation)
 
     def _process_partition_data(self, tp: TopicPartition, state: PartitionFetchState,
                                 data: FetchPartitionResponse) -> None:
@@ -341,10 +355,14 @@ class ReplicaFetcher:
             state.fetch_offset = fetch_offset
             self._named[tp] = None
 
-    async def _handle_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> None:
-        """Kafka's rule: past the leader's end, truncate to it; before the leader's start, restart there."""
+    async def _handle_offset_out_of_range(self, tp: TopicPartition, state: PartitionFetchState,
+                                          generation: int) -> None:
+        """Kafka's rule: past the leader's end, truncate to it; before the leader's start, restart there. Each
+        step first checks that the partition's fetch has not started over since the answer (`generation`)."""
+        if not self._is_current(tp, state, generation):
+            return
         leader_end_offset = await self._list_offset(tp, LATEST_TIMESTAMP)
-        if not self._is_current(tp, state):
+        if not self._is_current(tp, state, generation):
             return
         partition = state.partition
         if leader_end_offset < partition.log.log_end_offset:
@@ -352,7 +370,7 @@ class ReplicaFetcher:
             self._moved_to(tp, state, partition.log.log_end_offset)
             return
         leader_start_offset = await self._list_offset(tp, EARLIEST_TIMESTAMP)
-        if not self._is_current(tp, state):
+        if not self._is_current(tp, state, generation):
             return
         if leader_start_offset > partition.log.log_end_offset:
             partition.truncate_fully_and_start_at(leader_start_offset)
@@ -399,6 +417,7 @@ class ReplicaFetcherManager:
         self._get_partition = get_partition
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
+        self._generations = itertools.count()
 
     def startup(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
@@ -407,14 +426,20 @@ class ReplicaFetcherManager:
         return self._transport.channel(self.broker_id, destination)
 
     def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, tuple[int, int]]) -> None:
-        """Start fetching each partition from `(leader id, fetch offset)`, its log checked by epoch first."""
-        self.remove_fetcher_for_partitions(partitions)
+        """Start fetching each partition from `(leader id, fetch offset)`, its log checked by epoch first; a
+        partition already fetched starts over, in its old state object under a new generation."""
+        removed: dict[TopicPartition, PartitionFetchState] = {}
+        self.remove_fetcher_for_partitions(partitions, removed)
         by_leader: dict[int, dict[TopicPartition, PartitionFetchState]] = {}
         for tp, (leader_id, fetch_offset) in partitions.items():
             partition = self._get_partition(tp)
             if partition is None:
                 continue
-            state = PartitionFetchState(partition, fetch_offset)
+            state = removed.get(tp)
+            if state is None:
+                state = PartitionFetchState(partition, fetch_offset, next(self._generations))
+            else:
+                state.restart(partition, fetch_offset, next(self._generations))
             if self.truncate_to_high_watermark:
                 # The negative control (kafkalite.follower.truncation=high-watermark): the seeds' makeFollowers,
                 # which truncates to the follower's own high watermark at once and is known to lose or diverge
@@ -435,10 +460,11 @@ class ReplicaFetcherManager:
                 self._nursery.start_soon(fetcher.run)
             fetcher.add_partitions(states)
 
-    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition],
+                                      removed: dict[TopicPartition, PartitionFetchState] | None = None) -> None:
         tps = list(tps)
         for fetcher in self._fetchers.values():
-            fetcher.remove_partitions(tps)
+            fetcher.remove_partitions(tps, removed)
 
     def shutdown_idle_fetchers(self) -> None:
         for leader_id, fetcher in list(self._fetchers.items()):
