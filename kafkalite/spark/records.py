@@ -36,12 +36,26 @@ SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset lon
 HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
-_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 _HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                      ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", _TIMESTAMP),
                      ("timestampType", pa.int32())])
 _SCHEMA_WITH_HEADERS = _SCHEMA.append(pa.field("headers", _HEADERS))
+
+_progressions: dict[tuple[int, int], pa.Array] = {}
+
+
+def _progression(step: int, base: int, first: int, count: int) -> pa.Array:
+    """The int64s `step * i + base` for i from `first`, `count` of them: a slice of an array kept for the process
+    and grown by doubling. Numbering a record batch's offsets and its items' places with a fresh cumulative sum
+    cost a fifth of turning the batch into Arrow."""
+    progression = _progressions.get((step, base))
+    if progression is None or len(progression) < first + count:
+        size = max(first + count, 2 * len(progression) if progression is not None else 4096)
+        progression = _progressions[step, base] = pc.cumulative_sum(pa.repeat(pa.scalar(step, pa.int64()), size),
+                                                                    start=base - step)
+    return progression.slice(first, count)
+
 
 _MIN_ROWS = 4096
 """Rows below which consecutive record batches share one Arrow batch."""
@@ -111,12 +125,13 @@ def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) ->
     values = _binary(buffers.count, buffers.value_bounds, buffers.value_nulls, buffers.value_array, first, count)
     if batch.timestamp_type == LOG_APPEND_TIME or buffers.deltas is None:
         base = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else batch.first_timestamp
-        timestamps = pa.repeat(pa.scalar(base, _TIMESTAMP_MS), count)
+        timestamps = pa.repeat(pa.scalar(base * 1000, _TIMESTAMP), count)
     else:
         deltas = pa.Array.from_buffers(pa.int64(), buffers.count, [None, pa.py_buffer(buffers.deltas)])
-        timestamps = pc.add_checked(deltas.slice(first, count), batch.first_timestamp).cast(_TIMESTAMP_MS)
-    offsets = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count), start=start - 1)
-    arrays = [keys, values, offsets, timestamps.cast(_TIMESTAMP),
+        timestamps = pc.multiply_checked(pc.add_checked(deltas.slice(first, count), batch.first_timestamp),
+                                         1000).cast(_TIMESTAMP)
+    offsets = pc.add(_progression(1, 0, 0, count), start)
+    arrays = [keys, values, offsets, timestamps,
               pa.repeat(pa.scalar(batch.timestamp_type, pa.int32()), count)]
     if include_headers:
         arrays.append(pa.array(columnar.decode_headers(buffers)[first:first + count], _HEADERS))
@@ -131,7 +146,7 @@ def _binary(count: int, bounds: memoryview, nulls: memoryview | None, packed: me
         return pa.nulls(length, pa.binary())
     pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), pa.py_buffer(packed)])
     pieces.validate(full=True)  # a forged payload fails here, not as a crash inside Spark
-    items = pieces.take(pc.cumulative_sum(pa.repeat(pa.scalar(2, pa.int64()), length), start=2 * first - 1))
+    items = pieces.take(_progression(2, 1, first, length))  # every second piece: the items
     if nulls is None:
         return items
     mask = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)]).slice(first, length)

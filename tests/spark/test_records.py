@@ -73,6 +73,20 @@ def test_large_record_batches_become_arrow_batches_of_their_own_and_small_ones_s
     assert arrow[1].column("offset").to_pylist() == list(range(5000, 9200))
 
 
+def test_every_record_keeps_its_own_key_value_and_offset_in_batches_of_growing_size() -> None:
+    """Offsets and the items' places come from arrays the reader keeps and grows: each size, cut or whole, reads
+    exactly its own records."""
+    for base, count, start in [(0, 10, 3), (100, 9_000, 4_100), (20_000, 70_000, 1)]:
+        records = [Record(b"k%d" % i if i % 3 else None, b"v%d" % i, 1_000 + i) for i in range(count)]
+        fetched = [FetchedBatch("t", 2, base + start, RecordBatch.from_records(records, base_offset=base))]
+        arrow = to_arrow(fetched, base + count, include_headers=False)
+        assert sum(batch.num_rows for batch in arrow) == count - start
+        rows = [row for batch in arrow for row in batch.to_pylist()]
+        assert rows == [{"key": b"k%d" % i if i % 3 else None, "value": b"v%d" % i, "topic": "t", "partition": 2,
+                         "offset": base + i, "timestamp": _time(1_000 + i), "timestampType": 0}
+                        for i in range(start, count)]
+
+
 def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() -> None:
     """A forged payload must fail as CORRUPT_MESSAGE in the reader, never read memory it does not hold."""
     payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
