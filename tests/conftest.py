@@ -4,7 +4,9 @@ A test on that clock hangs instead of failing when virtual time freezes (a loop 
 the clock from ever jumping), so every such test also runs under the virtual-time watchdog.
 """
 
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import pytest
 import trio.testing
@@ -17,9 +19,13 @@ from kafkalite.testing.watchdog import run_with_watchdog
 def autojump_clock() -> trio.testing.MockClock:
     """A clock that jumps straight to the next deadline whenever every task is blocked.
 
-    pytest-trio hands a fixture named `autojump_clock` to `trio.run` as its clock, so a test that asks for
-    it runs a minute of simulated sessions, retries and timeouts in milliseconds.
+    A test that asks for it, in its arguments or with `pytest.mark.usefixtures`, runs on it (see
+    `_run_on_autojump_clock`): a minute of simulated sessions, retries and timeouts in milliseconds.
     """
+    return _autojump()
+
+
+def _autojump() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
 
 
@@ -33,5 +39,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     for item in items:
         if "autojump_clock" in getattr(item, "fixturenames", ()) and item.get_closest_marker("trio") is not None:
-            run = partial(run_with_watchdog, **watchdog_options(item))
+            run = partial(_run_on_autojump_clock, **watchdog_options(item))
             item.add_marker(pytest.mark.trio(run=run), append=False)
+
+
+def _run_on_autojump_clock(async_fn: Callable[..., Awaitable[Any]], *args: object, clock: trio.abc.Clock | None,
+                           **options: Any) -> Any:
+    """`run_with_watchdog` on the autojump clock. pytest-trio hands `trio.run` the clock only of a test that names
+    `autojump_clock` among its arguments; a module's `pytest.mark.usefixtures("autojump_clock")` would otherwise
+    leave its tests on the wall clock, waiting out every session timeout and lag allowance for real."""
+    return run_with_watchdog(async_fn, *args, clock=clock if clock is not None else _autojump(), **options)

@@ -79,3 +79,25 @@ def test_every_autojump_test_is_watched_and_the_fixture_watches_any_test(pyteste
                                  "*VirtualTimeStalled: virtual time stopped at 0.000 s *, a livelock*",
                                  "*_ test_deadlock_under_the_fixture _*",
                                  "*VirtualTimeStalled: virtual time stopped at 0.000 s *, every task was waiting*"])
+
+
+def test_a_module_that_asks_for_autojump_clock_by_mark_runs_on_it(pytester: pytest.Pytester) -> None:
+    """pytest-trio gives `trio.run` the clock of a test that names it among its arguments only; the repository's
+    conftest gives one to `pytest.mark.usefixtures("autojump_clock")` too, or those tests would wait out their
+    session timeouts and lag allowances on the wall clock."""
+    pytester.makeini("[pytest]\ntrio_mode = true\n")
+    pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text())
+    pytester.makepyfile(test_marked='''
+        import pytest
+        import trio
+        import trio.testing
+
+        pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+        async def test_an_hour_passes_at_once():
+            clock = trio.lowlevel.current_clock()
+            assert isinstance(clock, trio.testing.MockClock) and clock.autojump_threshold == 0
+            await trio.sleep(3600)
+    ''')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
