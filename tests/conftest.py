@@ -19,8 +19,8 @@ from kafkalite.testing.watchdog import run_with_watchdog
 def autojump_clock() -> trio.testing.MockClock:
     """A clock that jumps straight to the next deadline whenever every task is blocked.
 
-    A test that asks for it, in its arguments or with `pytest.mark.usefixtures`, runs on it (see
-    `_run_on_autojump_clock`): a minute of simulated sessions, retries and timeouts in milliseconds.
+    A test that asks for it, in its arguments, with `pytest.mark.usefixtures` or through a fixture, runs on it
+    (see `_run_on_autojump_clock`): a minute of simulated sessions, retries and timeouts in milliseconds.
     """
     return _autojump()
 
@@ -46,6 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _run_on_autojump_clock(async_fn: Callable[..., Awaitable[Any]], *args: object, clock: trio.abc.Clock | None,
                            **options: Any) -> Any:
     """`run_with_watchdog` on the autojump clock. pytest-trio hands `trio.run` the clock only of a test that names
-    `autojump_clock` among its arguments; a module's `pytest.mark.usefixtures("autojump_clock")` would otherwise
-    leave its tests on the wall clock, waiting out every session timeout and lag allowance for real."""
+    `autojump_clock` among its own arguments; a test that gets it through `pytest.mark.usefixtures` or through a
+    fixture that asks for it would otherwise run on the wall clock, waiting out session timeouts for real."""
     return run_with_watchdog(async_fn, *args, clock=clock if clock is not None else _autojump(), **options)

@@ -81,10 +81,10 @@ def test_every_autojump_test_is_watched_and_the_fixture_watches_any_test(pyteste
                                  "*VirtualTimeStalled: virtual time stopped at 0.000 s *, every task was waiting*"])
 
 
-def test_a_module_that_asks_for_autojump_clock_by_mark_runs_on_it(pytester: pytest.Pytester) -> None:
-    """pytest-trio gives `trio.run` the clock of a test that names it among its arguments only; the repository's
-    conftest gives one to `pytest.mark.usefixtures("autojump_clock")` too, or those tests would wait out their
-    session timeouts and lag allowances on the wall clock."""
+def test_a_test_asking_for_autojump_clock_by_mark_or_by_fixture_runs_on_it(pytester: pytest.Pytester) -> None:
+    """pytest-trio gives `trio.run` the clock of a test that names it among its own arguments only; the
+    repository's conftest gives one to a test that asks by `pytest.mark.usefixtures` or through a fixture too, or
+    those tests would wait out their session timeouts and lag allowances on the wall clock."""
     pytester.makeini("[pytest]\ntrio_mode = true\n")
     pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text())
     pytester.makepyfile(test_marked='''
@@ -92,12 +92,22 @@ def test_a_module_that_asks_for_autojump_clock_by_mark_runs_on_it(pytester: pyte
         import trio
         import trio.testing
 
-        pytestmark = pytest.mark.usefixtures("autojump_clock")
+        @pytest.fixture
+        def hour(autojump_clock):
+            return 3600
 
-        async def test_an_hour_passes_at_once():
+        def check_clock():
             clock = trio.lowlevel.current_clock()
             assert isinstance(clock, trio.testing.MockClock) and clock.autojump_threshold == 0
+
+        @pytest.mark.usefixtures("autojump_clock")
+        async def test_by_mark():
+            check_clock()
             await trio.sleep(3600)
+
+        async def test_through_a_fixture(hour):
+            check_clock()
+            await trio.sleep(hour)
     ''')
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
