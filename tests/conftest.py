@@ -22,10 +22,6 @@ def autojump_clock() -> trio.testing.MockClock:
     A test that asks for it, in its arguments, with `pytest.mark.usefixtures` or through a fixture, runs on it
     (see `_run_on_autojump_clock`): a minute of simulated sessions, retries and timeouts in milliseconds.
     """
-    return _autojump()
-
-
-def _autojump() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
 
 
@@ -38,14 +34,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     fixture's setup or teardown (a cluster starting or stopping) is caught as well as one in the test.
     """
     for item in items:
-        if "autojump_clock" in getattr(item, "fixturenames", ()) and item.get_closest_marker("trio") is not None:
-            run = partial(_run_on_autojump_clock, **watchdog_options(item))
+        if isinstance(item, pytest.Function) and "autojump_clock" in item.fixturenames \
+                and item.get_closest_marker("trio") is not None:
+            run = partial(_run_on_autojump_clock, item, **watchdog_options(item))
             item.add_marker(pytest.mark.trio(run=run), append=False)
 
 
-def _run_on_autojump_clock(async_fn: Callable[..., Awaitable[Any]], *args: object, clock: trio.abc.Clock | None,
-                           **options: Any) -> Any:
-    """`run_with_watchdog` on the autojump clock. pytest-trio hands `trio.run` the clock only of a test that names
-    `autojump_clock` among its own arguments; a test that gets it through `pytest.mark.usefixtures` or through a
-    fixture that asks for it would otherwise run on the wall clock, waiting out session timeouts for real."""
-    return run_with_watchdog(async_fn, *args, clock=clock if clock is not None else _autojump(), **options)
+def _run_on_autojump_clock(item: pytest.Function, async_fn: Callable[..., Awaitable[Any]], *args: object,
+                           clock: trio.abc.Clock | None, **options: Any) -> Any:
+    """`run_with_watchdog` on the test's `autojump_clock`, the very object its fixtures were given. pytest-trio
+    hands `trio.run` the clock only of a test that names it among its own arguments; a test that gets it through
+    `pytest.mark.usefixtures` or through a fixture would otherwise run on the wall clock, waiting out session
+    timeouts for real."""
+    if clock is None:
+        clock = item.funcargs["autojump_clock"]
+    return run_with_watchdog(async_fn, *args, clock=clock, **options)

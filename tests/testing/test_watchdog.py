@@ -93,8 +93,8 @@ def test_a_test_asking_for_autojump_clock_by_mark_or_by_fixture_runs_on_it(pytes
         import trio.testing
 
         @pytest.fixture
-        def hour(autojump_clock):
-            return 3600
+        def given(autojump_clock):
+            return autojump_clock
 
         def check_clock():
             clock = trio.lowlevel.current_clock()
@@ -105,9 +105,10 @@ def test_a_test_asking_for_autojump_clock_by_mark_or_by_fixture_runs_on_it(pytes
             check_clock()
             await trio.sleep(3600)
 
-        async def test_through_a_fixture(hour):
+        async def test_through_a_fixture(given):
             check_clock()
-            await trio.sleep(hour)
+            assert trio.lowlevel.current_clock() is given  # the fixtures' clock is the one that runs
+            await trio.sleep(3600)
     ''')
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
