@@ -5,7 +5,8 @@ Frames are built from the request dataclasses' own annotations (so every field o
 reached), filled from pools of hostile values, then mutated at the msgpack level and at the frame level
 (truncated, wrong length, random bytes, an unknown API key or version). Each seed is printed on failure and
 replays the same frames. Destructive admin requests that would legitimately remove data (DeleteTopics,
-AlterConfigs, DeleteRecords) never name the topic whose records are checked; everything else may.
+AlterConfigs, IncrementalAlterConfigs, DeleteRecords) never name the topic whose records are checked; everything else
+may.
 
 Real clock: the kernel moves the bytes. `KAFKALITE_FUZZ_FRAMES` sets the frames per request type (default 60,
 over 1,000 in all); CI runs the default.
@@ -37,6 +38,7 @@ from kafkalite.network.requests import (
     ApiKey,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
 
@@ -47,7 +49,8 @@ RESPONSE_WAIT_S = 0.2  # a request that is still waiting (a long-polling fetch) 
 INTS = [0, 1, 2, 3, -1, -2, 7, 100, 2**15 - 1, 2**15, 2**31 - 1, 2**31, 2**63 - 1, -(2**63), 2**64 - 1, 10**12]
 STRINGS = ["fuzz-target", "nope", "", ".", "..", "x" * 250, "a/b", "é", "\x00", ACKED_TOPIC, "NATIVE", "retention.ms",
            "min.insync.replicas", "1"]
-DESTRUCTIVE = (DeleteTopicsRequest, AlterConfigsRequest, DeleteRecordsRequest)  # may remove records, as asked
+# may remove records, as asked
+DESTRUCTIVE = (DeleteTopicsRequest, AlterConfigsRequest, IncrementalAlterConfigsRequest, DeleteRecordsRequest)
 HOSTILE = [None, True, 0, -1, 2**64 - 1, -(2**63), 1.5, "", "x" * 1000, b"", b"\xff" * 64, [], [[[]]], {}, {1: 2},
            [None] * 50, ".."]
 

@@ -262,8 +262,8 @@ def test_kafka_produced_records_read_by_the_native_consumer(cluster: EmbeddedClu
     assert [(r.offset, (r.key, r.value, list(r.headers), r.timestamp)) for r in got] == list(enumerate(sent))
 
 
-# AlterConfigs (key 33) is the config API the KAFKA listener serves; confluent-kafka deprecates its call in favour
-# of IncrementalAlterConfigs (key 44), which kafkalite does not serve yet.
+# confluent-kafka deprecates its AlterConfigs (key 33) call in favour of IncrementalAlterConfigs (key 44); the
+# listener serves both, and this test keeps the old one covered.
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_admin_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
@@ -290,6 +290,57 @@ def test_admin_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     wait_for(lambda: "admin-ck" not in cluster.topics(), "the topic to be deleted")
 
 
+def test_incremental_alter_configs_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
+    """SET, DELETE, APPEND and SUBTRACT; what is not named keeps its override; each bad resource gets its own error
+    code and message while the good one in the same request is applied."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    def op(name: str, value: str | None, kind: Any) -> ConfigEntry:
+        return ConfigEntry(name, value, incremental_operation=kind)
+
+    def alter(topic: str, *ops: ConfigEntry, **others: list[ConfigEntry]) -> dict[str, Any]:
+        """One request: `ops` for `topic`, and for each keyword topic its ops; the error of each, or None."""
+        futures = admin.incremental_alter_configs([
+            ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=list(changes))
+            for name, changes in {topic: ops, **others}.items()])
+        return {resource.name: future.exception(DEADLINE) for resource, future in futures.items()}
+
+    def overrides(topic: str) -> dict[str, str]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        return {name: entry.value for name, entry in admin.describe_configs([resource])[resource].result(DEADLINE)
+                .items() if not entry.is_default}
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    cluster.create_topic("inc-ck", 1, 3, config={"retention.ms": 60000, "segment.ms": 90000})
+    assert alter("inc-ck", op("retention.ms", "1000", AlterConfigOpType.SET),
+                 op("segment.ms", None, AlterConfigOpType.DELETE),
+                 op("cleanup.policy", "delete", AlterConfigOpType.APPEND)) == {"inc-ck": None}
+    assert overrides("inc-ck") == {"retention.ms": "1000", "cleanup.policy": "delete"}
+    wait_for(lambda: cluster.call(lambda: all(
+        cluster.cluster.broker(b).replica_manager.get_partition(NativeTopicPartition("inc-ck", 0)).topic_config[
+            "retention.ms"] == 1000 for b in cluster.cluster.live_broker_ids)), "the brokers to apply retention.ms")
+    failed = {
+        "APPEND to a list of what kafkalite cannot do": op("cleanup.policy", "compact", AlterConfigOpType.APPEND),
+        "SUBTRACT everything from a list": op("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT),
+        "APPEND to a property that is not a list": op("retention.ms", "5", AlterConfigOpType.APPEND),
+        "an unknown property": op("retention.mss", "5", AlterConfigOpType.SET),
+        "a value out of range": op("retention.ms", "-7", AlterConfigOpType.SET),
+    }
+    expected = [r"cleanup.policy: must be a list of one or more of delete"] * 2 + [
+        "append is not allowed for config key: retention.ms", "Unknown topic configuration 'retention.mss'",
+        "retention.ms: must be at least -1"]
+    for (what, bad), message in zip(failed.items(), expected):
+        error = alter("inc-ck", bad)["inc-ck"]
+        assert error is not None and error.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG, what
+        assert message in error.args[0].str(), what
+    assert overrides("inc-ck") == {"retention.ms": "1000", "cleanup.policy": "delete"}
+    mixed = alter("inc-ck", op("retention.ms", "2000", AlterConfigOpType.SET),
+                  **{"no-such-topic": [op("retention.ms", "5", AlterConfigOpType.SET)]})
+    assert mixed["inc-ck"] is None
+    assert mixed["no-such-topic"].args[0].code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert overrides("inc-ck") == {"retention.ms": "2000", "cleanup.policy": "delete"}
+
+
 def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewPartitions as KpNewPartitions, \
         NewTopic as KpNewTopic
@@ -300,10 +351,12 @@ def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
         assert "admin-kp" in admin.list_topics()
         [described] = admin.describe_topics(["admin-kp"])
         assert len(described["partitions"]) == 2
+        admin.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, "admin-kp",  # IncrementalAlterConfigs
+                                              configs={"retention.ms": "90000", "segment.ms": "80000"})])
         admin.alter_configs([KpConfigResource(ConfigResourceType.TOPIC, "admin-kp",
-                                              configs={"retention.ms": "90000"})])
-        result = admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "admin-kp")])
-        assert "90000" in repr(result)
+                                              configs={"segment.ms": ("DELETE", None)})])
+        result = repr(admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "admin-kp")]))
+        assert "90000" in result and "80000" not in result
         admin.create_partitions({"admin-kp": KpNewPartitions(3)})
         assert len(cluster.describe_topic("admin-kp")) == 3
         admin.delete_topics(["admin-kp"])

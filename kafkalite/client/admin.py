@@ -21,14 +21,15 @@ from kafkalite.client.config import admin_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
-from kafkalite.common.config import config_text
+from kafkalite.common.config import ConfigOp, config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
     BROKER_RESOURCE, CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PREFERRED_ELECTION, TOPIC_RESOURCE,
     UNCLEAN_ELECTION, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse, ConfigEntry, ConfigResource,
-    DescribeConfigsRequest, DescribeConfigsResponse,
-    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, CreatableTopic,
+    DescribeConfigsRequest, DescribeConfigsResponse, AlterableConfig, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource, IncrementalAlterConfigsResponse, AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse, CreatableTopic,
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
     CreateTopicsResponse, DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
@@ -411,17 +412,30 @@ class Admin(_GroupAdmin):
         return await self._with_retries(attempt, "describe_configs", final=(errors.UnknownTopicOrPartitionError,))
 
     async def alter_topic_configs(self, configs: Mapping[str, Mapping[str, Any]], *,
-                                  validate_only: bool = False) -> None:
-        """Replace each topic's config overrides (Kafka's AlterConfigs); brokers apply them as they are noticed."""
+                                  validate_only: bool = False, incremental: bool = False) -> None:
+        """Replace each topic's config overrides (Kafka's AlterConfigs); brokers apply them as they are noticed.
+
+        `incremental=True` changes only the properties named, leaving the topic's other overrides as they are
+        (Kafka's IncrementalAlterConfigs); there a value of None deletes the override, back to the default."""
         where = "alter_topic_configs()"
-        topics = mapping(configs, where, "topic names to config overrides")
-        topic_names(topics, where)
-        request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
-            k: config_text(v) for k, v in mapping(overrides, where, f"config names to values for {topic!r}").items()})
-            for topic, overrides in topics.items()], validate_only)
+        given = mapping(configs, where, "topic names to config overrides")
+        topic_names(given, where)
+        topics = {topic: mapping(overrides, where, f"config names to values for {topic!r}")
+                  for topic, overrides in given.items()}
+        request: AlterConfigsRequest | IncrementalAlterConfigsRequest
+        if incremental:
+            request = IncrementalAlterConfigsRequest([IncrementalAlterConfigsResource(TOPIC_RESOURCE, topic, [
+                AlterableConfig(k, ConfigOp.DELETE, None) if v is None else AlterableConfig(k, ConfigOp.SET,
+                                                                                            config_text(v))
+                for k, v in overrides.items()]) for topic, overrides in topics.items()], validate_only)
+        else:
+            request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
+                k: config_text(v) for k, v in overrides.items()}) for topic, overrides in topics.items()],
+                validate_only)
 
         async def attempt() -> None:
-            response: AlterConfigsResponse = await self._transport.send_to_any(request)
+            response: AlterConfigsResponse | IncrementalAlterConfigsResponse = \
+                await self._transport.send_to_any(request)
             self._raise_results(response.results)
 
         await self._with_retries(attempt, "alter_topic_configs", final=(errors.UnknownTopicOrPartitionError,))

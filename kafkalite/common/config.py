@@ -9,11 +9,12 @@ checks nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
-from kafkalite.common.errors import InvalidConfigError
+from kafkalite.common.errors import InvalidConfigError, InvalidRequestError
 
 _DAY_MS = 24 * 3600 * 1000
 
@@ -59,9 +60,20 @@ def _parse_optional_str(value: Any) -> str | None:
     return None if value is None else _parse_str(value)
 
 
+def _list_items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _parse_list(value: Any) -> str:
+    """A list property keeps Kafka's comma-separated text ("delete,compact"), its items trimmed."""
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return ",".join(item.strip() for item in value)
+    return ",".join(_list_items(_parse_str(value)))
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "int": _parse_int, "long": _parse_int, "boolean": _parse_bool, "double": _parse_float,
-    "string": _parse_str, "nullable string": _parse_optional_str,
+    "string": _parse_str, "nullable string": _parse_optional_str, "list": _parse_list,
 }
 
 
@@ -91,10 +103,21 @@ class ConfigKey:
         if self.at_most is not None and parsed > self.at_most:
             raise InvalidConfigError(
                 f"Invalid value {value!r} for configuration {self.name}: must be at most {self.at_most:g}")
-        if self.choices and parsed not in self.choices:
+        items = parsed.split(",") if self.type == "list" else (parsed,)
+        if self.choices and any(item not in self.choices for item in items):
+            kind = "a list of one or more of" if self.type == "list" else "one of"
             raise InvalidConfigError(
-                f"Invalid value {value!r} for configuration {self.name}: must be one of {', '.join(self.choices)}")
+                f"Invalid value {value!r} for configuration {self.name}: must be {kind} {', '.join(self.choices)}")
         return parsed
+
+
+class ConfigOp(IntEnum):
+    """How IncrementalAlterConfigs changes one property (Kafka's AlterConfigOp.OpType, numbered as on the wire)."""
+
+    SET = 0
+    DELETE = 1  # back to the default
+    APPEND = 2  # list properties only: add the items not there yet
+    SUBTRACT = 3  # list properties only: remove the items given
 
 
 def config_text(value: Any) -> str:
@@ -192,7 +215,7 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
 )
 
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
-    ConfigKey("cleanup.policy", "string", "delete", "Retention policy of old segments.", choices=("delete",)),
+    ConfigKey("cleanup.policy", "list", "delete", "Retention policy of old segments.", choices=("delete",)),
     ConfigKey("min.insync.replicas", "int", 1, "See the broker property.", at_least=1),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "See the broker property."),
     ConfigKey("segment.bytes", "int", 1 << 30, "Size at which a segment rolls.", at_least=14),
@@ -260,6 +283,45 @@ class _Config(Mapping[str, Any]):
     def overrides(self) -> dict[str, Any]:
         """Only what was set explicitly: what a describe-configs call reports as non-default."""
         return dict(self._overrides)
+
+    def altered(self, ops: Iterable[tuple[str, int, str | None]]) -> dict[str, Any]:
+        """The overrides once `ops` (name, `ConfigOp`, value) are applied, as Kafka's IncrementalAlterConfigs
+        applies them (KIP-339): only the named properties change, where AlterConfigs replaces them all.
+
+        The values are not checked here; building the config from the result checks each. Unlike Kafka, a DELETE
+        of a property that does not exist fails (INVALID_CONFIG) like every other unknown name: a typo that
+        silently deletes nothing is a test that checks nothing."""
+        names = _canonical_keys(self._keys)
+        overrides = dict(self._overrides)
+        seen: set[str] = set()
+        for given, code, value in ops:
+            name = names.get(given)
+            if name is None:
+                raise InvalidConfigError(f"Unknown {self._kind} configuration {given!r}")
+            if name in seen:
+                raise InvalidRequestError(f"Error due to duplicate config keys: {name} is named twice")
+            seen.add(name)
+            try:
+                op = ConfigOp(code)
+            except ValueError:
+                raise InvalidRequestError(f"Unknown operation {code} for configuration {name}: expected 0 (SET), "
+                                          f"1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)") from None
+            if op is ConfigOp.DELETE:
+                overrides.pop(name, None)
+            elif value is None:
+                raise InvalidRequestError(f"Null value not supported for configuration {name} ({op.name})")
+            elif op is ConfigOp.SET:
+                overrides[name] = value
+            elif self._keys[name].type != "list":
+                raise InvalidConfigError(f"Config value {op.name.lower()} is not allowed for config key: {name}, "
+                                         f"which is not a list")
+            else:
+                current = _list_items(config_text(overrides.get(name, self._values[name])))
+                items = _list_items(value)
+                kept = current if op is ConfigOp.APPEND else [item for item in current if item not in items]
+                added = [item for item in items if item not in current] if op is ConfigOp.APPEND else []
+                overrides[name] = ",".join(kept + added)
+        return overrides
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._overrides!r})"

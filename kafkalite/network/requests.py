@@ -50,6 +50,7 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
@@ -731,6 +732,32 @@ class AlterConfigsResponse(Response):
     results: list[AlterConfigsResult]
 
 
+@dataclass(slots=True)
+class AlterableConfig:
+    name: str
+    config_operation: int  # a `ConfigOp`: SET, DELETE, APPEND or SUBTRACT
+    value: str | None
+
+
+@dataclass(slots=True)
+class IncrementalAlterConfigsResource:
+    resource_type: int
+    name: str
+    configs: list[AlterableConfig]  # only the overrides to change, in order (KIP-339)
+
+
+@dataclass(slots=True)
+class IncrementalAlterConfigsRequest(Request):
+    api_key: ClassVar[ApiKey] = ApiKey.INCREMENTAL_ALTER_CONFIGS
+    resources: list[IncrementalAlterConfigsResource]
+    validate_only: bool = False
+
+
+@dataclass(slots=True)
+class IncrementalAlterConfigsResponse(Response):
+    results: list[AlterConfigsResult]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Consumer groups and committed offsets (served by the group coordinator of each group)
 
@@ -1040,7 +1067,8 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         ProduceRequest, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest, MetadataRequest,
         CreateTopicsRequest, DeleteTopicsRequest, InitProducerIdRequest, ApiVersionsRequest,
         CreatePartitionsRequest, ElectLeadersRequest, AlterPartitionReassignmentsRequest,
-        ListPartitionReassignmentsRequest, DescribeConfigsRequest, AlterConfigsRequest, FindCoordinatorRequest,
+        ListPartitionReassignmentsRequest, DescribeConfigsRequest, AlterConfigsRequest,
+        IncrementalAlterConfigsRequest, FindCoordinatorRequest,
         JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest,
         OffsetFetchRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest, OffsetDeleteRequest,
         DeleteRecordsRequest,
@@ -1068,6 +1096,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsResponse,
     ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsResponse,
     ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
     ApiKey.JOIN_GROUP: JoinGroupResponse,
     ApiKey.SYNC_GROUP: SyncGroupResponse,

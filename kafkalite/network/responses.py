@@ -24,7 +24,8 @@ from kafkalite.network.requests import (
     ProducePartitionResponse, ProduceRequest, ProduceResponse, Request, Response, RESPONSE_TYPES,
     DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest,
     DescribeGroupsResponse, OffsetCommitPartitionResponse, OffsetCommitRequest, OffsetCommitResponse,
-    DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 
 
@@ -78,7 +79,9 @@ def _describe_configs(request: Any, code: int, message: str | None) -> Response:
 
 
 def _alter_configs(request: Any, code: int, message: str | None) -> Response:
-    return AlterConfigsResponse([AlterConfigsResult(code, r.resource_type, r.name, message) for r in request.resources])
+    response = IncrementalAlterConfigsResponse if isinstance(request, IncrementalAlterConfigsRequest) \
+        else AlterConfigsResponse
+    return response([AlterConfigsResult(code, r.resource_type, r.name, message) for r in request.resources])
 
 
 def _offset_commit(request: Any, code: int, message: str | None) -> Response:
@@ -105,6 +108,7 @@ _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None
     CreatePartitionsRequest: _create_partitions,
     DescribeConfigsRequest: _describe_configs,
     AlterConfigsRequest: _alter_configs,
+    IncrementalAlterConfigsRequest: _alter_configs,
     OffsetCommitRequest: _offset_commit,
     DescribeGroupsRequest: _describe_groups,
     DeleteGroupsRequest: _delete_groups,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import trio
 from kafkalite.client import Admin, NewTopic, Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
+from kafkalite.common.config import config_text
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
 
@@ -129,6 +131,45 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
                 await admin.alter_topic_configs(configs_)
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await admin.describe_configs(["missing"])
+
+
+async def test_incremental_alter_changes_only_the_named_configs(autojump_clock: Any, cluster: Cluster,
+                                                                 bootstrap: Any) -> None:
+    """IncrementalAlterConfigs: the other overrides stay, None deletes one, and alters of different properties
+    sent at once all land (AlterConfigs would keep only the last one's set)."""
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("inc", 1, 3, {"retention.ms": 60000, "segment.ms": 90000,
+                                                          "retention.bytes": 10**9})])
+        await admin.alter_topic_configs({"inc": {"retention.ms": 1000, "segment.ms": None, "min.insync.replicas": 2}},
+                                        incremental=True)
+        kept = {"retention.ms": "1000", "min.insync.replicas": "2", "retention.bytes": "1000000000"}
+
+        async def overrides() -> dict[str, str]:
+            described = (await admin.describe_configs(["inc"]))[("topic", "inc")]
+            return {name: entry.value for name, entry in described.items() if not entry.is_default}
+
+        assert await overrides() == kept
+
+        def applied(name: str, value: object) -> bool:
+            return all(cluster.broker(b).replica_manager.get_partition(TopicPartition("inc", 0)).topic_config[name]
+                       == value for b in cluster.live_broker_ids)
+
+        await cluster.wait_until(lambda: applied("retention.ms", 1000) and applied("segment.ms", 7 * 24 * 3600_000)
+                                 and applied("min.insync.replicas", 2), timeout=30)
+        await admin.alter_topic_configs({"inc": {"retention.ms": 5}}, incremental=True, validate_only=True)
+        for configs, error in (({"inc": {"retention.mss": 1}}, errors.InvalidConfigError),
+                               ({"inc": {"retention.ms": -5, "segment.ms": 100}}, errors.InvalidConfigError),
+                               ({"missing": {"retention.ms": 1}}, errors.UnknownTopicOrPartitionError)):
+            with pytest.raises(error):
+                await admin.alter_topic_configs(configs, incremental=True)
+        assert await overrides() == kept
+
+        changes = {"segment.ms": 100000, "segment.bytes": 10**8, "max.message.bytes": 2000000,
+                   "message.timestamp.type": "LogAppendTime", "unclean.leader.election.enable": True}
+        async with trio.open_nursery() as nursery:
+            for name, value in changes.items():
+                nursery.start_soon(partial(admin.alter_topic_configs, {"inc": {name: value}}, incremental=True))
+        assert await overrides() == {**kept, **{name: config_text(value) for name, value in changes.items()}}
 
 
 @pytest.mark.parametrize(("call", "error", "message"), [

@@ -1,7 +1,7 @@
 import pytest
 
-from kafkalite.common.config import BrokerConfig, TopicConfig
-from kafkalite.common.errors import InvalidConfigError
+from kafkalite.common.config import BrokerConfig, ConfigOp, TopicConfig
+from kafkalite.common.errors import InvalidConfigError, InvalidRequestError
 
 
 def test_defaults_are_kafkas() -> None:
@@ -59,3 +59,40 @@ def test_topic_config_takes_broker_defaults_and_overrides() -> None:
         TopicConfig.for_broker({"segment.byte": 1}, broker)
     with pytest.raises(InvalidConfigError, match="cleanup.policy"):
         TopicConfig({"cleanup.policy": "shred"})
+
+
+def test_incremental_ops_change_only_the_properties_they_name() -> None:
+    """KIP-339's four operations on a topic's overrides; what is not named keeps its override, and APPEND and
+    SUBTRACT start from the default when the list property has no override."""
+    topic = TopicConfig.for_broker({"retention.ms": 5000, "segment.ms": 60000}, BrokerConfig())
+    altered = topic.altered([("retention.ms", ConfigOp.SET, "7000"), ("segment.ms", ConfigOp.DELETE, None),
+                             ("cleanup.policy", ConfigOp.APPEND, "delete")])
+    assert altered == {"retention.ms": "7000", "cleanup.policy": "delete"}
+    assert TopicConfig(altered).overrides == {"retention.ms": 7000, "cleanup.policy": "delete"}
+    assert topic.overrides == {"retention.ms": 5000, "segment.ms": 60000}  # the config itself is unchanged
+    assert topic.altered([("max.message.bytes", ConfigOp.DELETE, None)]) == topic.overrides
+    assert TopicConfig({"cleanup.policy": " delete "})["cleanup.policy"] == "delete"
+    emptied = TopicConfig().altered([("cleanup.policy", ConfigOp.SUBTRACT, "delete")])
+    assert emptied == {"cleanup.policy": ""}
+    with pytest.raises(InvalidConfigError, match="cleanup.policy: must be a list of one or more of delete"):
+        TopicConfig(emptied)
+    with pytest.raises(InvalidConfigError, match="cleanup.policy: must be a list of one or more of delete"):
+        TopicConfig(TopicConfig().altered([("cleanup.policy", ConfigOp.APPEND, "compact")]))
+
+
+@pytest.mark.parametrize(("ops", "error", "message"), [
+    ([("retention.mss", ConfigOp.SET, "1")], InvalidConfigError, "Unknown topic configuration 'retention.mss'"),
+    ([("retention.mss", ConfigOp.DELETE, None)], InvalidConfigError, "Unknown topic configuration 'retention.mss'"),
+    ([("retention.ms", ConfigOp.APPEND, "1")], InvalidConfigError,
+     "Config value append is not allowed for config key: retention.ms, which is not a list"),
+    ([("retention.ms", ConfigOp.SUBTRACT, "1")], InvalidConfigError, "Config value subtract is not allowed"),
+    ([("retention.ms", ConfigOp.SET, "1"), ("retention.ms", ConfigOp.DELETE, None)], InvalidRequestError,
+     "duplicate config keys: retention.ms"),
+    ([("retention.ms", 7, "1")], InvalidRequestError, "Unknown operation 7 for configuration retention.ms"),
+    ([("retention.ms", ConfigOp.SET, None)], InvalidRequestError,
+     r"Null value not supported for configuration retention.ms \(SET\)"),
+    ([("cleanup.policy", ConfigOp.APPEND, None)], InvalidRequestError, "Null value not supported"),
+])
+def test_bad_incremental_ops_name_the_property(ops: list, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        TopicConfig().altered(ops)

@@ -36,6 +36,8 @@ def requests() -> list[r.Request]:
         r.ElectLeadersRequest(1),
         r.DescribeConfigsRequest([r.ConfigResource(2, "t", ["retention.ms"]), r.ConfigResource(4, "1")]),
         r.AlterConfigsRequest([r.AlterConfigsResource(2, "t", {"retention.ms": "1000"})], True),
+        r.IncrementalAlterConfigsRequest([r.IncrementalAlterConfigsResource(2, "t", [
+            r.AlterableConfig("retention.ms", 0, "1000"), r.AlterableConfig("segment.ms", 1, None)])]),
         r.AlterPartitionReassignmentsRequest([r.ReassignablePartition("t", 0, [3, 1, 2])]),
         r.ListPartitionReassignmentsRequest([("t", 0)]),
         r.CreatePartitionsRequest([r.CreatePartitionsTopic("t", 4, [[1, 2], [2, 3]]), r.CreatePartitionsTopic("u", 2)]),
@@ -89,6 +91,7 @@ def responses() -> list[r.Response]:
         r.ElectLeadersResponse(0, [r.ElectionResult("t", 0, 84, "not needed")]),
         r.DescribeConfigsResponse([r.DescribeConfigsResult(0, 2, "t", [r.ConfigEntry("retention.ms", "1000", False)])]),
         r.AlterConfigsResponse([r.AlterConfigsResult(40, 2, "t", "bad")]),
+        r.IncrementalAlterConfigsResponse([r.AlterConfigsResult(0, 2, "t"), r.AlterConfigsResult(42, 2, "u", "twice")]),
         r.AlterPartitionReassignmentsResponse(0, [r.ReassignablePartitionResponse("t", 0, 39, "bad")]),
         r.ListPartitionReassignmentsResponse(0, [r.OngoingReassignment("t", 0, [1, 2, 3], [3], [1])]),
         r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),

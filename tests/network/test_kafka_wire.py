@@ -20,8 +20,9 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
-    ApiVersionsResponse, DeleteRecordsRequest, JoinGroupRequest, Message, MetadataResponse, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
+    ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, JoinGroupRequest,
+    Message, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse,
+    SyncGroupRequest, entry,
 )
 
 SAFETY_TIMEOUT = 20
@@ -263,3 +264,45 @@ async def test_delete_records_answers_each_partition_at_version_0() -> None:
                     for t in deleted.topics] == [
                 (TOPIC, [(0, 0, 2)]), ("missing", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION.code, -1)])]
             assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 2)] == [b"c"]
+
+
+def alterable(resource_type: int, name: str, *configs: tuple[str, int, str | None]) -> Message:
+    return entry(IncrementalAlterConfigsRequest, "AlterConfigsResource", resource_type=resource_type,
+                 resource_name=name, configs=[
+                     entry(IncrementalAlterConfigsRequest, "AlterConfigsResource.AlterableConfig", name=config,
+                           config_operation=operation, value=value) for config, operation, value in configs])
+
+
+async def test_incremental_alter_configs_answers_each_resource_on_its_own() -> None:
+    """What no client library sends but a hand-rolled one might: a property named twice, an unknown operation, a
+    null value to set, a broker's configs. Each is INVALID_REQUEST with a message, for its resource alone: the good
+    resource in the same request is applied, validate_only applies nothing, and the broker keeps serving."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=1, seed=5) as cluster:
+            for topic in (TOPIC, "twice", "op", "null"):
+                await cluster.create_topic(topic, partitions=1, replication_factor=1)
+            port = kafka_port(cluster, 1)
+
+            async def retention_ms() -> str:
+                described = await call(port, 32, 1, include_synonyms=False, resources=[
+                    entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=2, resource_name=TOPIC,
+                          configuration_keys=["retention.ms"])])
+                return described.results[0].configs[0].value
+
+            answer = await call(port, 44, 0, validate_only=False, resources=[
+                alterable(2, TOPIC, ("retention.ms", 0, "1000")),
+                alterable(2, "twice", ("retention.ms", 0, "1"), ("retention.ms", 1, None)),
+                alterable(2, "op", ("retention.ms", 9, "1")),
+                alterable(2, "null", ("retention.ms", 0, None)),
+                alterable(4, "1", ("log.retention.ms", 0, "1"))])
+            results = {r.resource_name: (r.error_code, r.error_message) for r in answer.responses}
+            assert results[TOPIC] == (0, None)
+            for name, message in (("twice", "duplicate config keys"), ("op", "Unknown operation 9"),
+                                  ("null", "Null value not supported"), ("1", "broker configs are static")):
+                code, text = results[name]
+                assert code == errors.INVALID_REQUEST.code and message in text, name
+            assert await retention_ms() == "1000"
+            checked = await call(port, 44, 0, validate_only=True, resources=[
+                alterable(2, TOPIC, ("retention.ms", 0, "2000"))])
+            assert checked.responses[0].error_code == 0
+            assert await retention_ms() == "1000"

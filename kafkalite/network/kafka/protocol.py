@@ -24,7 +24,8 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
         CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest,
         DeleteRecordsResponse, DeleteTopicsRequest,
         DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
-        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse,
+        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse,
     )
     from kafka.protocol.consumer import (
         FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
@@ -47,7 +48,8 @@ __all__ = [
     "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
     "DescribeGroupsRequest", "DescribeGroupsResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
-    "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "InitProducerIdRequest",
+    "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse", "InitProducerIdRequest",
     "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
     "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "Message",
     "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest",
