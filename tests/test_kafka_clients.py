@@ -341,6 +341,42 @@ def test_incremental_alter_configs_with_confluent_kafka(cluster: EmbeddedCluster
     assert overrides("inc-ck") == {"retention.ms": "2000", "cleanup.policy": "delete"}
 
 
+def test_elect_leaders_with_confluent_kafka_and_kafka_python() -> None:
+    """A controlled shutdown moves a partition's leadership off its preferred replica, and the broker's restart
+    does not move it back (no auto rebalance): confluent-kafka's preferred election does, and answers each
+    partition as Kafka does. An unclean election of every partition with live leaders lists none of them."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    with EmbeddedCluster(3, {"auto.leader.rebalance.enable": False}) as own:
+        own.create_topic("elect", 2, 3)
+        preferred = {p: own.describe_topic("elect")[p].replicas[0] for p in (0, 1)}
+        moved = preferred[0]
+        own.shutdown_broker(moved)
+        own.restart_broker(moved)
+        own.wait_until(lambda: moved in own.partition_state("elect", 0).isr, timeout=DEADLINE)
+        assert own.leader_for("elect", 0) != moved
+        admin = AdminClient({"bootstrap.servers": own.kafka_bootstrap_servers})
+        results = admin.elect_leaders(ElectionType.PREFERRED, [
+            CkTopicPartition("elect", 0), CkTopicPartition("elect", 1), CkTopicPartition("no-such-topic", 0)
+        ]).result(DEADLINE)
+        codes = {(tp.topic, tp.partition): None if error is None else error.code() for tp, error in results.items()}
+        kafka_error = confluent_kafka.KafkaError
+        assert codes == {("elect", 0): None, ("elect", 1): kafka_error.ELECTION_NOT_NEEDED,
+                         ("no-such-topic", 0): kafka_error.UNKNOWN_TOPIC_OR_PART}
+        assert own.leader_for("elect", 0) == moved and own.leader_for("elect", 1) == preferred[1]
+        assert admin.elect_leaders(ElectionType.UNCLEAN, None).result(DEADLINE) == {}
+
+        kp_admin = KafkaAdminClient(bootstrap_servers=own.kafka_bootstrap_servers)
+        try:
+            answer = kp_admin.elect_leaders(election_type=0, topic_partitions={"elect": [0, 1]})
+        finally:
+            kp_admin.close()
+        assert sorted((r.partition_id, r.error_code) for topic in answer.replica_election_results
+                      for r in topic.partition_result) == [(0, kafka_error.ELECTION_NOT_NEEDED),
+                                                           (1, kafka_error.ELECTION_NOT_NEEDED)]
+
+
 def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewPartitions as KpNewPartitions, \
         NewTopic as KpNewTopic

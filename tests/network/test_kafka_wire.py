@@ -20,9 +20,9 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
-    ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, JoinGroupRequest,
-    Message, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse,
-    SyncGroupRequest, entry,
+    ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest, ElectLeadersRequest,
+    IncrementalAlterConfigsRequest, JoinGroupRequest, Message, MetadataResponse, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
 )
 
 SAFETY_TIMEOUT = 20
@@ -306,3 +306,36 @@ async def test_incremental_alter_configs_answers_each_resource_on_its_own() -> N
                 alterable(2, TOPIC, ("retention.ms", 0, "2000"))])
             assert checked.responses[0].error_code == 0
             assert await retention_ms() == "1000"
+
+
+def election_results(answer: Message) -> dict[tuple[str, int], int]:
+    return {(topic.topic, r.partition_id): r.error_code for topic in answer.replica_election_results
+            for r in topic.partition_result}
+
+
+async def test_elect_leaders_at_version_0_elects_preferred_and_errors_reach_every_partition() -> None:
+    """Version 0 names no election type and means preferred; a request-wide error (an unknown election type) is
+    answered at the top and on every partition named; a null partition list answers only the partitions that
+    needed an election."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, config={"auto.leader.rebalance.enable": False}, seed=6) as cluster:
+            await cluster.create_topic(TOPIC, partitions=2, replication_factor=3)
+            preferred = (await cluster.describe_topic(TOPIC))[0].replicas[0]
+            await cluster.shutdown_broker(preferred)
+            await cluster.restart_broker(preferred)
+            await cluster.wait_until(lambda: preferred in cluster.partition_state(TOPIC, 0).isr)
+            assert cluster.leader_for(TOPIC, 0) != preferred
+            port = kafka_port(cluster, 1)
+            both = [entry(ElectLeadersRequest, "TopicPartitions", topic=TOPIC, partitions=[0, 1])]
+
+            unknown_type = await call(port, 43, 1, election_type=5, topic_partitions=both, timeout_ms=5000)
+            assert unknown_type.error_code == errors.INVALID_REQUEST.code
+            assert election_results(unknown_type) == {(TOPIC, 0): errors.INVALID_REQUEST.code,
+                                                      (TOPIC, 1): errors.INVALID_REQUEST.code}
+            assert cluster.leader_for(TOPIC, 0) != preferred
+
+            elected = await call(port, 43, 0, topic_partitions=both, timeout_ms=5000)
+            assert election_results(elected) == {(TOPIC, 0): 0, (TOPIC, 1): errors.ELECTION_NOT_NEEDED.code}
+            assert cluster.leader_for(TOPIC, 0) == preferred
+            everything = await call(port, 43, 1, election_type=0, topic_partitions=None, timeout_ms=5000)
+            assert everything.error_code == 0 and election_results(everything) == {}

@@ -24,7 +24,8 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
         CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest,
         DeleteRecordsResponse, DeleteTopicsRequest,
         DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
-        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, IncrementalAlterConfigsRequest,
+        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ElectLeadersRequest,
+        ElectLeadersResponse, IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse,
     )
     from kafka.protocol.consumer import (
@@ -47,7 +48,8 @@ __all__ = [
     "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
     "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
-    "DescribeGroupsRequest", "DescribeGroupsResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
+    "DescribeGroupsRequest", "DescribeGroupsResponse", "ElectLeadersRequest", "ElectLeadersResponse",
+    "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
     "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse", "InitProducerIdRequest",
     "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
