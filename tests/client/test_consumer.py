@@ -256,9 +256,9 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
 ])
 async def test_a_batch_whose_records_cannot_be_decoded_is_reported_until_sought_past(
         autojump_clock: Any, cluster: Cluster, bootstrap: Any, payload: bytes, cause: str) -> None:
-    """A batch with a valid crc over records that cannot be decoded (the leader refuses it from a client, so here
-    it is damage in the leader's log); the consumer hands out what precedes it, then raises CORRUPT_MESSAGE on
-    every poll instead of refetching it silently, as Java's does."""
+    """A batch with a valid crc over records that cannot be decoded (the leader refuses one a native client sends,
+    so here it is damage in the leader's log); the consumer hands out what precedes it, then raises CORRUPT_MESSAGE
+    on every poll instead of refetching it silently, as Java's does."""
     await cluster.create_topic("damaged", partitions=1, replication_factor=3)
     await cluster.produce("damaged", 0, [Record(None, b"before")])
     damage_leader_log(cluster, "damaged", undecodable_batch(payload))

@@ -172,6 +172,54 @@ async def test_commits_survive_killing_the_coordinator_and_the_group_reforms(aut
         assert {o.offset for o in (await b.committed(a.assignment())).values()} == {100}
 
 
+async def test_the_group_follows_its_coordinator_through_a_controlled_shutdown_and_back(autojump_clock: Any,
+                                                                                     cluster: Cluster) -> None:
+    """A rolling restart moves the group's offsets partition while its brokers stay up. The controlled shutdown
+    hands leadership to another broker, which loads the group. The preferred election after the restart moves it
+    back: the interim broker resigns while it keeps running, drops the group and answers NOT_COORDINATOR at once
+    to a join parked in the rebalance it had started. The members follow each move, and no committed offset is
+    lost or comes back from before a later commit."""
+    async with member(cluster, "a", enable_auto_commit=False) as a, \
+            member(cluster, "b", enable_auto_commit=False) as b, \
+            member(cluster, "c", enable_auto_commit=False) as c:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        await a.commit({tp: 10 + tp.partition for tp in a.assignment()})
+        await b.commit({tp: 20 + tp.partition for tp in b.assignment()})
+        expected = {tp: (10 if tp in a.assignment() else 20) + tp.partition for tp in ALL}
+        first = coordinator_broker(cluster, "g")
+
+        async def settled_on(broker_id: int, consumers: list[Consumer]) -> None:
+            await poll_until(consumers, lambda: all(
+                consumer._coordinator.coordinator_id == broker_id for consumer in consumers)  # type: ignore
+                and disjoint_and_covering(consumers) and a._coordinator.stable)  # type: ignore
+            loaded = cluster.broker(broker_id).group_coordinator.group("g")
+            assert loaded is not None and len(loaded.members) == len(consumers)
+            committed = await b.committed(ALL)
+            assert {tp: o.offset for tp, o in committed.items() if o is not None} == expected
+
+        assert await cluster.shutdown_broker(first)
+        interim = coordinator_broker(cluster, "g")
+        assert interim != first
+        await settled_on(interim, [a, b])
+        expected |= {tp: 30 + tp.partition for tp in a.assignment()}
+        await a.commit({tp: expected[tp] for tp in a.assignment()})  # the interim coordinator takes commits
+
+        await cluster.restart_broker(first)
+        await cluster.wait_until(lambda: all(first in cluster.partition_state("__consumer_offsets", p).isr
+                                             for p in range(5)), timeout=60)
+        group = cluster.broker(interim).group_coordinator.group("g")
+        c.subscribe(["events"])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(c.poll, 30)  # c's join parks: a and b have not rejoined, as they are not polling
+            await cluster.wait_until(lambda: group is not None and group.state.value == "PreparingRebalance"
+                                     and any(m.join_waiter is not None for m in group.members.values()))
+            await cluster.elect_preferred_leaders()
+            await cluster.wait_until(lambda: cluster.broker(interim).group_coordinator.group("g") is None)
+            await settled_on(first, [a, b, c])
+
+
 async def test_at_least_once_through_a_broker_kill_and_a_consumer_restart(autojump_clock: Any,
                                                                           cluster: Cluster) -> None:
     from kafkalite.client import Producer

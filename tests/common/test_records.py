@@ -272,6 +272,24 @@ def test_any_records_round_trip(records):
     assert batch.max_timestamp == max(r.timestamp for r in records)
 
 
+@given(st.lists(st.builds(
+    Record,
+    key=st.none() | st.binary(min_size=60, max_size=200),
+    value=st.none() | st.binary(max_size=20_000),
+    timestamp=st.integers(min_value=0, max_value=2**41),
+    headers=st.lists(st.tuples(st.text(min_size=60, max_size=80), st.none() | st.binary(max_size=300)),
+                     max_size=70).map(tuple),
+), min_size=1, max_size=5))
+def test_records_with_multi_byte_lengths_survive_the_kafka_encoding_and_back(records):
+    """What a Kafka client reads of natively produced records, and a native reader of Kafka-produced ones: keys,
+    values, header names and counts past 63 and timestamps far apart take varints of several bytes each way."""
+    sent = RecordBatch.from_records(records)
+    over_the_wire = RecordBatch.from_kafka_bytes(sent.with_offset(5, 0).kafka().to_kafka_bytes())[0]
+    over_the_wire.validate(deep=True)
+    assert over_the_wire.native().records() == records
+    assert (over_the_wire.base_offset, over_the_wire.record_count) == (5, len(records))
+
+
 def test_a_kafka_batch_stamped_with_log_append_time_stays_kafka_and_its_crc_holds() -> None:
     sent = RecordBatch.from_records([Record(b"k", b"v", timestamp=5), Record(None, b"w", timestamp=6)]).kafka()
     stamped = sent.with_log_append_time(1_000)

@@ -15,6 +15,8 @@ import trio
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
+from kafkalite.common.errors import CorruptMessageError
+from kafkalite.common.kafka_records import crc32c
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.codec import FrameDecoder
@@ -161,9 +163,11 @@ GROUP = "wire-group"
 
 
 async def call(port: int, api_key: int, version: int, **fields: object) -> Message:
-    """One request to the broker at `port`, at a non-flexible version (a v0 response header), and its response."""
+    """One request to the broker at `port` and its response, past the response header: the correlation id, and
+    for a flexible version (header v1) an empty set of tagged fields, one byte."""
     [answer] = await exchange(port, request_frame(api_key, version, **fields))
-    return APIS[api_key].response.decode(answer[4:], version=version)
+    header = 5 if APIS[api_key].request.flexible_version_q(version) else 4
+    return APIS[api_key].response.decode(answer[header:], version=version)
 
 
 def join(member_id: str) -> dict[str, object]:
@@ -339,3 +343,42 @@ async def test_elect_leaders_at_version_0_elects_preferred_and_errors_reach_ever
             assert cluster.leader_for(TOPIC, 0) == preferred
             everything = await call(port, 43, 1, election_type=0, topic_partitions=None, timeout_ms=5000)
             assert everything.error_code == 0 and election_results(everything) == {}
+
+
+async def test_describe_cluster_lists_kafka_endpoints_and_refuses_controller_endpoints() -> None:
+    """Version 1 (flexible): every live broker at its KAFKA endpoint and the real controller; endpoint type 2
+    (KRaft controllers) is UNSUPPORTED_VERSION with a message, and the broker keeps serving."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=7) as cluster:
+            port = kafka_port(cluster, 2)
+            described = await call(port, 60, 1, include_cluster_authorized_operations=False, endpoint_type=1)
+            assert (described.error_code, described.controller_id) == (0, cluster.controller_id)
+            assert sorted((b.broker_id, b.port) for b in described.brokers) == [
+                (b, kafka_port(cluster, b)) for b in (1, 2, 3)]
+            refused = await call(port, 60, 1, include_cluster_authorized_operations=False, endpoint_type=2)
+            assert refused.error_code == errors.UNSUPPORTED_VERSION.code and "broker endpoints" in refused.error_message
+            assert (await call(port, 60, 0, include_cluster_authorized_operations=False)).error_code == 0
+
+
+async def test_a_kafka_batch_with_a_valid_crc_over_malformed_records_can_be_sought_past() -> None:
+    """The leader checks a Kafka client's batch by its CRC only, so one whose CRC covers a record that lies about its
+    length is stored; a native reader is told CORRUPT_MESSAGE with the batch's offsets and reads on once it seeks
+    past it, and the records after it are intact."""
+    from kafkalite.client import Consumer
+
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=8) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            lying = bytearray(kafka_batch(b"lie"))
+            lying[61] += 2  # the first record's length (a one-byte varint) now claims a byte more than it holds
+            struct.pack_into(">I", lying, 17, crc32c(bytes(lying[21:])))
+            for batch in (bytes(lying), kafka_batch(b"after")):
+                [answer] = await exchange(port, produce_frame(batch))
+                assert ProduceResponse.decode(answer[4:], version=7).responses[0].partition_responses[0].error_code == 0
+            async with Consumer(cluster, {"auto.offset.reset": "earliest"}) as consumer:
+                consumer.assign([TopicPartition(TOPIC, 0)])
+                with pytest.raises(CorruptMessageError, match="offsets 0 to 0 cannot be decoded .*seek to 1 to skip"):
+                    await consumer.poll(5)
+                consumer.seek(TopicPartition(TOPIC, 0), 1)
+                assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(1, b"after")]
