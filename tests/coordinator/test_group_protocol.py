@@ -127,6 +127,43 @@ async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, c
     assert state(cluster, coordinator) == before
 
 
+async def test_a_new_static_member_fences_the_old_one_out_of_every_request(autojump_clock: Any,
+                                                                          cluster: Cluster) -> None:
+    """KIP-345: a join naming a group.instance.id the group holds, with no member id, is the same instance
+    restarted. It takes the old member's place (and its assignment, with no rebalance); the old member id is
+    then FENCED_INSTANCE_ID in every request that names the instance, and the group is as the new one left it."""
+    coordinator = await coordinator_of(cluster, "g")
+    first = await send(cluster, coordinator, join_request("g", instance_id="i-1"))
+    assert first.error_code == 0 and first.generation_id == 1  # a static member needs no member id round trip
+    old = first.member_id
+    assignment = encode_assignment(Assignment((TopicPartition("events", 0),)))
+    synced = await send(cluster, coordinator, SyncGroupRequest("g", 1, old, [SyncGroupAssignment(old, assignment)],
+                                                               group_instance_id="i-1"))
+    assert synced.error_code == 0
+
+    restarted = await send(cluster, coordinator, join_request("g", instance_id="i-1"))
+    assert restarted.error_code == 0 and restarted.member_id != old
+    new, generation = restarted.member_id, restarted.generation_id
+    assert generation == 1 and state(cluster, coordinator) == ("Stable", 1, [new])
+    kept = await send(cluster, coordinator, SyncGroupRequest("g", 1, new, group_instance_id="i-1"))
+    assert (kept.error_code, kept.assignment) == (0, assignment)
+    cases = [
+        join_request("g", old, instance_id="i-1"),
+        SyncGroupRequest("g", generation, old, group_instance_id="i-1"),
+        HeartbeatRequest("g", generation, old, group_instance_id="i-1"),
+    ]
+    for request in cases:
+        response = await send(cluster, coordinator, request)
+        assert response.error_code == errors.FENCED_INSTANCE_ID.code, (request, response)
+        assert "i-1" in response.error_message, request
+    committed = await send(cluster, coordinator, OffsetCommitRequest(
+        "g", generation, old, [OffsetCommitPartition("events", 0, 5)], group_instance_id="i-1"))
+    assert [p.error_code for p in committed.partitions] == [errors.FENCED_INSTANCE_ID.code]
+    assert state(cluster, coordinator) == ("Stable", generation, [new])
+    beat = await send(cluster, coordinator, HeartbeatRequest("g", generation, new, group_instance_id="i-1"))
+    assert beat.error_code == 0
+
+
 async def test_bad_group_admin_requests_are_refused(autojump_clock: Any, cluster: Cluster) -> None:
     from kafkalite.network.requests import (
         DeleteGroupsRequest, DescribeGroupsRequest, LeaveGroupRequest, ListGroupsRequest, MemberIdentity,
