@@ -377,6 +377,44 @@ def test_elect_leaders_with_confluent_kafka_and_kafka_python() -> None:
                                                            (1, kafka_error.ELECTION_NOT_NEEDED)]
 
 
+def test_reassignments_with_kafka_python() -> None:
+    """kafka-python moves a partition onto a broker cut off from its replicas, lists the move, cancels it (the
+    added replica is deleted), and moves it again to completion; a cancel with nothing to cancel, a broker named
+    twice and a partition that does not exist each get Kafka's error code."""
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.errors import (
+        InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError,
+    )
+
+    with EmbeddedCluster(4, {"auto.leader.rebalance.enable": False}) as own:
+        own.create_topic("moving", 1, 2)
+        original = list(own.describe_topic("moving")[0].replicas)
+        slow, other = [b for b in own.broker_ids if b not in original]
+        tp, native_tp = KpTopicPartition("moving", 0), NativeTopicPartition("moving", 0)
+        admin = KafkaAdminClient(bootstrap_servers=own.kafka_bootstrap_servers)
+        try:
+            own.partition_network({slow}, original)  # it cannot fetch: the move waits in its first phase
+            assert admin.alter_partition_reassignments({tp: [original[0], slow]}) == {tp: None}
+            assert admin.list_partition_reassignments() == {
+                tp: {"replicas": [original[0], slow, original[1]], "adding_replicas": [slow],
+                     "removing_replicas": [original[1]]}}
+            assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+            assert admin.list_partition_reassignments() == {}
+            assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+            missing = KpTopicPartition("moving", 9)
+            assert admin.alter_partition_reassignments({tp: [slow, slow], missing: [other]}) == {
+                tp: InvalidReplicationAssignmentError, missing: UnknownTopicOrPartitionError}
+            own.heal()
+            wait_for(lambda: own.call(lambda: own.cluster.log_manager(slow).get_log(native_tp)) is None,
+                     "the cancelled replica to be deleted")
+            assert list(own.describe_topic("moving")[0].replicas) == original
+            assert admin.alter_partition_reassignments({tp: [other, original[0]]}) == {tp: None}
+            wait_for(lambda: not admin.list_partition_reassignments()
+                     and list(own.describe_topic("moving")[0].replicas) == [other, original[0]], "the move")
+        finally:
+            admin.close()
+
+
 def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewPartitions as KpNewPartitions, \
         NewTopic as KpNewTopic

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import trio
 
+from kafkalite.client import Admin
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
@@ -36,8 +37,9 @@ async def check_moved(cluster: Cluster, target: list[int], expected: list[bytes]
                                      == len(expected), timeout=30)
             log = cluster.log_manager(broker_id).get_log(TP)
             logs[broker_id] = [(b.base_offset, b.payload) for b in log.read(0, 1 << 30)]
-        else:
-            assert log is None, f"broker {broker_id} still holds a replica of {TP}"
+        else:  # a replica a move stopped is deleted when its broker gets the StopReplica
+            await cluster.wait_until(lambda b=broker_id: cluster.log_manager(b).get_log(TP) is None, timeout=30,
+                                     what=f"broker {broker_id} to delete its replica of {TP}")
     assert len({tuple(batches) for batches in logs.values()}) == 1
 
 
@@ -123,3 +125,78 @@ async def test_bad_reassignments_change_nothing(autojump_clock: Any) -> None:
         assert await cluster.produce("t", 0, values(1, "after"), acks=1) == 2
         await cluster.wait_until(lambda: cluster.high_watermark("t", 0) == 3, timeout=30)
         assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"v0", b"v1", b"after0"]
+
+
+async def moving(cluster: Cluster, slow: int, target: list[int]) -> None:
+    """Start moving TP to `target` with broker `slow` paused, so the move waits in its first phase."""
+    cluster.pause_broker(slow)
+    async with Admin(cluster) as admin:
+        await admin.alter_partition_reassignments({TP: target})
+    ongoing = await cluster.list_partition_reassignments()
+    assert [(o.topic, o.partition, o.replicas[:len(target)]) for o in ongoing] == [("t", 0, target)]
+
+
+async def test_a_move_in_progress_is_cancelled_back_to_its_replicas(autojump_clock: Any) -> None:
+    """KIP-455: a null target cancels the move; the replica it had added is stopped and deleted at once, and the
+    partition is where it was, with every record. A second cancel, or one for a partition nobody moves, is
+    NO_REASSIGNMENT_IN_PROGRESS."""
+    async with Cluster(brokers=4, config=CONFIG, seed=5) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce("t", 0, values(4))
+        original = list((await cluster.describe_topic("t"))[0].replicas)
+        slow = next(b for b in cluster.broker_ids if b not in original and b != cluster.controller_id)
+        await moving(cluster, slow, [original[0], slow])
+        async with Admin(cluster) as admin:
+            await admin.alter_partition_reassignments({TP: None})
+            assert await cluster.list_partition_reassignments() == []
+            with pytest.raises(errors.NoReassignmentInProgressError, match="t-0 is not being reassigned"):
+                await admin.alter_partition_reassignments({TP: None})
+        cluster.resume_broker(slow)
+        await cluster.wait_for_leader("t", 0)
+        await cluster.produce("t", 0, values(1, "after"))
+        await check_moved(cluster, original, [f"v{i}".encode() for i in range(4)] + [b"after0"])
+
+
+async def test_a_move_in_progress_takes_a_new_target(autojump_clock: Any) -> None:
+    """A new target for a partition being moved replaces the old one: the replica only the old target wanted is
+    stopped and deleted, and the move completes to the new target."""
+    async with Cluster(brokers=4, config=CONFIG, seed=6) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=2)
+        await cluster.produce("t", 0, values(4))
+        original = list((await cluster.describe_topic("t"))[0].replicas)
+        outsiders = [b for b in cluster.broker_ids if b not in original]
+        slow = next(b for b in outsiders if b != cluster.controller_id)
+        other = next(b for b in outsiders if b != slow)
+        await moving(cluster, slow, [original[0], slow])
+        target = [other, original[0]]
+        await cluster.reassign_partitions({TP: target})
+        cluster.resume_broker(slow)
+        await cluster.produce("t", 0, values(1, "after"))
+        await check_moved(cluster, target, [f"v{i}".encode() for i in range(4)] + [b"after0"])
+
+
+async def test_cancelling_moves_leadership_off_an_added_replica_first(autojump_clock: Any) -> None:
+    """A replica the move added has become leader (the original one died, and it was in the ISR). Cancelling
+    must hand leadership back before stopping it: refused while no original replica is alive and in the ISR,
+    the move going on as it was; done once one is."""
+    async with Cluster(brokers=3, config=CONFIG, seed=7) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=1)
+        await cluster.produce("t", 0, values(3), acks=1)
+        [first] = (await cluster.describe_topic("t"))[0].replicas
+        fast, slow = [b for b in cluster.broker_ids if b != first]
+        if slow == cluster.controller_id:
+            fast, slow = slow, fast
+        await moving(cluster, slow, [fast, slow])
+        await cluster.wait_until(lambda: fast in cluster.partition_state("t", 0).isr)
+        await cluster.kill_broker(first)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) == fast, timeout=60)
+        async with Admin(cluster) as admin:
+            with pytest.raises(errors.InvalidReplicaAssignmentError, match=f"replica {fast} leads t-0"):
+                await admin.alter_partition_reassignments({TP: None})
+            assert [o.replicas for o in await cluster.list_partition_reassignments()] == [[fast, slow, first]]
+            await cluster.restart_broker(first)
+            await cluster.wait_until(lambda: first in cluster.partition_state("t", 0).isr, timeout=60)
+            await admin.alter_partition_reassignments({TP: None})
+        assert await cluster.wait_for_leader("t", 0) == first
+        cluster.resume_broker(slow)
+        await check_moved(cluster, [first], [f"v{i}".encode() for i in range(3)])

@@ -368,11 +368,15 @@ class Admin(_GroupAdmin):
 
         return await self._with_retries(attempt, "elect_leaders")
 
-    async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
-        """Start moving partitions to new replica lists; `list_partition_reassignments` shows the progress."""
+    async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> None:
+        """Start moving partitions to new replica lists; `list_partition_reassignments` shows the progress.
+
+        A partition already moving moves to its new list instead, and None cancels its move (back to the
+        replicas it had), as Kafka's AlterPartitionReassignments does (KIP-455)."""
         where = "alter_partition_reassignments()"
         request = AlterPartitionReassignmentsRequest([
-            ReassignablePartition(*topic_partition(tp, where), broker_ids(replicas, where))
+            ReassignablePartition(*topic_partition(tp, where),
+                                  None if replicas is None else broker_ids(replicas, where))
             for tp, replicas in mapping(targets, where, "TopicPartition to broker ids").items()])
 
         async def attempt() -> None:

@@ -112,21 +112,56 @@ class ReassignmentManager:
                     self.context.is_topic_queued_up_for_deletion(tp.topic):
                 rejected.append(f"{tp} does not exist or its topic is being deleted")
                 continue
-            self.context.partitions_being_reassigned[tp] = ReassignmentContext(
-                list(self.context.partition_replica_assignment(tp)), replicas)
-            self._watch_isr(tp)
-            self.on_partition_reassignment(tp)
+            self._start(tp, replicas)
         for reason in rejected:
             log.error("controller %d: ignoring a partition reassignment: %s", self.controller_id, reason)
         if rejected:
             self._write_pending(self._pending())
+
+    def _start(self, tp: TopicPartition, target: list[int]) -> None:
+        self.context.partitions_being_reassigned[tp] = ReassignmentContext(
+            list(self.context.partition_replica_assignment(tp)), target)
+        self._watch_isr(tp)
+        self.on_partition_reassignment(tp)
+
+    def _redirect(self, tp: TopicPartition, target: list[int]) -> None:
+        """A move in progress gets a new target; the original replicas cancel it (KIP-455's reassignTo and
+        revertReassignment). The original replicas stay what they were, so a move moved again still knows where
+        it came from. Replicas the move had added that the new one does not keep are stopped and deleted at once
+        (Kafka's updateCurrentReassignment), after leadership has left them; then the move goes on from its
+        first or its second phase, as its ISR allows.
+
+        Raises if one of them leads and no replica of the new move can take over (none alive and in the ISR):
+        the move then goes on as it was."""
+        ongoing = self.context.partitions_being_reassigned[tp]
+        reassignment = ReassignmentContext(ongoing.original_replicas, target)
+        full = list(dict.fromkeys(target + ongoing.original_replicas))
+        current = self.context.partition_replica_assignment(tp)
+        unneeded = [r for r in current if r not in full]
+        leader = self.context.partition_leadership_info[tp].leader_and_isr.leader
+        if leader in unneeded and self.context.partition_states.get(tp) is PartitionState.ONLINE and not \
+                self._partitions.handle_state_changes([tp], PartitionState.ONLINE,
+                                                      reassigned_partition_leader_selector, replicas={tp: full}):
+            raise errors.InvalidReplicaAssignmentError(
+                f"replica {leader} leads {tp} and none of {full} is alive and in the ISR to take over")
+        self.context.partitions_being_reassigned[tp] = reassignment
+        if unneeded:
+            log.info("controller %d: the move of %s now goes to %s; stopping replicas %s it had added",
+                     self.controller_id, tp, target, unneeded)
+            self._write_assignment(tp, full, (reassignment.adding, reassignment.removing))
+            for replica_state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED,
+                                  ReplicaState.DELETION_SUCCESSFUL, ReplicaState.NON_EXISTENT):
+                self._replicas.handle_state_changes(self._replicas_of(tp, unneeded), replica_state)
+        self.on_partition_reassignment(tp, written=bool(unneeded))
 
     def _watch_isr(self, tp: TopicPartition) -> None:
         self.zk.register_znode_change_handler(partition_state_path(tp), lambda _: self._on_isr_change(tp))
 
     # -- the move -------------------------------------------------------------------------------------------------
 
-    def on_partition_reassignment(self, tp: TopicPartition) -> None:
+    def on_partition_reassignment(self, tp: TopicPartition, written: bool = False) -> None:
+        """The move's next step, as its ISR allows; `written`: the assignment RS = TRS + ORS is stored already
+        (a move given a new target), and the first phase still has to tell the replicas and start the new ones."""
         reassignment = self.context.partitions_being_reassigned[tp]
         state = self.zk.get_partition_state(tp, watch=True)
         if state is None:
@@ -135,14 +170,15 @@ class ReassignmentManager:
         if set(reassignment.target_replicas) <= set(state.leader_and_isr.isr):
             self._complete(tp, reassignment)
         else:
-            self._start_new_replicas(tp, reassignment)
+            self._start_new_replicas(tp, reassignment, written)
 
-    def _start_new_replicas(self, tp: TopicPartition, reassignment: ReassignmentContext) -> None:
+    def _start_new_replicas(self, tp: TopicPartition, reassignment: ReassignmentContext, written: bool) -> None:
         """Phase A: RS = TRS + ORS written with what is added and removed, a new epoch to RS, new replicas started."""
         full = list(dict.fromkeys(reassignment.target_replicas + reassignment.original_replicas))
-        if self.context.partition_replica_assignment(tp) == full:
-            return  # phase A is done; the ISR watch brings us back when the new replicas catch up
-        self._write_assignment(tp, full, (reassignment.adding, reassignment.removing))
+        if not written:
+            if self.context.partition_replica_assignment(tp) == full:
+                return  # phase A is done; the ISR watch brings us back when the new replicas catch up
+            self._write_assignment(tp, full, (reassignment.adding, reassignment.removing))
         if self.context.partition_states.get(tp) is PartitionState.ONLINE:
             # An offline partition keeps its state: a "new epoch, same leader" for a dead leader would mark it
             # online, and nothing would elect a leader when one comes back. Its next election tells RS.
@@ -197,24 +233,36 @@ class ReassignmentManager:
 
     def alter_partition_reassignments(self, request: AlterPartitionReassignmentsRequest
                                       ) -> AlterPartitionReassignmentsResponse:
-        """Validate, then write the targets to `/admin/reassign_partitions`; the znode's watch starts the moves."""
-        accepted: dict[TopicPartition, list[int]] = {}
+        """Kafka's API reassignments (KIP-455): each partition starts moving to its target, a move in progress
+        takes the new target instead, and a null target cancels the move in progress (NO_REASSIGNMENT_IN_PROGRESS
+        if there is none). Started here rather than through the `/admin/reassign_partitions` watch, so that a
+        request that follows sees the move; the znode still lists every move in progress."""
         responses = []
+        changed = False
         for item in request.partitions:
             tp = TopicPartition(item.topic, item.partition)
             try:
+                ongoing = self.context.partitions_being_reassigned.get(tp)
                 self._validate(tp, item.replicas)
-                accepted[tp] = list(item.replicas)
+                if ongoing is None and item.replicas is None:
+                    raise errors.NoReassignmentInProgressError(f"{tp} is not being reassigned: nothing to cancel")
+                if ongoing is None:
+                    self._start(tp, list(item.replicas))  # type: ignore[arg-type]
+                else:
+                    self._redirect(tp, ongoing.original_replicas if item.replicas is None else list(item.replicas))
+                changed = True
                 responses.append(ReassignablePartitionResponse(item.topic, item.partition, errors.NONE.code))
             except KafkaError as exc:
                 responses.append(ReassignablePartitionResponse(item.topic, item.partition, exc.code, exc.message))
-        if accepted:
-            self._write_pending({**self._pending(), **accepted})
+        if changed:
+            self._write_pending(self._pending())
         return AlterPartitionReassignmentsResponse(errors.NONE.code, responses)
 
-    def _validate(self, tp: TopicPartition, replicas: list[int]) -> None:
+    def _validate(self, tp: TopicPartition, replicas: list[int] | None) -> None:
         if tp not in self.context.partition_leadership_info or self.context.is_topic_queued_up_for_deletion(tp.topic):
             raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+        if replicas is None:
+            return
         if not replicas:
             raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} is empty")
         if len(set(replicas)) != len(replicas):
@@ -223,8 +271,6 @@ class ReassignmentManager:
         if unavailable:
             raise errors.InvalidReplicaAssignmentError(
                 f"brokers {unavailable} in the target replicas of {tp} are not alive (or unknown)")
-        if tp in self.context.partitions_being_reassigned:
-            raise errors.ReassignmentInProgressError(f"{tp} is already being reassigned")
 
     def list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
                                      ) -> ListPartitionReassignmentsResponse:

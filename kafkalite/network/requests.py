@@ -618,7 +618,7 @@ class ElectLeadersResponse(Response):
 class ReassignablePartition:
     topic: str
     partition: int
-    replicas: list[int]  # the target replica list, preferred leader first
+    replicas: list[int] | None  # the target replica list, preferred leader first; None cancels the move
 
 
 @dataclass(slots=True)

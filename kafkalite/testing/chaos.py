@@ -8,9 +8,9 @@ lets idempotent acks=all producers write unique values while consumers poll and 
 partition's high watermark. A nemesis draws faults from the seed's random stream: crashes and restarts,
 controlled shutdowns, session expiries, pauses shorter and longer than the session timeout and the lag time,
 network splits (the controller cut from the coordination service, clients cut from brokers, random splits),
-a zombie controller, reassignments and preferred elections in flight, topics and partitions created while
-faulted. At the end everything is healed, 30 virtual seconds pass, the consumers catch up, and `check` looks
-for Jepsen's anomalies in what the clients saw and what the replicas hold.
+a zombie controller, reassignments (some redirected or cancelled midway) and preferred elections in flight,
+topics and partitions created while faulted. At the end everything is healed, 30 virtual seconds pass, the
+consumers catch up, and `check` looks for Jepsen's anomalies in what the clients saw and what the replicas hold.
 
 Determinism, honestly: everything kafkalite and this harness choose comes from the seed (fault choice and
 timing, split membership, producer pacing, replica assignment), and Trio's scheduler is seeded too
@@ -434,7 +434,8 @@ class _Run:
                 cluster.heal()
             elif fault == "reassign" and len(live) >= 3:
                 p = rng.randrange(self.config.partitions)
-                target = rng.sample(live, 3)
+                # a move, or a new target for one in progress; now and then a cancel (back to where it was)
+                target = None if rng.random() < 0.25 else rng.sample(live, 3)
                 await self.to_controller(lambda admin: admin.alter_partition_reassignments(
                     {TopicPartition(TOPIC, p): target}))
             elif fault == "prefer":

@@ -217,8 +217,8 @@ def test_omitted_trailing_fields_take_their_defaults() -> None:
     (r.ApiKey.ELECT_LEADERS, ["preferred"], "ElectLeadersRequest.election_type: expected int, got str"),
     (r.ApiKey.ELECT_LEADERS, [0, [["t", 0, 1]]],
      "ElectLeadersRequest.topic_partitions[0]: expected a tuple of 2, got list of 3"),
-    (r.ApiKey.ALTER_PARTITION_REASSIGNMENTS, [[["t", 0, None]]],
-     "AlterPartitionReassignmentsRequest.partitions[0].replicas: expected list, got None"),
+    (r.ApiKey.ALTER_PARTITION_REASSIGNMENTS, [[["t", 0, "1,2"]]],
+     "AlterPartitionReassignmentsRequest.partitions[0].replicas: expected list or None, got str"),
     (r.ApiKey.LIST_PARTITION_REASSIGNMENTS, [[[0, "t"]]],
      "ListPartitionReassignmentsRequest.topic_partitions[0][0]: expected str, got int"),
 ])

@@ -29,11 +29,14 @@ def by_topic(entries: list[_T]) -> dict[str, list[_T]]:
     return grouped
 
 
-def partition_errors(message_type: Any, topic_type: str, partition_type: str, entries: list[Any]) -> list[Message]:
+def partition_errors(message_type: Any, topic_type: str, partition_type: str, entries: list[Any], *,
+                     with_message: bool = False) -> list[Message]:
     """Native per-partition error codes (each entry with `topic`, `partition`, `error_code`) as the topics of a
-    Kafka response whose partitions carry only an index and an error code (OffsetCommit, OffsetDelete)."""
+    Kafka response whose partitions carry only an index and an error code (OffsetCommit, OffsetDelete), and with
+    `with_message` an error message too (AlterPartitionReassignments)."""
     return [entry(message_type, topic_type, name=name, partitions=[
-        entry(message_type, f"{topic_type}.{partition_type}", partition_index=p.partition, error_code=p.error_code)
+        entry(message_type, f"{topic_type}.{partition_type}", partition_index=p.partition, error_code=p.error_code,
+              **({"error_message": p.error_message} if with_message else {}))
         for p in partitions]) for name, partitions in by_topic(entries).items()]
 
 

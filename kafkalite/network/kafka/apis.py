@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from kafkalite.network.kafka import (
-    alter_configs, api_versions, create_partitions, create_topics, delete_groups, delete_records, delete_topics,
-    describe_cluster, describe_configs, describe_groups, elect_leaders, fetch, find_coordinator, heartbeat,
-    incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
-    offset_commit, offset_delete, offset_fetch, produce, sync_group,
+    alter_configs, alter_partition_reassignments, api_versions, create_partitions, create_topics, delete_groups,
+    delete_records, delete_topics, describe_cluster, describe_configs, describe_groups, elect_leaders, fetch,
+    find_coordinator, heartbeat, incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups,
+    list_offsets, list_partition_reassignments, metadata, offset_commit, offset_delete, offset_fetch, produce,
+    sync_group,
 )
 from kafkalite.network.kafka.api import KafkaApi
 
@@ -35,6 +36,8 @@ APIS: dict[int, KafkaApi] = {api.key: api for api in (
     delete_groups.API,  # 42
     elect_leaders.API,  # 43
     incremental_alter_configs.API,  # 44
+    alter_partition_reassignments.API,  # 45
+    list_partition_reassignments.API,  # 46
     offset_delete.API,  # 47
     describe_cluster.API,  # 60
 )}

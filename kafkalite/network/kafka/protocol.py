@@ -20,13 +20,14 @@ from typing import Any, NamedTuple
 with warnings.catch_warnings():  # its schema loader uses importlib.resources calls deprecated in Python 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.admin import (
-        AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-        CreateTopicsRequest, CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest,
-        DeleteRecordsResponse, DeleteTopicsRequest,
-        DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
-        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ElectLeadersRequest,
-        ElectLeadersResponse, IncrementalAlterConfigsRequest,
-        IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse,
+        AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+        CreateTopicsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest,
+        DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest,
+        DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest,
+        DescribeGroupsResponse, ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse, ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
     from kafka.protocol.consumer import (
         FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
@@ -43,18 +44,18 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
     )
 
 __all__ = [
-    "AlterConfigsRequest", "AlterConfigsResponse", "ApiVersionsRequest", "ApiVersionsResponse",
-    "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
-    "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse",
-    "DeleteTopicsRequest", "DeleteTopicsResponse",
-    "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
-    "DescribeGroupsRequest", "DescribeGroupsResponse", "ElectLeadersRequest", "ElectLeadersResponse",
-    "FetchRequest", "FetchResponse", "FindCoordinatorRequest",
-    "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest",
-    "IncrementalAlterConfigsResponse", "InitProducerIdRequest",
-    "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse",
-    "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "Message",
-    "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest",
+    "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse", "ApiVersionsRequest", "ApiVersionsResponse", "CreatePartitionsRequest",
+    "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteGroupsRequest",
+    "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest",
+    "DeleteTopicsResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest",
+    "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "ElectLeadersRequest",
+    "ElectLeadersResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse",
+    "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
+    "InitProducerIdRequest", "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest",
+    "LeaveGroupResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "Message", "MetadataRequest",
+    "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest",
     "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "ProduceRequest", "ProduceResponse",
     "RequestHeader", "SyncGroupRequest", "SyncGroupResponse", "decode_request", "encode_response", "entry",
     "peek_header",
