@@ -433,11 +433,18 @@ class _Run:
                 await trio.sleep(duration_s)
                 cluster.heal()
             elif fault == "reassign" and len(live) >= 3:
-                p = rng.randrange(self.config.partitions)
-                # a move, or a new target for one in progress; now and then a cancel (back to where it was)
-                target = None if rng.random() < 0.25 else rng.sample(live, 3)
-                await self.to_controller(lambda admin: admin.alter_partition_reassignments(
-                    {TopicPartition(TOPIC, p): target}))
+                tp = TopicPartition(TOPIC, rng.randrange(self.config.partitions))
+                # a move; half the time followed at once, while it most likely still runs, by a new target or a
+                # cancel (back to where it was)
+                moves: list[list[int] | None] = [rng.sample(live, 3)]
+                if rng.random() < 0.5:
+                    moves.append(None if rng.random() < 0.5 else rng.sample(live, 3))
+
+                async def alter(admin: Admin) -> None:
+                    for target in moves:
+                        await admin.alter_partition_reassignments({tp: target})
+
+                await self.to_controller(alter)
             elif fault == "prefer":
                 await self.to_controller(lambda admin: admin.elect_leaders("preferred"))
             elif fault == "create-topic" and live:
