@@ -235,8 +235,10 @@ class ReassignmentManager:
                                       ) -> AlterPartitionReassignmentsResponse:
         """Kafka's API reassignments (KIP-455): each partition starts moving to its target, a move in progress
         takes the new target instead, and a null target cancels the move in progress (NO_REASSIGNMENT_IN_PROGRESS
-        if there is none). Started here rather than through the `/admin/reassign_partitions` watch, so that a
-        request that follows sees the move; the znode still lists every move in progress."""
+        if there is none). A request that does not allow a change of replication factor (KIP-860) refuses a target
+        whose size is not the original replicas'. Started here rather than through the
+        `/admin/reassign_partitions` watch, so that a request that follows sees the move; the znode still lists
+        every move in progress."""
         responses = []
         changed = False
         for item in request.partitions:
@@ -244,6 +246,13 @@ class ReassignmentManager:
             try:
                 ongoing = self.context.partitions_being_reassigned.get(tp)
                 self._validate(tp, item.replicas)
+                original = self.context.partition_replica_assignment(tp) if ongoing is None \
+                    else ongoing.original_replicas
+                if not request.allow_replication_factor_change and item.replicas is not None \
+                        and len(item.replicas) != len(original):
+                    raise errors.InvalidReplicationFactorError(  # KIP-860
+                        f"The replication factor of {tp} would change from {len(original)} to {len(item.replicas)}, "
+                        "and the request does not allow it")
                 if ongoing is None and item.replicas is None:
                     raise errors.NoReassignmentInProgressError(f"{tp} is not being reassigned: nothing to cancel")
                 if ongoing is None:

@@ -626,6 +626,7 @@ class AlterPartitionReassignmentsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.ALTER_PARTITION_REASSIGNMENTS
     partitions: list[ReassignablePartition]
     timeout_ms: int = 30000
+    allow_replication_factor_change: bool = True  # False: a target of another size is INVALID_REPLICATION_FACTOR
 
 
 @dataclass(slots=True)

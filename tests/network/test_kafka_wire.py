@@ -22,9 +22,9 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
-    ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest, ElectLeadersRequest,
-    IncrementalAlterConfigsRequest, JoinGroupRequest, Message, MetadataResponse, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
+    AlterPartitionReassignmentsRequest, ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, Message, MetadataResponse,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
 )
 
 SAFETY_TIMEOUT = 20
@@ -382,3 +382,30 @@ async def test_a_kafka_batch_with_a_valid_crc_over_malformed_records_can_be_soug
                     await consumer.poll(5)
                 consumer.seek(TopicPartition(TOPIC, 0), 1)
                 assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(1, b"after")]
+
+
+async def test_a_reassignment_that_may_not_change_the_replication_factor_keeps_it() -> None:
+    """Version 1 (KIP-860): with allow_replication_factor_change false, a target of another size is
+    INVALID_REPLICATION_FACTOR with a message and nothing moves; one of the same size moves."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=4, seed=9) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=2)
+            replicas = list((await cluster.describe_topic(TOPIC))[0].replicas)
+            outsider = next(b for b in cluster.broker_ids if b not in replicas)
+            port = kafka_port(cluster, 1)
+
+            async def move(target: list[int]) -> tuple[int, str | None]:
+                answer = await call(port, 45, 1, timeout_ms=5000, allow_replication_factor_change=False, topics=[
+                    entry(AlterPartitionReassignmentsRequest, "ReassignableTopic", name=TOPIC, partitions=[
+                        entry(AlterPartitionReassignmentsRequest, "ReassignableTopic.ReassignablePartition",
+                              partition_index=0, replicas=target)])])
+                result = answer.responses[0].partitions[0]
+                return result.error_code, result.error_message
+
+            code, message = await move([*replicas, outsider])
+            assert code == errors.INVALID_REPLICATION_FACTOR.code and "would change from 2 to 3" in message
+            assert list((await cluster.describe_topic(TOPIC))[0].replicas) == replicas
+            assert (await move([outsider, replicas[0]]))[0] == 0
+            await cluster.wait_until(lambda: cluster.controller() is not None
+                                     and not cluster.controller().context.partitions_being_reassigned)
+            assert list((await cluster.describe_topic(TOPIC))[0].replicas) == [outsider, replicas[0]]
