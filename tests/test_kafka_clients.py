@@ -377,6 +377,87 @@ def test_elect_leaders_with_confluent_kafka_and_kafka_python() -> None:
                                                            (1, kafka_error.ELECTION_NOT_NEEDED)]
 
 
+def _read_after_seek(bootstrap: str, topic: str, seek_to: int, epoch: int, count: int, **config: Any) -> list[Any]:
+    """What a confluent-kafka consumer reads, or the error it is told, after it seeks to `seek_to` with the leader
+    `epoch` of the record before it, as a consumer resuming from a position does (KIP-320)."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                                         "enable.auto.commit": False, **config})
+    got: list[Any] = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        first = wait_for(lambda: consumer.poll(0.2), "the first record")
+        assert (first.error(), first.offset()) == (None, 0)
+        consumer.seek(confluent_kafka.TopicPartition(topic, 0, seek_to, leader_epoch=epoch))
+        deadline = time.monotonic() + DEADLINE
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                error = message.error()
+                got.append((error.code(), error.str()) if error else (message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def _kafka_python_poll(consumer: Any, tp: Any, count: int) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + DEADLINE
+    while len(got) < count and time.monotonic() < deadline:
+        got += consumer.poll(200).get(tp, [])
+    return got
+
+
+def test_a_consumer_resuming_past_an_unclean_truncation_reads_what_the_new_leader_wrote_there() -> None:
+    """KIP-320 with confluent-kafka. Five records reach both replicas; with the follower dead, five more reach only
+    the leader, and a consumer reads all ten. The leader dies; the follower, back, is elected uncleanly, has
+    only the first five, and takes ten new records at offsets 5 to 14. A consumer resuming at offset 10 with
+    the leader epoch of the record it read last asks the new leader where that epoch ends (OffsetForLeaderEpoch,
+    once Metadata named the new epoch), learns 5, and reads the new records from there rather than silently
+    skipping five of them; with auto.offset.reset=error it is told of the truncation instead (librdkafka reports
+    it as _AUTO_OFFSET_RESET, the truncation in its message). A kafka-python consumer that read the ten and stays
+    assigned through the failover checks its position itself when Metadata shows the new epoch, and reads on
+    from 5 too."""
+    with EmbeddedCluster(3, {"zookeeper.session.timeout.ms": 1000, "replica.lag.time.max.ms": 1000}) as own:
+        own.create_topic("trunc", 1, 2, {"unclean.leader.election.enable": True})  # the third broker stays up
+        leader, follower = own.describe_topic("trunc")[0].replicas
+        own.wait_for_leader("trunc", 0)
+        assert own.produce("trunc", 0, [Record(None, b"old-%d" % i) for i in range(5)]) == 0
+        own.kill_broker(follower)
+        wait_for(lambda: list(own.partition_state("trunc", 0).isr) == [leader], "the follower to leave the ISR")
+        assert own.produce("trunc", 0, [Record(None, b"old-%d" % i) for i in range(5, 10)]) == 5
+        read = _confluent_consume(own.kafka_bootstrap_servers, "trunc", 0, 10)
+        assert [value for _, (_, value, _, _) in read] == [b"old-%d" % i for i in range(10)]
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": own.kafka_bootstrap_servers, "group.id": "e"})
+        try:
+            consumer.assign([confluent_kafka.TopicPartition("trunc", 0, 9)])
+            last = wait_for(lambda: consumer.poll(0.2), "offset 9")
+            epoch = last.leader_epoch()
+        finally:
+            consumer.close()
+        assert epoch is not None and epoch >= 0
+        live = kafka.KafkaConsumer(bootstrap_servers=own.kafka_bootstrap_servers, auto_offset_reset="earliest")
+        live_tp = kafka.TopicPartition("trunc", 0)
+        live.assign([live_tp])
+        live.seek_to_beginning(live_tp)
+        assert [r.value for r in _kafka_python_poll(live, live_tp, 10)] == [b"old-%d" % i for i in range(10)]
+
+        own.kill_broker(leader)
+        own.restart_broker(follower)
+        assert own.wait_for_leader("trunc", 0, not_on=[leader], timeout=DEADLINE) == follower
+        assert own.produce("trunc", 0, [Record(None, b"new-%d" % i) for i in range(10)]) == 5
+        assert _read_after_seek(own.kafka_bootstrap_servers, "trunc", 10, epoch, 10) == [
+            (5 + i, b"new-%d" % i) for i in range(10)]
+        try:
+            assert [(r.offset, r.value) for r in _kafka_python_poll(live, live_tp, 10)] == [
+                (5 + i, b"new-%d" % i) for i in range(10)]
+        finally:
+            live.close()
+        [(code, message)] = _read_after_seek(own.kafka_bootstrap_servers, "trunc", 10, epoch, 1,
+                                             **{"auto.offset.reset": "error"})
+        assert code == confluent_kafka.KafkaError._AUTO_OFFSET_RESET
+        assert "truncation detected" in message and "broker end offset is 5" in message
+
+
 def test_reassignments_with_kafka_python() -> None:
     """kafka-python moves a partition onto a broker cut off from its replicas, lists the move, cancels it (the
     added replica is deleted), and moves it again to completion; a cancel with nothing to cancel, a broker named

@@ -23,8 +23,9 @@ from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
     AlterPartitionReassignmentsRequest, ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest,
-    ElectLeadersRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, Message, MetadataResponse,
-    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, ListOffsetsRequest, Message,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
 )
 
 SAFETY_TIMEOUT = 20
@@ -409,3 +410,91 @@ async def test_a_reassignment_that_may_not_change_the_replication_factor_keeps_i
             await cluster.wait_until(lambda: cluster.controller() is not None
                                      and not cluster.controller().context.partitions_being_reassigned)
             assert list((await cluster.describe_topic(TOPIC))[0].replicas) == [outsider, replicas[0]]
+
+
+# -- leader epochs (KIP-320): Metadata v7+, ListOffsets v4+, OffsetForLeaderEpoch -----------------------------------
+
+async def epoch_ends(port: int, version: int, *asked: tuple[str, int, int], replica_id: int = -1) -> list[tuple]:
+    """OffsetForLeaderEpoch for (topic, epoch, current leader epoch) on partition 0 of each: (error, epoch, end)."""
+    answer = await call(port, 23, version, replica_id=replica_id, topics=[
+        entry(OffsetForLeaderEpochRequest, "OffsetForLeaderTopic", topic=topic, partitions=[
+            entry(OffsetForLeaderEpochRequest, "OffsetForLeaderTopic.OffsetForLeaderPartition", partition=0,
+                  leader_epoch=epoch, current_leader_epoch=current)])
+        for topic, epoch, current in asked])
+    return [(p.error_code, p.leader_epoch, p.end_offset) for topic in answer.topics for p in topic.partitions]
+
+
+async def latest_offset(port: int, version: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
+    """ListOffsets for the latest offset of TOPIC-0: (error, offset, leader epoch)."""
+    answer = await call(port, 2, version, replica_id=-1, isolation_level=0, topics=[
+        entry(ListOffsetsRequest, "ListOffsetsTopic", name=TOPIC, partitions=[
+            entry(ListOffsetsRequest, "ListOffsetsTopic.ListOffsetsPartition", partition_index=0, timestamp=-1,
+                  current_leader_epoch=current_leader_epoch)])])
+    found = answer.topics[0].partitions[0]
+    return found.error_code, found.offset, found.leader_epoch
+
+
+async def test_leader_epochs_reach_kafka_clients_and_fence_their_requests() -> None:
+    """Three records at the first leader's epoch, two at its successor's after a controlled shutdown. The
+    successor answers where each epoch ends in its log, as a consumer checking its position after the change
+    needs (versions 2 to 4, whatever replica id version 3+ names); Metadata (7, and flexible 9) and ListOffsets v4
+    name its epoch;
+    a stale or future current epoch is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH, an unknown topic
+    UNKNOWN_TOPIC_OR_PARTITION, and a broker that does not lead answers NOT_LEADER_OR_FOLLOWER."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=10) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            assert await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i) for i in range(3)]) == 0
+            first = cluster.leader_for(TOPIC, 0)
+            await cluster.shutdown_broker(first)
+            leader = await cluster.wait_for_leader(TOPIC, 0, not_on=[first])
+            epoch = cluster.partition_state(TOPIC, 0).leader_epoch
+            assert epoch > 0 and await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i) for i in (3, 4)]) == 3
+            port = kafka_port(cluster, leader)
+
+            for version in (2, 3, 4):
+                assert await epoch_ends(port, version, (TOPIC, 0, epoch), (TOPIC, epoch - 1, -1),
+                                        (TOPIC, epoch, -1), (TOPIC, epoch + 1, epoch)) == [
+                    (errors.NONE.code, 0, 3), (errors.NONE.code, 0, 3), (errors.NONE.code, epoch, 5),
+                    (errors.NONE.code, -1, -1)], f"version {version}"
+            assert await epoch_ends(port, 3, (TOPIC, 0, epoch), replica_id=leader) == [(errors.NONE.code, 0, 3)]
+            fenced = [(code, -1, -1) for code in (errors.FENCED_LEADER_EPOCH.code, errors.UNKNOWN_LEADER_EPOCH.code,
+                                                  errors.UNKNOWN_TOPIC_OR_PARTITION.code)]
+            assert await epoch_ends(port, 4, (TOPIC, 0, epoch - 1), (TOPIC, 0, epoch + 1), ("no-such-topic", 0, -1),
+                                    ) == fenced
+            follower = next(b for b in cluster.live_broker_ids if b != leader)
+            assert await epoch_ends(kafka_port(cluster, follower), 3, (TOPIC, 0, -1), replica_id=leader) == [
+                (errors.NOT_LEADER_OR_FOLLOWER.code, -1, -1)]
+
+            for version in (7, 9):
+                metadata = await call(port, 3, version, allow_auto_topic_creation=False,
+                                      topics=[entry(MetadataRequest, "MetadataRequestTopic", name=TOPIC)])
+                [partition] = metadata.topics[0].partitions
+                assert (partition.leader_id, partition.leader_epoch) == (leader, epoch), f"version {version}"
+            assert await latest_offset(port, 4) == (errors.NONE.code, 5, epoch)
+            assert (await latest_offset(port, 4, epoch - 1))[0] == errors.FENCED_LEADER_EPOCH.code
+            assert (await latest_offset(port, 5, epoch + 1))[0] == errors.UNKNOWN_LEADER_EPOCH.code
+
+
+@pytest.mark.parametrize(("version", "expected"), [(4, errors.LEADER_NOT_AVAILABLE), (5, errors.OFFSET_NOT_AVAILABLE)])
+async def test_a_new_leader_catching_up_its_high_watermark_is_answered_by_list_offsets_version(
+        version: int, expected: errors.KafkaError) -> None:
+    """KIP-207: the followers learn the high watermark of two acknowledged records only on their next fetch
+    response, parked at the leader, and the leader shuts down first. Its successor's high watermark trails the
+    start of its epoch while the other follower, paused, fetches nothing: ListOffsets for the latest offset is
+    OFFSET_NOT_AVAILABLE from version 5, LEADER_NOT_AVAILABLE before (as Kafka tells older clients), never the
+    stale 0; once the follower fetches again it is 2."""
+    config = {"replica.fetch.wait.max.ms": 30_000, "replica.lag.time.max.ms": 60_000}
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, config=config, seed=11) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            replicas = list((await cluster.describe_topic(TOPIC))[0].replicas)
+            assert await cluster.produce(TOPIC, 0, [Record(None, b"a"), Record(None, b"b")]) == 0
+            cluster.pause_broker(replicas[2])
+            await cluster.shutdown_broker(replicas[0])
+            assert await cluster.wait_for_leader(TOPIC, 0, not_on=[replicas[0]]) == replicas[1]
+            port = kafka_port(cluster, replicas[1])
+            assert (await latest_offset(port, version))[0] == expected.code
+            cluster.resume_broker(replicas[2])
+            await cluster.wait_until(lambda: cluster.high_watermark(TOPIC, 0) == 2)
+            assert (await latest_offset(port, version))[:2] == (errors.NONE.code, 2)

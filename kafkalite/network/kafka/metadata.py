@@ -1,11 +1,15 @@
-"""Metadata (key 3), versions 0-5: brokers, controller and partition leaders, as this listener's clients reach them.
+"""Metadata (key 3), versions 0-9: brokers, controller and partition leaders, as this listener's clients reach them.
 
 Every broker is advertised at its KAFKA endpoint (the broker's metadata cache keeps endpoints per listener
 name, so a client never learns a port that speaks another protocol), with the real controller id. A partition
 without a live leader is LEADER_NOT_AVAILABLE with leader -1, which clients answer by asking again. Version 0
 asks for every topic with an empty list, later versions with a null one. Topics are created on first use when
 the client allows it (v4+; always for older versions, as in Kafka) and the broker's auto.create.topics.enable
-is on.
+is on. Version 7 carries each partition's leader epoch (KIP-320): clients fence their fetches and offset lookups
+with it, and a consumer that sees it rise checks its position with OffsetForLeaderEpoch. Java's client and
+kafka-python trust the epoch only from version 9 on (older brokers could send a stale one, KAFKA-9212), so 9 is
+served too. There are no ACLs, so the authorized operations of versions 8 and 9 are never listed (Kafka's "not
+provided", -2^31), as in DescribeGroups and DescribeCluster.
 """
 
 from __future__ import annotations
@@ -34,4 +38,4 @@ async def handle(request: Message, session: Session) -> Message:
                 for t in response.topics])
 
 
-API = KafkaApi(MetadataRequest, MetadataResponse, (0, 5), handle)
+API = KafkaApi(MetadataRequest, MetadataResponse, (0, 9), handle)

@@ -33,7 +33,7 @@ with warnings.catch_warnings():  # its schema loader uses importlib.resources ca
         FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
         LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
         OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
-        SyncGroupRequest, SyncGroupResponse,
+        OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, SyncGroupRequest, SyncGroupResponse,
     )
     from kafka.protocol.metadata import (
         ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
@@ -56,7 +56,8 @@ __all__ = [
     "LeaveGroupResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse",
     "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "Message", "MetadataRequest",
     "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest",
-    "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "ProduceRequest", "ProduceResponse",
+    "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse",
     "RequestHeader", "SyncGroupRequest", "SyncGroupResponse", "decode_request", "encode_response", "entry",
     "peek_header",
 ]
