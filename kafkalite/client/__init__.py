@@ -9,7 +9,9 @@ from kafkalite.client.admin import (
     Admin, BrokerNode, ClusterDescription, ListOffsetsResultInfo, NewTopic, PartitionDescription,
     TopicDescription,
 )
-from kafkalite.client.consumer import Consumer, ConsumerRecord, FetchedBatch, NoOffsetForPartitionError
+from kafkalite.client.consumer import (
+    Consumer, ConsumerRecord, FetchedBatch, LogTruncationError, NoOffsetForPartitionError,
+)
 from kafkalite.client.consumer_coordinator import OffsetAndMetadata, PollIntervalExceededError
 from kafkalite.client.partitioner import murmur2
 from kafkalite.client.producer import Producer, RecordHandle, RecordMetadata
@@ -18,7 +20,8 @@ from kafkalite.common.types import TopicPartition
 
 __all__ = [
     "Admin", "BrokerNode", "ClientTransport", "ClusterDescription", "Consumer", "ConsumerRecord", "FetchedBatch",
-    "InProcessTransport", "ListOffsetsResultInfo", "NewTopic", "NoOffsetForPartitionError", "OffsetAndMetadata",
+    "InProcessTransport", "ListOffsetsResultInfo", "LogTruncationError", "NewTopic", "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
     "PartitionDescription", "PollIntervalExceededError",
     "Producer", "RecordHandle", "RecordMetadata", "TcpTransport", "TopicDescription", "TopicPartition", "murmur2",
 ]

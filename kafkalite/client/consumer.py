@@ -3,7 +3,8 @@
 With `group.id`, `subscribe()` makes the consumer a member of a consumer group whose coordinator assigns it
 partitions (see kafkalite.client.consumer_coordinator): partitions start at the group's committed offsets,
 and positions are committed with `commit()`, `commit_async()` or enable.auto.commit. `assign()` with a group.id
-still commits and reads committed offsets, as the group's only user.
+still commits, and starts partitions without a position at the group's committed offsets, as the group's only
+user (as Kafka's consumer does; a seek first avoids asking the coordinator).
 
 As in Kafka's Fetcher, fetching runs ahead of `poll()`: each poll sends one FetchRequest per leader for every
 assigned partition that has nothing buffered and no fetch in flight, and those fetches complete in the
@@ -16,6 +17,14 @@ themselves, undecoded, for readers that decode them column by column (the Spark 
 A partition's position is the offset of the next record `poll()` will return. A fetch that comes back after
 a seek is discarded (each seek starts a new "generation" of the partition), and records before the position
 inside a returned batch are skipped, since brokers return whole batches.
+
+A position also knows the leader epoch of the record before it (KIP-320), from the batch that record came in or
+from a committed offset; commits carry it. When metadata shows a newer leader epoch than the position was last
+fetched or checked under, the consumer asks the leader where that record's epoch ends (OffsetsForLeaderEpoch)
+before fetching again, as Kafka's consumer does: an end below the position means an unclean election truncated
+the log under it, and the consumer moves back to that end (auto.offset.reset earliest or latest) or raises
+LogTruncationError (none) rather than skip, unseen, what the new leader wrote there. A `seek()` carries no
+epoch and is not checked.
 
 An assigned partition that metadata does not list is looked up again (every retry.backoff.ms) for up to
 default.api.timeout.ms, the bound Kafka's consumer puts on its blocking calls (`position()` among them): it may
@@ -52,6 +61,7 @@ from kafkalite.common.types import TopicPartition, validate_topic_name
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, FetchPartition,
     FetchRequest, FetchResponse, ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderPartition, OffsetsForLeaderEpochRequest, OffsetsForLeaderEpochResponse,
 )
 
 log = logging.getLogger(__name__)
@@ -61,6 +71,11 @@ _RESET_TIMESTAMPS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
 
 class NoOffsetForPartitionError(OffsetOutOfRangeError):
     """No valid position and auto.offset.reset=none: the application must seek first."""
+
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The log was truncated below the position (an unclean leader election) and auto.offset.reset=none: the
+    message names the offset where the leader's log diverges, to seek to."""
 
 
 class ConsumerRecord(NamedTuple):
@@ -104,6 +119,21 @@ class _PartitionState:
     backoff_until: float = 0.0
     high_watermark: int = -1
     missing_since: float | None = None  # when the partition was first found absent from metadata
+    epoch: int = -1  # the leader epoch of the record before the position; -1: unknown (after a seek or a reset)
+    checked_epoch: int = -1  # the newest leader epoch the position was fetched at or checked against
+
+
+class _Asked(NamedTuple):
+    """What a request in flight asked for a partition: its answer counts only if the partition was not sought
+    in between (same position, same generation)."""
+
+    position: int
+    generation: int
+    leader_epoch: int  # the current leader epoch the request named, which the leader fenced it with
+    epoch: int  # the epoch of the record before the position
+
+    def still(self, state: _PartitionState) -> bool:
+        return state.position == self.position and state.generation == self.generation
 
 
 def _compiled(pattern: object) -> re.Pattern[str]:
@@ -219,7 +249,7 @@ class Consumer:
         """Commit in the background: `on_complete(None)` or `on_complete(error)` when done (errors are logged
         otherwise). The positions are taken now, not when the commit is sent."""
         coordinator = self._group_coordinator("commit_async()")
-        taken = _offsets(offsets) or {tp: OffsetAndMetadata(p) for tp, p in self._consumed_positions().items()}
+        taken = _offsets(offsets) or self._consumed_positions()
 
         async def commit() -> None:
             error: KafkaError | None = None
@@ -252,17 +282,18 @@ class Consumer:
         self.metadata.add_topics(tp.topic for tp in partitions)
         self._iterated.clear()
 
-    def _consumed_positions(self) -> dict[TopicPartition, int]:
-        return {tp: state.position for tp, state in self._states.items() if state.position is not None}
+    def _consumed_positions(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(state.position, None, state.epoch) for tp, state in self._states.items()
+                if state.position is not None}
 
     def _needs_position(self, tp: TopicPartition) -> bool:
         state = self._states.get(tp)
         return state is not None and state.position is None and state.reset is None
 
-    def _use_committed(self, tp: TopicPartition, offset: int) -> None:
+    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata) -> None:
         state = self._states.get(tp)
         if state is not None and state.position is None:
-            self._move(state, offset, None)
+            self._move(state, committed.offset, None, committed.leader_epoch)
 
     def _wake(self) -> None:
         self._data_arrived.set()
@@ -289,8 +320,8 @@ class Consumer:
         for state in self._states_of(partitions, "seek_to_end()"):
             self._move(state, None, "latest")
 
-    def _move(self, state: _PartitionState, position: int | None, reset: str | None) -> None:
-        state.position, state.reset = position, reset
+    def _move(self, state: _PartitionState, position: int | None, reset: str | None, epoch: int = -1) -> None:
+        state.position, state.reset, state.epoch = position, reset, epoch
         state.generation += 1
         state.batches.clear()
         state.buffer.clear()
@@ -465,6 +496,8 @@ class Consumer:
                         break
                     self._decode_first(tp, state)
                     continue
+                # the buffer holds the first batch's records, or none's after a corrupt batch (epoch unknown)
+                state.epoch = state.batches[0].partition_leader_epoch if state.batches else -1
                 if len(buffer) <= room:
                     records.extend(buffer)
                     buffer.clear()
@@ -487,6 +520,7 @@ class Consumer:
                 fetched.append(FetchedBatch(topic, partition, state.position, state.batches.popleft()))
                 fetched.extend(FetchedBatch(topic, partition, batch.base_offset, batch) for batch in state.batches)
                 state.position = fetched[-1].batch.next_offset
+                state.epoch = fetched[-1].batch.partition_leader_epoch
             state.batches.clear()
             state.buffer.clear()  # records of the first batch, handed out again whole; or of a bad batch, refetched
         return fetched
@@ -502,6 +536,7 @@ class Consumer:
         now = trio.current_time()
         wake_at = math.inf
         by_leader: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
+        to_check: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale = False
         for tp, state in self._states.items():
             if state.fetching or state.batches or state.buffer:
@@ -517,25 +552,37 @@ class Consumer:
                 wake_at = min(wake_at, self._missing_deadline(tp, state, now))
                 continue
             state.missing_since = None
-            if state.position is not None:  # else poll() resets it first
+            if state.position is None:  # poll() resets it first
+                continue
+            if 0 <= state.epoch and max(state.epoch, state.checked_epoch) < leader.leader_epoch:
+                to_check.setdefault(leader.leader, []).append((tp, state))
+            else:
                 by_leader.setdefault(leader.leader, []).append((tp, state))
         assert self._nursery is not None
         if stale:
             self._nursery.start_soon(self._refresh_and_wake)
+        for leader_id, partitions in to_check.items():
+            self._nursery.start_soon(self._check_positions, leader_id, self._in_flight(partitions))
         cfg = self.config
         for leader_id, partitions in by_leader.items():
-            for _, state in partitions:
-                state.fetching = True
-            # The request and the positions it asks for are taken now: a seek before the task runs (the application
-            # goes on after a prefetching poll) must not change a request already counted as sent.
-            asked = {tp: (state.position, state.generation) for tp, state in partitions}
+            asked = self._in_flight(partitions)
             request = FetchRequest(
                 CONSUMER_REPLICA_ID, cfg["fetch.max.wait.ms"], cfg["fetch.min.bytes"],
-                [FetchPartition(tp.topic, tp.partition, state.position, cfg["max.partition.fetch.bytes"],  # type: ignore[arg-type]
-                                self._leader_epoch(tp)) for tp, state in partitions],
+                [FetchPartition(tp.topic, tp.partition, what.position, cfg["max.partition.fetch.bytes"],
+                                what.leader_epoch) for tp, what in asked.items()],
                 cfg["fetch.max.bytes"], self._isolation)
             self._nursery.start_soon(self._fetch, leader_id, partitions, asked, request)
         return wake_at
+
+    def _in_flight(self, partitions: list[tuple[TopicPartition, _PartitionState]]) -> dict[TopicPartition, _Asked]:
+        """Mark the partitions as having a request in flight, and take what it asks now: a seek before the task
+        runs (the application goes on after a prefetching poll) must not change a request already counted as sent."""
+        asked = {}
+        for tp, state in partitions:
+            state.fetching = True
+            assert state.position is not None
+            asked[tp] = _Asked(state.position, state.generation, self._leader_epoch(tp), state.epoch)
+        return asked
 
     def _missing_deadline(self, tp: TopicPartition, state: _PartitionState, now: float) -> float:
         """When a partition without leader must be listed by metadata; past it, UNKNOWN_TOPIC_OR_PARTITION.
@@ -563,17 +610,18 @@ class Consumer:
         self._data_arrived.set()
 
     async def _fetch(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
-                     asked: dict[TopicPartition, tuple[int | None, int]], request: FetchRequest) -> None:
+                     asked: dict[TopicPartition, _Asked], request: FetchRequest) -> None:
         try:
             response: FetchResponse = await self._transport.send(leader_id, request)
             errors.raise_for(response.error_code)
             for result in response.partitions:
                 tp = TopicPartition(result.topic, result.partition)
-                state = self._states.get(tp)
-                if state is None or (state.position, state.generation) != asked.get(tp):
+                state, what = self._states.get(tp), asked.get(tp)
+                if state is None or what is None or not what.still(state):
                     continue  # unassigned or sought while the fetch was in flight
                 if result.error_code == errors.NONE.code:
                     state.high_watermark = result.high_watermark
+                    state.checked_epoch = max(state.checked_epoch, what.leader_epoch)  # the leader fenced it
                     position = state.position
                     assert position is not None
                     state.batches.extend(batch for batch in result.batches if batch.next_offset > position)
@@ -587,6 +635,55 @@ class Consumer:
             for _, state in partitions:
                 state.fetching = False
             self._data_arrived.set()
+
+    async def _check_positions(self, leader_id: int, asked: dict[TopicPartition, _Asked]) -> None:
+        """KIP-320: ask the leader where the epoch of each position's last record ends in its log. An end below
+        the position means the log was truncated under it; a position at or below it is good for this leader
+        epoch, and fetching resumes."""
+        request = OffsetsForLeaderEpochRequest(CONSUMER_REPLICA_ID, [
+            OffsetForLeaderPartition(tp.topic, tp.partition, a.epoch, a.leader_epoch) for tp, a in asked.items()])
+        try:
+            response: OffsetsForLeaderEpochResponse = await self._transport.send(leader_id, request)
+            for result in response.partitions:
+                tp = TopicPartition(result.topic, result.partition)
+                state, what = self._states.get(tp), asked.get(tp)
+                if state is None or what is None or not what.still(state):
+                    continue
+                if result.error_code != errors.NONE.code:
+                    self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
+                        f"checking the position of {tp} against leader {leader_id}"))
+                elif 0 <= result.end_offset and what.position <= result.end_offset:
+                    state.checked_epoch = what.leader_epoch
+                else:
+                    self._on_truncation(tp, state, what, result.leader_epoch, result.end_offset)
+        except KafkaError as exc:
+            for tp in asked:
+                if (state := self._states.get(tp)) is not None:
+                    self._on_partition_error(tp, state, exc)
+        finally:
+            for tp in asked:
+                if (state := self._states.get(tp)) is not None:
+                    state.fetching = False
+            self._data_arrived.set()
+
+    def _on_truncation(self, tp: TopicPartition, state: _PartitionState, asked: _Asked, epoch: int,
+                       end_offset: int) -> None:
+        """The leader's log ends the position's epoch below the position, or knows no epoch at or before it
+        (end -1): move back to that end, or reset when there is none, unless auto.offset.reset is none."""
+        where = (f"{tp}: the log was truncated below position {asked.position} (leader epoch {asked.leader_epoch}); "
+                 + (f"epoch {asked.epoch} now ends at {end_offset}" if end_offset >= 0
+                    else f"the leader has no epoch at or before {asked.epoch}"))
+        if self._auto_offset_reset == "none":
+            self._error = LogTruncationError(
+                where + (f"; seek to {end_offset} to read what the leader has there" if end_offset >= 0 else
+                         "; seek to a position to read on"))
+        elif end_offset >= 0:
+            log.warning("%s: %s; reading on from %d", self._transport.name, where, end_offset)
+            self._move(state, end_offset, None, epoch)
+            state.checked_epoch = asked.leader_epoch
+        else:
+            log.warning("%s: %s; resetting to %s", self._transport.name, where, self._auto_offset_reset)
+            self._move(state, None, self._auto_offset_reset)
 
     def _decode_first(self, tp: TopicPartition, state: _PartitionState) -> None:
         """Decode the first fetched batch into ConsumerRecords from the position on.

@@ -96,11 +96,11 @@ class GroupMember(Protocol):
 
     def assignment(self) -> set[TopicPartition]: ...
 
-    def _consumed_positions(self) -> dict[TopicPartition, int]: ...
+    def _consumed_positions(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
 
     def _needs_position(self, tp: TopicPartition) -> bool: ...
 
-    def _use_committed(self, tp: TopicPartition, offset: int) -> None: ...
+    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata) -> None: ...
 
     def _wake(self) -> None: ...
 
@@ -205,6 +205,8 @@ class ConsumerCoordinator:
             self._check_partition_counts()
             if self._rejoin_needed or not self.stable:
                 await self._ensure_active_group()
+        else:  # assigned by hand: still resumes from the group's commits, as Kafka's consumer does
+            await self._fetch_committed_positions()
         now = trio.current_time()
         if self._next_auto_commit is None:
             self._next_auto_commit = now + self._auto_commit_interval_s
@@ -381,7 +383,7 @@ class ConsumerCoordinator:
             return
         for tp, committed in (await self.committed(needed)).items():
             if committed is not None:
-                self._consumer._use_committed(tp, committed.offset)
+                self._consumer._use_committed(tp, committed)
 
     async def _call(self, name: str, partitions: set[TopicPartition]) -> None:
         listener = self._listeners.get(name)
@@ -496,7 +498,7 @@ class ConsumerCoordinator:
         (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), or a partition does not exist.
         """
         if offsets is None:
-            offsets = {tp: OffsetAndMetadata(position) for tp, position in self._consumer._consumed_positions().items()}
+            offsets = self._consumer._consumed_positions()
         if not offsets:
             return
         partitions = [OffsetCommitPartition(tp.topic, tp.partition, o.offset, o.leader_epoch, o.metadata)

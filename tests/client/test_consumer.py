@@ -10,7 +10,7 @@ import msgpack
 import pytest
 import trio
 
-from kafkalite.client import Consumer, NoOffsetForPartitionError, Producer
+from kafkalite.client import Consumer, LogTruncationError, NoOffsetForPartitionError, OffsetAndMetadata, Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import CorruptMessageError, InvalidTopicError, NetworkExceptionError, \
     OffsetOutOfRangeError, UnknownServerError, UnknownTopicOrPartitionError
@@ -246,6 +246,98 @@ async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster
             while len(later) < 10:
                 later.extend(await consumer.poll(5))
     assert [r.value for r in first + later] == [b"%d" % i for i in range(20)]
+
+
+async def truncate_under_a_reader(cluster: Cluster, read: Any) -> None:
+    """Five records reach both replicas of a 2-replica partition; with the follower dead, five more reach only the
+    leader, and `read()` consumes the ten. The leader dies; the follower comes back and is elected uncleanly with
+    only the first five, and takes ten new records at offsets 5 to 14."""
+    await cluster.create_topic("events", 1, 2, {"unclean.leader.election.enable": True})
+    leader, follower = (await cluster.describe_topic("events"))[0].replicas
+    await cluster.wait_for_leader("events", 0)
+    await cluster.produce("events", 0, [Record(None, b"old-%d" % i) for i in range(5)])
+    await cluster.kill_broker(follower)
+    await cluster.wait_until(lambda: list(cluster.partition_state("events", 0).isr) == [leader], timeout=60)
+    await cluster.produce("events", 0, [Record(None, b"old-%d" % i) for i in range(5, 10)])
+    await read()
+    await cluster.kill_broker(leader)
+    await cluster.restart_broker(follower)
+    assert await cluster.wait_for_leader("events", 0, not_on=[leader]) == follower
+    assert await cluster.produce("events", 0, [Record(None, b"new-%d" % i) for i in range(10)]) == 5
+
+
+async def poll_for(consumer: Consumer, count: int) -> list[tuple[int, bytes | None]]:
+    records: list[tuple[int, bytes | None]] = []
+    with trio.fail_after(60):
+        while len(records) < count:
+            records += [(r.offset, r.value) for r in await consumer.poll(5)]
+    return records
+
+
+OLD = [(i, b"old-%d" % i) for i in range(10)]
+NEW = [(5 + i, b"new-%d" % i) for i in range(10)]
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+async def test_a_position_an_unclean_election_truncated_moves_back_to_where_the_logs_diverge(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any, reset: str) -> None:
+    """KIP-320: the consumer, at offset 10 with the epoch of record 9, sees the new leader epoch and asks where
+    that epoch ends on the new leader: at 5. It reads on from 5, whatever auto.offset.reset says (it is no reset),
+    rather than from 10, which would skip new-0 to new-4 unseen."""
+    async with Consumer(bootstrap, auto_offset_reset=reset) as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+
+        async def read() -> None:
+            assert await poll_for(consumer, 10) == OLD
+
+        await truncate_under_a_reader(cluster, read)
+        assert await poll_for(consumer, 10) == NEW
+
+
+async def test_with_no_reset_policy_a_truncated_position_is_an_error_that_names_where_to_seek(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    async with Consumer(bootstrap, auto_offset_reset="none") as consumer:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+
+        async def read() -> None:
+            assert await poll_for(consumer, 10) == OLD
+
+        await truncate_under_a_reader(cluster, read)
+        with pytest.raises(LogTruncationError, match=r"events-0: the log was truncated below position 10 .*"
+                                                     r"now ends at 5; seek to 5"):
+            await poll_for(consumer, 1)
+        assert await consumer.position(TP) == 10
+        consumer.seek(TP, 5)
+        assert await poll_for(consumer, 10) == NEW
+
+
+async def test_a_committed_position_carries_its_epoch_and_is_checked_when_a_member_resumes(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """The commit of the position after record 9 carries record 9's leader epoch; a consumer of the group started
+    after the truncation, subscribed or assigned the partition by hand, resumes from it, checks it, and reads from
+    5. A plain seek carries no epoch and is not checked, as in Kafka: it reads from where it was told."""
+    committed: list[OffsetAndMetadata | None] = []
+
+    async def read() -> None:
+        async with Consumer(bootstrap, group_id="g", auto_offset_reset="earliest") as first:
+            first.subscribe(["events"])
+            assert await poll_for(first, 10) == OLD
+            await first.commit()
+            committed.extend((await first.committed([TP])).values())
+
+    await truncate_under_a_reader(cluster, read)
+    [offset] = committed
+    assert offset is not None and offset.offset == 10 and offset.leader_epoch >= 0
+    for subscribed in (True, False):  # a member of the group, and its only user with partitions assigned by hand
+        async with Consumer(bootstrap, group_id="g", auto_offset_reset="earliest", enable_auto_commit=False) as resumed:
+            resumed.subscribe(["events"]) if subscribed else resumed.assign([TP])
+            assert await poll_for(resumed, 10) == NEW, f"subscribed: {subscribed}"
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as sought:
+        sought.assign([TP])
+        sought.seek(TP, 10)
+        assert await poll_for(sought, 5) == NEW[5:]
 
 
 @pytest.mark.parametrize(("payload", "cause"), [
