@@ -496,6 +496,45 @@ def test_reassignments_with_kafka_python() -> None:
             admin.close()
 
 
+def test_acl_calls_are_refused_as_by_a_broker_without_an_authorizer(cluster: EmbeddedCluster) -> None:
+    """kafkalite authorizes nothing, like a Kafka broker without authorizer.class.name: creating, describing and
+    deleting ACLs are answered SECURITY_DISABLED with the broker's message, for each binding or filter named, as
+    confluent-kafka and kafka-python report it; and the broker keeps serving."""
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+    from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourcePatternFilter
+    from kafka.admin import ACLResourcePatternType, ResourceType as KpResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    bindings = [AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW) for name in ("a", "b")]
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    refusals = [future.exception(DEADLINE) for future in admin.create_acls(bindings).values()]
+    refusals += [future.exception(DEADLINE) for future in admin.delete_acls([everything]).values()]
+    assert [e.args[0].code() for e in refusals] == [confluent_kafka.KafkaError.SECURITY_DISABLED] * 3
+    assert all("No Authorizer is configured on the broker" in e.args[0].str() for e in refusals)
+    # librdkafka drops DescribeAcls' error code and lists nothing, against Kafka's brokers too
+    assert admin.describe_acls(everything).result(DEADLINE) == []
+
+    kp_admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers)
+    try:
+        acl = ACL("User:bob", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                  ResourcePattern(KpResourceType.TOPIC, "c", ACLResourcePatternType.LITERAL))
+        created = kp_admin.create_acls([acl])
+        assert created == {"succeeded": [], "failed": [kafka.errors.SecurityDisabledError]}
+        with pytest.raises(kafka.errors.SecurityDisabledError):
+            kp_admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                             ResourcePatternFilter(KpResourceType.ANY, None,
+                                                                   ACLResourcePatternType.ANY)))
+    finally:
+        kp_admin.close()
+    assert "wire-acl" not in cluster.topics()
+    cluster.create_topic("wire-acl", 1, 3)
+    assert "wire-acl" in cluster.topics()
+
+
 def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewPartitions as KpNewPartitions, \
         NewTopic as KpNewTopic

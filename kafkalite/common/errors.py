@@ -151,6 +151,7 @@ DUPLICATE_SEQUENCE_NUMBER = _define(46, "DUPLICATE_SEQUENCE_NUMBER", False,
                                     "The broker received a duplicate sequence number.")
 INVALID_PRODUCER_EPOCH = _define(47, "INVALID_PRODUCER_EPOCH", False,
                                  "Producer attempted to produce with an old epoch.")
+SECURITY_DISABLED = _define(54, "SECURITY_DISABLED", False, "Security features are disabled.")
 KAFKA_STORAGE_ERROR = _define(56, "KAFKA_STORAGE_ERROR", True, "Disk error when trying to access log file on disk.")
 UNKNOWN_PRODUCER_ID = _define(59, "UNKNOWN_PRODUCER_ID", False,
                               "This exception is raised by the broker if it could not locate the producer metadata "

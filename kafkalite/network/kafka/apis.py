@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafkalite.network.kafka import (
-    alter_configs, alter_partition_reassignments, api_versions, create_partitions, create_topics, delete_groups,
+    acls, alter_configs, alter_partition_reassignments, api_versions, create_partitions, create_topics, delete_groups,
     delete_records, delete_topics, describe_cluster, describe_configs, describe_groups, elect_leaders, fetch,
     find_coordinator, heartbeat, incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups,
     list_offsets, list_partition_reassignments, metadata, offset_commit, offset_delete, offset_fetch,
@@ -31,6 +31,9 @@ APIS: dict[int, KafkaApi] = {api.key: api for api in (
     delete_records.API,  # 21
     init_producer_id.API,  # 22
     offset_for_leader_epoch.API,  # 23
+    acls.DESCRIBE_API,  # 29
+    acls.CREATE_API,  # 30
+    acls.DELETE_API,  # 31
     describe_configs.API,  # 32
     alter_configs.API,  # 33
     create_partitions.API,  # 37
