@@ -621,9 +621,9 @@ class Cluster:
 
     async def list_offset(self, topic: str, partition: int, timestamp: int = LATEST_TIMESTAMP) -> int:
         """Ask the partition's current leader what a consumer's ListOffsets gets: the high watermark (the default,
-        LATEST_TIMESTAMP), the log start (EARLIEST_TIMESTAMP) or the first offset at or after a timestamp in
-        milliseconds. The broker's error is raised: OFFSET_NOT_AVAILABLE while a new leader's high watermark
-        still lags its predecessor's (KIP-207)."""
+        LATEST_TIMESTAMP), the log start (EARLIEST_TIMESTAMP), the record with the largest timestamp
+        (MAX_TIMESTAMP) or the first offset at or after a timestamp in milliseconds. The broker's error is raised:
+        OFFSET_NOT_AVAILABLE while a new leader's high watermark still lags its predecessor's (KIP-207)."""
         _expect(timestamp, int, "timestamp")
         leader = self.leader_for(topic, partition)
         if leader < 0:

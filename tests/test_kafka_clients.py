@@ -496,6 +496,22 @@ def test_reassignments_with_kafka_python() -> None:
             admin.close()
 
 
+def test_list_offsets_with_confluent_kafka_finds_the_largest_timestamp(cluster: EmbeddedCluster, topic: str) -> None:
+    """ListOffsets version 7 (KIP-734): confluent-kafka's OffsetSpec.max_timestamp() gets the first record with the
+    largest timestamp; earliest, latest and a timestamp as before, at the version librdkafka picks."""
+    from confluent_kafka.admin import OffsetSpec
+
+    cluster.produce(topic, 0, [Record(None, b"v", stamp) for stamp in (5000, 9000, 2000, 9000, 7000)])
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    tp = confluent_kafka.TopicPartition(topic, 0)
+    found = {name: list(admin.list_offsets({tp: spec}).values())[0].result(DEADLINE)
+             for name, spec in [("max", OffsetSpec.max_timestamp()), ("earliest", OffsetSpec.earliest()),
+                                ("latest", OffsetSpec.latest()), ("at 6000", OffsetSpec.for_timestamp(6000))]}
+    assert {name: (info.offset, info.timestamp) for name, info in found.items()} == {
+        "max": (1, 9000), "earliest": (0, -1), "latest": (5, -1), "at 6000": (1, 9000)}
+    assert found["max"].leader_epoch == cluster.partition_state(topic, 0).leader_epoch
+
+
 def test_acl_calls_are_refused_as_by_a_broker_without_an_authorizer(cluster: EmbeddedCluster) -> None:
     """kafkalite authorizes nothing, like a Kafka broker without authorizer.class.name: creating, describing and
     deleting ACLs are answered SECURITY_DISABLED with the broker's message, for each binding or filter named, as

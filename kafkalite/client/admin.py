@@ -25,8 +25,9 @@ from kafkalite.common.config import ConfigOp, config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
-    BROKER_RESOURCE, CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PREFERRED_ELECTION, TOPIC_RESOURCE,
-    UNCLEAN_ELECTION, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse, ConfigEntry, ConfigResource,
+    BROKER_RESOURCE, CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PREFERRED_ELECTION,
+    TOPIC_RESOURCE, UNCLEAN_ELECTION, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse, ConfigEntry,
+    ConfigResource,
     DescribeConfigsRequest, DescribeConfigsResponse, AlterableConfig, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource, IncrementalAlterConfigsResponse, AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse, CreatableTopic,
@@ -43,7 +44,7 @@ from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_as
 
 _T = TypeVar("_T")
 
-OFFSET_SPECS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+OFFSET_SPECS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max_timestamp": MAX_TIMESTAMP}
 ELECTION_TYPES = {"preferred": PREFERRED_ELECTION, "unclean": UNCLEAN_ELECTION}
 
 
@@ -470,9 +471,11 @@ class Admin(_GroupAdmin):
 
     async def list_offsets(self, specs: Mapping[TopicPartition, str | int]
                            ) -> dict[TopicPartition, ListOffsetsResultInfo]:
-        """Offsets per partition for "earliest", "latest" or a timestamp (the first offset at or after it).
+        """Offsets per partition for "earliest", "latest", "max_timestamp" (the record with the largest
+        timestamp, KIP-734) or a timestamp (the first offset at or after it).
 
-        "latest" is the high watermark: what a consumer can read, not what the leader has appended.
+        "latest" is the high watermark: what a consumer can read, not what the leader has appended. A lookup by
+        time that finds nothing a consumer can read answers offset -1 and timestamp -1, as Kafka does.
         """
         timestamps = {topic_partition(tp, "list_offsets()"): _offset_spec(spec)
                       for tp, spec in mapping(specs, "list_offsets()", "TopicPartition to offset specs").items()}
@@ -566,9 +569,10 @@ def _checked_new_topic(topic: Any) -> NewTopic:
 
 
 def _offset_spec(spec: Any) -> int:
-    """"earliest", "latest" or a timestamp in epoch milliseconds, as ListOffsets takes it."""
+    """"earliest", "latest", "max_timestamp" or a timestamp in epoch milliseconds, as ListOffsets takes it."""
     if isinstance(spec, str):
         if spec not in OFFSET_SPECS:
-            raise ValueError(f"an offset spec is 'earliest', 'latest' or a timestamp (int), not {spec!r}")
+            raise ValueError(f"an offset spec is 'earliest', 'latest', 'max_timestamp' or a timestamp (int), not "
+                             f"{spec!r}")
         return OFFSET_SPECS[spec]
     return non_negative_int(spec, "an offset spec timestamp")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import InvalidRecordError, MessageTooLargeError, OffsetOutOfRangeError
-from kafkalite.common.records import RecordBatch
+from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
 from kafkalite.log.epoch_cache import LeaderEpochCache
 from kafkalite.log.segment import LogSegment
 
@@ -179,6 +179,17 @@ class Log:
                 if found is not None:
                     return found
         return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """ListOffsets for MAX_TIMESTAMP (KIP-734): the first record with the largest timestamp, its offset and
+        timestamp; None for a log without records.
+
+        Each segment keeps its largest timestamp, so this is the lookup by time for that timestamp. Records below
+        the log start do not count: when the largest timestamp was deleted with them, the answer is None, where
+        Kafka's segment index would still name the deleted record.
+        """
+        largest = max((segment.largest_timestamp for segment in self.segments), default=NO_TIMESTAMP)
+        return None if largest == NO_TIMESTAMP else self.fetch_offset_by_timestamp(largest)
 
     # -- truncation and retention -----------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ LEADER_DURING_DELETE = -2  # in UpdateMetadata: the topic is being deleted, drop
 CONSUMER_REPLICA_ID = -1  # Fetch/ListOffsets from a client rather than a follower
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
 UNDEFINED_EPOCH = -1
 HIGH_WATERMARK = -1  # DeleteRecords: delete every record below the high watermark
 UNDEFINED_EPOCH_OFFSET = -1

@@ -25,6 +25,7 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.network.requests import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     DeleteRecordsPartition,
@@ -569,7 +570,8 @@ class ReplicaManager:
                 elif asked.timestamp == LATEST_TIMESTAMP:
                     offset = last_fetchable
                 else:
-                    found = partition_log.fetch_offset_by_timestamp(asked.timestamp)
+                    found = partition_log.offset_of_max_timestamp() if asked.timestamp == MAX_TIMESTAMP \
+                        else partition_log.fetch_offset_by_timestamp(asked.timestamp)
                     offset, timestamp = found if found is not None and found[0] < last_fetchable else (-1, -1)
             except Exception as exc:
                 code, message = _error_of(exc, f"list offsets of {tp}")

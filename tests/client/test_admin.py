@@ -83,6 +83,19 @@ async def test_list_offsets(autojump_clock: Any, cluster: Cluster, bootstrap: An
     assert by_time[tp0].offset == 2
 
 
+async def test_list_offsets_of_the_largest_timestamp(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """KIP-734: the first record with the largest timestamp, wherever it is; an empty partition answers -1."""
+    await cluster.create_topic("stamps", partitions=2, replication_factor=3)
+    async with Producer(bootstrap) as producer:
+        for stamp in (5000, 9000, 2000, 9000, 7000):
+            await producer.send("stamps", b"x", partition=0, timestamp=stamp)
+    tp0, tp1 = TopicPartition("stamps", 0), TopicPartition("stamps", 1)
+    async with Admin(bootstrap) as admin:
+        found = await admin.list_offsets({tp0: "max_timestamp", tp1: "max_timestamp"})
+    assert (found[tp0].offset, found[tp0].timestamp) == (1, 9000)
+    assert (found[tp1].offset, found[tp1].timestamp) == (-1, -1)
+
+
 async def test_partitions_reassignment_and_elections(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Admin(bootstrap) as admin:
         await admin.create_topics([NewTopic("grow", 1, 2)])
@@ -187,7 +200,8 @@ async def test_incremental_alter_changes_only_the_named_configs(autojump_clock: 
     (lambda a: a.alter_partition_reassignments({("t", 0): 2}), TypeError, "a collection of broker ids, not int"),
     (lambda a: a.describe_configs(brokers=["1"]), TypeError, "a broker id in describe_configs\\(\\) must be an int"),
     (lambda a: a.alter_topic_configs({"t": [("retention.ms", 1)]}), TypeError, "mapping of config names"),
-    (lambda a: a.list_offsets({TopicPartition("t", 0): "oldest"}), ValueError, "'earliest', 'latest' or a timestamp"),
+    (lambda a: a.list_offsets({TopicPartition("t", 0): "oldest"}), ValueError,
+     "'earliest', 'latest', 'max_timestamp' or a timestamp"),
     (lambda a: a.list_offsets({"t": "latest"}), TypeError, r"list_offsets\(\) takes a TopicPartition"),
 ])
 async def test_wrong_arguments_say_what_was_expected(autojump_clock: Any, call: Any, error: type, message: str) -> None:

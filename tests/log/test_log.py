@@ -419,9 +419,30 @@ def test_fetch_offset_by_timestamp_decodes_only_the_batch_holding_the_answer(mon
     assert decoded == [35]
 
 
+def test_offset_of_max_timestamp_is_the_first_record_with_the_largest_timestamp_across_segments():
+    size = batch().size_in_bytes
+    log = make_log(segment_bytes=2 * size)
+    log.append_as_leader(batch(timestamps=[50, 10, 70, 20]), 0)
+    log.append_as_leader(batch(timestamps=[30, 90, 5]), 0)
+    log.append_as_leader(batch(timestamps=[90, 40]), 0)  # the same largest timestamp, later: not the answer
+    log.append_as_leader(batch(timestamps=[60]), 0)  # in a later segment, smaller
+    assert len(log.segments) > 1
+    assert log.offset_of_max_timestamp() == (5, 90)
+    log.maybe_increment_log_start_offset(6)  # the first 90 is gone: the next one answers
+    assert log.offset_of_max_timestamp() == (7, 90)
+
+
+def test_offset_of_max_timestamp_is_none_when_the_largest_was_deleted():
+    log = make_log()
+    log.append_as_leader(batch(timestamps=[10, 90, 20]), 0)
+    log.maybe_increment_log_start_offset(2)
+    assert log.offset_of_max_timestamp() is None
+
+
 def test_empty_log_answers_nothing():
     log = make_log()
     assert log.fetch_offset_by_timestamp(0) is None
+    assert log.offset_of_max_timestamp() is None
     assert log.read(0, 100) == []
     assert log.delete_old_segments() == 0
     assert log.size_in_bytes == 0

@@ -424,12 +424,13 @@ async def epoch_ends(port: int, version: int, *asked: tuple[str, int, int], repl
     return [(p.error_code, p.leader_epoch, p.end_offset) for topic in answer.topics for p in topic.partitions]
 
 
-async def latest_offset(port: int, version: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
-    """ListOffsets for the latest offset of TOPIC-0: (error, offset, leader epoch)."""
+async def latest_offset(port: int, version: int, current_leader_epoch: int = -1, timestamp: int = -1
+                        ) -> tuple[int, int, int]:
+    """ListOffsets for the latest offset of TOPIC-0 (or another `timestamp`): (error, offset, leader epoch)."""
     answer = await call(port, 2, version, replica_id=-1, isolation_level=0, topics=[
         entry(ListOffsetsRequest, "ListOffsetsTopic", name=TOPIC, partitions=[
-            entry(ListOffsetsRequest, "ListOffsetsTopic.ListOffsetsPartition", partition_index=0, timestamp=-1,
-                  current_leader_epoch=current_leader_epoch)])])
+            entry(ListOffsetsRequest, "ListOffsetsTopic.ListOffsetsPartition", partition_index=0,
+                  timestamp=timestamp, current_leader_epoch=current_leader_epoch)])])
     found = answer.topics[0].partitions[0]
     return found.error_code, found.offset, found.leader_epoch
 
@@ -444,12 +445,12 @@ async def test_leader_epochs_reach_kafka_clients_and_fence_their_requests() -> N
     with trio.fail_after(SAFETY_TIMEOUT):
         async with Cluster(brokers=3, seed=10) as cluster:
             await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
-            assert await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i) for i in range(3)]) == 0
+            assert await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i, 1000 + i % 2) for i in range(3)]) == 0
             first = cluster.leader_for(TOPIC, 0)
             await cluster.shutdown_broker(first)
             leader = await cluster.wait_for_leader(TOPIC, 0, not_on=[first])
             epoch = cluster.partition_state(TOPIC, 0).leader_epoch
-            assert epoch > 0 and await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i) for i in (3, 4)]) == 3
+            assert epoch > 0 and await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i, 900) for i in (3, 4)]) == 3
             port = kafka_port(cluster, leader)
 
             for version in (2, 3, 4):
@@ -472,6 +473,8 @@ async def test_leader_epochs_reach_kafka_clients_and_fence_their_requests() -> N
                 [partition] = metadata.topics[0].partitions
                 assert (partition.leader_id, partition.leader_epoch) == (leader, epoch), f"version {version}"
             assert await latest_offset(port, 4) == (errors.NONE.code, 5, epoch)
+            assert await latest_offset(port, 7) == (errors.NONE.code, 5, epoch)  # flexible from 6
+            assert await latest_offset(port, 7, timestamp=-3) == (errors.NONE.code, 1, epoch)  # KIP-734: 1001
             assert (await latest_offset(port, 4, epoch - 1))[0] == errors.FENCED_LEADER_EPOCH.code
             assert (await latest_offset(port, 5, epoch + 1))[0] == errors.UNKNOWN_LEADER_EPOCH.code
 

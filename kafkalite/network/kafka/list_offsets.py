@@ -1,4 +1,5 @@
-"""ListOffsets (key 2), versions 1-5: the earliest, the latest (high watermark) or the first offset at a time.
+"""ListOffsets (key 2), versions 1-7: the earliest, the latest (high watermark), the first offset at a time, or
+(version 7, KIP-734) the record with the largest timestamp.
 
 Version 0, with its list of old-style offsets, is not served: every client that speaks RecordBatch v2 asks for
 version 1 or later. A consumer sees offsets up to the high watermark. Version 4 adds the leader epoch both ways
@@ -6,7 +7,8 @@ version 1 or later. A consumer sees offsets up to the high watermark. Version 4 
 and the answer names the epoch of the leader that gave it. Right after a leader change the new leader's high
 watermark may trail the start of its epoch until its followers catch up (KIP-207): version 5 and later are
 answered OFFSET_NOT_AVAILABLE then, older ones LEADER_NOT_AVAILABLE, which is what Kafka tells clients that
-predate the new code; both are retried.
+predate the new code; both are retried. Version 6 is the first flexible version. A lookup by time, or for the
+largest timestamp, that finds nothing a consumer can read answers offset -1 and timestamp -1, as Kafka does.
 """
 
 from __future__ import annotations
@@ -33,4 +35,4 @@ async def handle(request: Message, session: Session) -> Message:
         for name, partitions in by_topic(response.partitions).items()])
 
 
-API = KafkaApi(ListOffsetsRequest, ListOffsetsResponse, (1, 5), handle)
+API = KafkaApi(ListOffsetsRequest, ListOffsetsResponse, (1, 7), handle)
