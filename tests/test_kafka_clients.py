@@ -496,6 +496,40 @@ def test_reassignments_with_kafka_python() -> None:
             admin.close()
 
 
+def test_committed_offsets_keep_the_leader_epoch_each_client_commits(cluster: EmbeddedCluster, topic: str) -> None:
+    """OffsetCommit and OffsetFetch carry the leader epoch of the record before the committed offset (KIP-320), so
+    a group resumed by another client can check its position: kafkalite's consumer commits the epoch of what it
+    read, and confluent-kafka and kafka-python read it back and commit their own."""
+    from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
+
+    cluster.produce(topic, 0, [Record(None, b"v%d" % i) for i in range(3)])
+    epoch = cluster.partition_state(topic, 0).leader_epoch
+    group = f"{topic}-epochs"
+    with cluster.consumer(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False) as native:
+        native.assign([NativeTopicPartition(topic, 0)])
+        assert [r.value for r in native.poll(DEADLINE)] == [b"v0", b"v1", b"v2"]
+        native.commit()
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group})
+    try:
+        [committed] = consumer.committed([confluent_kafka.TopicPartition(topic, 0)], DEADLINE)
+        assert (committed.offset, committed.leader_epoch) == (3, epoch)
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 2, leader_epoch=epoch)], asynchronous=False)
+    finally:
+        consumer.close()
+    kp_consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers, group_id=group)
+    try:
+        tp = kafka.TopicPartition(topic, 0)
+        found = kp_consumer.committed(tp, metadata=True)
+        assert (found.offset, found.leader_epoch) == (2, epoch)
+        kp_consumer.assign([tp])
+        kp_consumer.commit({tp: KpOffsetAndMetadata(1, "", epoch)})
+    finally:
+        kp_consumer.close()
+    with cluster.consumer(group_id=group) as native:
+        again = native.committed([NativeTopicPartition(topic, 0)])[NativeTopicPartition(topic, 0)]
+    assert again is not None and (again.offset, again.leader_epoch) == (1, epoch)
+
+
 def test_list_offsets_with_confluent_kafka_finds_the_largest_timestamp(cluster: EmbeddedCluster, topic: str) -> None:
     """ListOffsets version 7 (KIP-734): confluent-kafka's OffsetSpec.max_timestamp() gets the first record with the
     largest timestamp; earliest, latest and a timestamp as before, at the version librdkafka picks."""
