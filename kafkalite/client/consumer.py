@@ -562,7 +562,7 @@ class Consumer:
         if stale:
             self._nursery.start_soon(self._refresh_and_wake)
         for leader_id, partitions in to_check.items():
-            self._nursery.start_soon(self._check_positions, leader_id, self._in_flight(partitions))
+            self._nursery.start_soon(self._check_positions, leader_id, partitions, self._in_flight(partitions))
         cfg = self.config
         for leader_id, partitions in by_leader.items():
             asked = self._in_flight(partitions)
@@ -636,18 +636,20 @@ class Consumer:
                 state.fetching = False
             self._data_arrived.set()
 
-    async def _check_positions(self, leader_id: int, asked: dict[TopicPartition, _Asked]) -> None:
+    async def _check_positions(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
+                               asked: dict[TopicPartition, _Asked]) -> None:
         """KIP-320: ask the leader where the epoch of each position's last record ends in its log. An end below
         the position means the log was truncated under it; a position at or below it is good for this leader
-        epoch, and fetching resumes."""
+        epoch, and fetching resumes. A partition the answer leaves out is asked again after retry.backoff.ms."""
         request = OffsetsForLeaderEpochRequest(CONSUMER_REPLICA_ID, [
             OffsetForLeaderPartition(tp.topic, tp.partition, a.epoch, a.leader_epoch) for tp, a in asked.items()])
+        unanswered = dict(partitions)
         try:
             response: OffsetsForLeaderEpochResponse = await self._transport.send(leader_id, request)
             for result in response.partitions:
                 tp = TopicPartition(result.topic, result.partition)
-                state, what = self._states.get(tp), asked.get(tp)
-                if state is None or what is None or not what.still(state):
+                state, what = unanswered.pop(tp, None), asked.get(tp)
+                if state is None or what is None or self._states.get(tp) is not state or not what.still(state):
                     continue
                 if result.error_code != errors.NONE.code:
                     self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
@@ -656,14 +658,14 @@ class Consumer:
                     state.checked_epoch = what.leader_epoch
                 else:
                     self._on_truncation(tp, state, what, result.leader_epoch, result.end_offset)
+            for state in unanswered.values():
+                state.backoff_until = trio.current_time() + self._retry_backoff_s
         except KafkaError as exc:
-            for tp in asked:
-                if (state := self._states.get(tp)) is not None:
-                    self._on_partition_error(tp, state, exc)
+            for tp, state in partitions:
+                self._on_partition_error(tp, state, exc)
         finally:
-            for tp in asked:
-                if (state := self._states.get(tp)) is not None:
-                    state.fetching = False
+            for _, state in partitions:
+                state.fetching = False
             self._data_arrived.set()
 
     def _on_truncation(self, tp: TopicPartition, state: _PartitionState, asked: _Asked, epoch: int,
