@@ -58,3 +58,13 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
     test_command = commands[1].split("&& ", 2)[2]  # after creating and activating the environment
     assert test_command in ci
     assert "kafkalite demo" in commands[0]
+
+
+def test_readme_lists_the_kafka_apis_and_versions_the_listener_serves() -> None:
+    """The README's list of Kafka APIs is the KAFKA listener's own table, so it stays true as APIs are added."""
+    from kafkalite.network.kafka.apis import APIS
+
+    listing = README.split("The KAFKA listener serves these APIs (key) and versions", 1)[1].split("\n\n", 1)[0]
+    listed = {int(key): (name, int(low), int(high or low))
+              for name, key, low, high in re.findall(r"(\w+) \((\d+)\) (\d+)(?:-(\d+))?", listing)}
+    assert listed == {key: (api.request.name.removesuffix("Request"), *api.versions) for key, api in APIS.items()}
