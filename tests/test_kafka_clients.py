@@ -546,6 +546,29 @@ def test_list_offsets_with_confluent_kafka_finds_the_largest_timestamp(cluster: 
     assert found["max"].leader_epoch == cluster.partition_state(topic, 0).leader_epoch
 
 
+def test_describe_log_dirs_with_kafka_python(cluster: EmbeddedCluster, topic: str) -> None:
+    """DescribeLogDirs goes to every broker: each reports its one in-memory log directory and the replicas in it,
+    the produced partition with the same size on all three, and only the partitions asked for when asked."""
+    cluster.produce(topic, 0, [Record(None, b"v" * 100) for _ in range(5)])
+    kp_admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers)
+    try:
+        everything = kp_admin.describe_log_dirs()
+        asked = kp_admin.describe_log_dirs(topic_partitions={topic: [0]}, brokers=[2])
+    finally:
+        kp_admin.close()
+
+    def sizes(answer: dict[str, Any]) -> dict[str, dict[tuple[str, int], int]]:
+        return {result["log_dir"]: {(t["name"], p["partition_index"]): p["partition_size"]
+                                    for t in result["topics"] for p in t["partitions"]} for result in answer["log_dirs"]}
+
+    by_broker = {answer["broker"]: sizes(answer) for answer in everything}
+    assert sorted(by_broker) == [1, 2, 3]
+    held = {broker: dirs[f"memory:broker-{broker}"][(topic, 0)] for broker, dirs in by_broker.items()}
+    assert len(set(held.values())) == 1 and held[1] > 500
+    [only] = asked
+    assert (only["broker"], sizes(only)) == (2, {"memory:broker-2": {(topic, 0): held[2]}})
+
+
 def test_acl_calls_are_refused_as_by_a_broker_without_an_authorizer(cluster: EmbeddedCluster) -> None:
     """kafkalite authorizes nothing, like a Kafka broker without authorizer.class.name: creating, describing and
     deleting ACLs are answered SECURITY_DISABLED with the broker's message, for each binding or filter named, as

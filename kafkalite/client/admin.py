@@ -33,7 +33,7 @@ from kafkalite.network.requests import (
     AlterPartitionReassignmentsResponse, CreatableTopic,
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
     CreateTopicsResponse, DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    DeleteTopicsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse, ElectLeadersRequest, ElectLeadersResponse,
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListPartitionReassignmentsRequest, MetadataBroker,
     ListPartitionReassignmentsResponse, OngoingReassignment, ReassignablePartition, Request,
     NO_GENERATION, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
@@ -460,6 +460,27 @@ class Admin(_GroupAdmin):
                 PartitionDescription(p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
                                      tuple(p.offline_replicas))
                 for p in sorted(topic.partitions, key=lambda p: p.partition)), topic.is_internal)
+        return described
+
+    async def describe_log_dirs(self, brokers: Sequence[int] = ()) -> dict[int, dict[str, dict[TopicPartition, int]]]:
+        """Each broker's log directories (kafkalite's brokers have one, in memory) and the size in bytes of each
+        replica in it, as Kafka's describeLogDirs: per broker, the given ones or every live one."""
+        asked = broker_ids(brokers, "describe_log_dirs()")
+        await self._with_retries(self.metadata.refresh, "describe_log_dirs")
+        unknown = sorted(set(asked) - set(self.metadata.brokers))
+        if unknown:
+            raise errors.BrokerNotAvailableError(f"describe_log_dirs(): no live broker {unknown}; the live brokers are "
+                                                 f"{sorted(self.metadata.brokers)}")
+        described: dict[int, dict[str, dict[TopicPartition, int]]] = {}
+        for broker in asked or sorted(self.metadata.brokers):
+            async def attempt(broker: int = broker) -> DescribeLogDirsResponse:
+                response: DescribeLogDirsResponse = await self._transport.send(broker, DescribeLogDirsRequest())
+                errors.raise_for(response.error_code, response.error_message)
+                return response
+
+            response = await self._with_retries(attempt, "describe_log_dirs")
+            described[broker] = {response.log_dir: {TopicPartition(r.topic, r.partition): r.size
+                                                    for r in response.replicas}}
         return described
 
     async def describe_cluster(self) -> ClusterDescription:

@@ -47,6 +47,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     DELETE_GROUPS = 42
@@ -415,6 +416,30 @@ class DeleteRecordsPartitionResult:
 @dataclass(slots=True)
 class DeleteRecordsResponse(Response):
     partitions: list[DeleteRecordsPartitionResult]
+
+
+@dataclass(slots=True)
+class DescribeLogDirsRequest(Request):
+    """The replicas a broker holds, with their sizes (Kafka's DescribeLogDirs, asked of each broker)."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.DESCRIBE_LOG_DIRS
+    topic_partitions: list[tuple[str, int]] | None = None  # None: every replica the broker holds
+
+
+@dataclass(slots=True)
+class LogDirReplica:
+    topic: str
+    partition: int
+    size: int  # bytes of record batches the replica's log holds
+    offset_lag: int  # how far the log end is behind the high watermark (0), or -1 for a replica not online
+
+
+@dataclass(slots=True)
+class DescribeLogDirsResponse(Response):
+    error_code: int
+    log_dir: str = ""
+    replicas: list[LogDirReplica] = field(default_factory=list)
+    error_message: str | None = None
 
 
 @dataclass(slots=True)
@@ -1073,7 +1098,7 @@ REQUEST_TYPES: dict[ApiKey, type[Request]] = {
         IncrementalAlterConfigsRequest, FindCoordinatorRequest,
         JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest,
         OffsetFetchRequest, DescribeGroupsRequest, ListGroupsRequest, DeleteGroupsRequest, OffsetDeleteRequest,
-        DeleteRecordsRequest,
+        DeleteRecordsRequest, DescribeLogDirsRequest,
     )
 }
 
@@ -1090,6 +1115,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Response]] = {
     ApiKey.CREATE_TOPICS: CreateTopicsResponse,
     ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
     ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
+    ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsResponse,
     ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,

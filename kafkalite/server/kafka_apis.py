@@ -66,6 +66,7 @@ from kafkalite.network.requests import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
+    DescribeLogDirsRequest,
     ElectLeadersRequest,
     FetchRequest,
     InitProducerIdRequest,
@@ -136,6 +137,7 @@ _ENTRIES: dict[type[Request], tuple[str, str, Callable[[Any], int]]] = {
     FetchRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     ListOffsetsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     DeleteRecordsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
+    DescribeLogDirsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.topic_partitions or ())),
     OffsetsForLeaderEpochRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
     ElectLeadersRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.topic_partitions or ())),
     AlterPartitionReassignmentsRequest: ("partitions", "max.partitions.per.request", lambda r: len(r.partitions)),
@@ -198,6 +200,7 @@ class KafkaApis:
             FetchRequest: self.handle_fetch,
             ListOffsetsRequest: self.handle_list_offsets,
             DeleteRecordsRequest: self.handle_delete_records,
+            DescribeLogDirsRequest: self.handle_describe_log_dirs,
             OffsetsForLeaderEpochRequest: self.handle_offsets_for_leader_epoch,
             MetadataRequest: self.handle_metadata,
             ApiVersionsRequest: self.handle_api_versions,
@@ -453,6 +456,9 @@ class KafkaApis:
             p.topic, p.partition, errors.INVALID_TOPIC_EXCEPTION.code,
             error_message=f"cannot delete records of the internal topic {p.topic}")
             for p in request.partitions if p.topic in INTERNAL_TOPICS])
+
+    async def handle_describe_log_dirs(self, request: DescribeLogDirsRequest, context: RequestContext) -> Response:
+        return self.replica_manager.describe_log_dirs(request)
 
     async def handle_offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest,
                                               context: RequestContext) -> Response:

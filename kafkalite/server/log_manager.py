@@ -71,6 +71,11 @@ class LogManager:
     def logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
 
+    @property
+    def log_dir(self) -> str:
+        """The name of the broker's one log directory, as DescribeLogDirs reports it: the logs live in memory."""
+        return f"memory:broker-{self.config['broker.id']}"
+
     # -- the high-watermark checkpoint (Kafka's replication-offset-checkpoint file) -------------------------------
 
     def checkpointed_high_watermark(self, tp: TopicPartition) -> int:

@@ -30,6 +30,8 @@ from kafkalite.network.requests import (
     UNDEFINED_EPOCH_OFFSET,
     DeleteRecordsPartition,
     DeleteRecordsPartitionResult,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     EpochEndOffset,
     FetchPartition,
     FetchPartitionResponse,
@@ -43,6 +45,7 @@ from kafkalite.network.requests import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     LiveBroker,
+    LogDirReplica,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
     PartitionError,
@@ -580,6 +583,18 @@ class ReplicaManager:
             results.append(ListOffsetsPartitionResponse(asked.topic, asked.partition, errors.NONE.code, timestamp,
                                                         offset, partition.leader_epoch))
         return ListOffsetsResponse(results)
+
+    def describe_log_dirs(self, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+        """Kafka's describeLogDirs for the broker's one log directory, which is memory: each replica it holds (of
+        those asked), with its size and its log end's lag behind the high watermark, which for a current replica
+        is 0 (-1 for a log whose partition is not online here, as Kafka answers)."""
+        wanted = request.topic_partitions
+        asked = None if wanted is None else {TopicPartition(topic, partition) for topic, partition in wanted}
+        replicas = [LogDirReplica(tp.topic, tp.partition, partition_log.size_in_bytes,
+                                  0 if tp in self.all_partitions else -1)
+                    for tp, partition_log in sorted(self.log_manager.logs.items())
+                    if asked is None or tp in asked]
+        return DescribeLogDirsResponse(errors.NONE.code, self.log_manager.log_dir, replicas)
 
     def last_offset_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest) -> OffsetsForLeaderEpochResponse:
         results = []

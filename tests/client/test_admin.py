@@ -83,6 +83,30 @@ async def test_list_offsets(autojump_clock: Any, cluster: Cluster, bootstrap: An
     assert by_time[tp0].offset == 2
 
 
+async def test_describe_log_dirs_lists_each_broker_s_replicas_and_their_sizes(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await cluster.create_topic("dirs", partitions=2, replication_factor=2)
+    await cluster.produce("dirs", 0, [Record(None, b"x" * 100) for _ in range(10)])
+    placement = {p.partition: p.replicas for p in await cluster.describe_topic("dirs")}
+    async with Admin(bootstrap) as admin:
+        described = await admin.describe_log_dirs()
+        assert await admin.describe_log_dirs([2]) == {2: described[2]}
+        with pytest.raises(errors.BrokerNotAvailableError, match=r"no live broker \[9\]; the live brokers are "
+                                                                 r"\[1, 2, 3\]"):
+            await admin.describe_log_dirs([2, 9])
+    assert sorted(described) == [1, 2, 3]
+    sizes: dict[int, set[int]] = {0: set(), 1: set()}
+    for broker, dirs in described.items():
+        [(log_dir, replicas)] = dirs.items()
+        assert log_dir == f"memory:broker-{broker}"
+        held = {tp.partition: size for tp, size in replicas.items() if tp.topic == "dirs"}
+        assert set(held) == {p for p, replicas_of in placement.items() if broker in replicas_of}
+        for partition, size in held.items():
+            sizes[partition].add(size)
+    assert len(sizes[0]) == 1 and sizes[0].pop() > 1000  # both replicas hold the same ten records
+    assert sizes[1] == {0}
+
+
 async def test_list_offsets_of_the_largest_timestamp(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     """KIP-734: the first record with the largest timestamp, wherever it is; an empty partition answers -1."""
     await cluster.create_topic("stamps", partitions=2, replication_factor=3)
@@ -203,6 +227,7 @@ async def test_incremental_alter_changes_only_the_named_configs(autojump_clock: 
     (lambda a: a.list_offsets({TopicPartition("t", 0): "oldest"}), ValueError,
      "'earliest', 'latest', 'max_timestamp' or a timestamp"),
     (lambda a: a.list_offsets({"t": "latest"}), TypeError, r"list_offsets\(\) takes a TopicPartition"),
+    (lambda a: a.describe_log_dirs(["1"]), TypeError, r"a broker id in describe_log_dirs\(\) must be an int"),
 ])
 async def test_wrong_arguments_say_what_was_expected(autojump_clock: Any, call: Any, error: type, message: str) -> None:
     """Checked before anything is sent: `delete_topics("orders")` must not ask to delete topics o, r, d, e, s."""

@@ -82,6 +82,8 @@ def requests() -> list[r.Request]:
         r.ListGroupsRequest(["Stable"]),
         r.DeleteGroupsRequest(["group-1"]),
         r.OffsetDeleteRequest("group-1", [("orders", 0)]),
+        r.DescribeLogDirsRequest([("orders", 0)]),
+        r.DescribeLogDirsRequest(),
     ]
 
 
@@ -97,6 +99,8 @@ def responses() -> list[r.Response]:
         r.CreatePartitionsResponse([r.CreatePartitionsTopicResult("t", 37, "fewer")]),
         r.LeaderAndIsrResponse(0, [("orders", 0, 0), ("orders", 1, 6)]),
         r.UpdateMetadataResponse(77),
+        r.DescribeLogDirsResponse(0, "memory:broker-1", [r.LogDirReplica("orders", 0, 1234, 0),
+                                                         r.LogDirReplica("orders", 1, 0, -1)]),
         r.StopReplicaResponse(0, [r.PartitionError("orders", 0, 0)]),
         r.ControlledShutdownResponse(0, [("orders", 0), ("logs", 3)], error_message=None),
         r.ProduceResponse([r.ProducePartitionResponse("orders", 0, 0, 42, -1, 0),
@@ -356,7 +360,7 @@ def test_error_responses_without_the_request_exist_only_for_top_level_error_code
                                    r.AlterPartitionReassignmentsRequest, r.ListPartitionReassignmentsRequest,
                                    r.FindCoordinatorRequest, r.JoinGroupRequest, r.SyncGroupRequest,
                                    r.HeartbeatRequest, r.LeaveGroupRequest, r.OffsetFetchRequest,
-                                   r.ListGroupsRequest, r.OffsetDeleteRequest}
+                                   r.ListGroupsRequest, r.OffsetDeleteRequest, r.DescribeLogDirsRequest}
     assert error_response(r.ControlledShutdownRequest, 42, "bad") == r.ControlledShutdownResponse(
         42, error_message="bad")
     assert error_response(r.MetadataRequest(topics=None), 42, "bad") is None

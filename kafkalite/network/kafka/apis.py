@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kafkalite.network.kafka import (
     acls, alter_configs, alter_partition_reassignments, api_versions, create_partitions, create_topics, delete_groups,
-    delete_records, delete_topics, describe_cluster, describe_configs, describe_groups, elect_leaders, fetch,
-    find_coordinator, heartbeat, incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups,
-    list_offsets, list_partition_reassignments, metadata, offset_commit, offset_delete, offset_fetch,
-    offset_for_leader_epoch, produce, sync_group,
+    delete_records, delete_topics, describe_cluster, describe_configs, describe_groups, describe_log_dirs,
+    elect_leaders, fetch, find_coordinator, heartbeat, incremental_alter_configs, init_producer_id, join_group,
+    leave_group, list_groups, list_offsets, list_partition_reassignments, metadata, offset_commit, offset_delete,
+    offset_fetch, offset_for_leader_epoch, produce, sync_group,
 )
 from kafkalite.network.kafka.api import KafkaApi
 
@@ -36,6 +36,7 @@ APIS: dict[int, KafkaApi] = {api.key: api for api in (
     acls.DELETE_API,  # 31
     describe_configs.API,  # 32
     alter_configs.API,  # 33
+    describe_log_dirs.API,  # 35
     create_partitions.API,  # 37
     delete_groups.API,  # 42
     elect_leaders.API,  # 43
