@@ -608,6 +608,34 @@ def test_acl_calls_are_refused_as_by_a_broker_without_an_authorizer(cluster: Emb
     assert "wire-acl" in cluster.topics()
 
 
+def test_authorized_operations_are_everything_a_resource_supports(cluster: EmbeddedCluster, topic: str) -> None:
+    """Asked for them (Metadata v8+, DescribeCluster, DescribeGroups v3+), a broker without an authorizer lists
+    every operation a topic, the cluster or a group supports, as Kafka's does; not asked, none (None)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "ops"})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+
+    def topic_operations(asked: bool) -> Any:
+        described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=asked)
+        return described[topic].result(DEADLINE).authorized_operations
+
+    assert set(topic_operations(True)) == {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+                                           Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
+    assert set(admin.describe_cluster(include_authorized_operations=True).result(DEADLINE).authorized_operations) == {
+        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
+        Op.DESCRIBE}
+    [group] = admin.describe_consumer_groups(["ops"], include_authorized_operations=True).values()
+    assert set(group.result(DEADLINE).authorized_operations) == {Op.READ, Op.DESCRIBE, Op.DELETE}
+    assert topic_operations(False) is None
+    assert admin.describe_cluster().result(DEADLINE).authorized_operations is None
+
+
 def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewPartitions as KpNewPartitions, \
         NewTopic as KpNewTopic

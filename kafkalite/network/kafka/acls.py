@@ -1,11 +1,12 @@
 """DescribeAcls, CreateAcls and DeleteAcls (keys 29, 30, 31), versions 1-3: answered as a Kafka broker with no
 authorizer configured answers them, SECURITY_DISABLED with its message, for the request and for each creation
-or filter named.
+or filter named. Also the authorized operations that Metadata, DescribeCluster and DescribeGroups list when asked.
 
 kafkalite authorizes nothing: every client may do everything, as on a Kafka broker without `authorizer.class.name`
 (the default). The ACL admin calls of confluent-kafka and kafka-python then fail with the error and message a
 real broker gives, rather than with an API the broker does not serve. The three share this module, as they share
-that one answer; no request reaches the broker.
+that one answer; no request reaches the broker. Asked for its authorized operations on a resource, such a broker
+lists every operation the resource type supports (Kafka's AclEntry.supportedOperations), as a bitfield.
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ from kafkalite.network.kafka.protocol import (
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 DISABLED = errors.SECURITY_DISABLED.code
+
+# Kafka's AclOperation codes, and what each resource type supports
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+TOPIC_OPERATIONS = (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+GROUP_OPERATIONS = (READ, DESCRIBE, DELETE)
+CLUSTER_OPERATIONS = (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
+
+
+def authorized_operations(asked: bool, operations: tuple[int, ...]) -> set[int] | None:
+    """The authorized operations a response carries, as the codec takes a bitfield (the set of the bits): all the
+    resource supports if they were asked for (nothing is refused); None, Kafka's "not provided", otherwise."""
+    return set(operations) if asked else None
 
 
 async def describe(request: Message, session: Session) -> Message:
