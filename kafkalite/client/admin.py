@@ -19,13 +19,14 @@ from kafkalite.client.arguments import (
 )
 from kafkalite.client.config import admin_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
+from kafkalite.client.offsets import ListOffsetsResultInfo, list_offsets_once
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
 from kafkalite.common.config import ConfigOp, config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
-    BROKER_RESOURCE, CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PREFERRED_ELECTION,
+    BROKER_RESOURCE, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PREFERRED_ELECTION,
     TOPIC_RESOURCE, UNCLEAN_ELECTION, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse, ConfigEntry,
     ConfigResource,
     DescribeConfigsRequest, DescribeConfigsResponse, AlterableConfig, IncrementalAlterConfigsRequest,
@@ -34,7 +35,7 @@ from kafkalite.network.requests import (
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreateTopicsRequest,
     CreateTopicsResponse, DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
     DeleteTopicsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListPartitionReassignmentsRequest, MetadataBroker,
+    ListPartitionReassignmentsRequest, MetadataBroker,
     ListPartitionReassignmentsResponse, OngoingReassignment, ReassignablePartition, Request,
     NO_GENERATION, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitPartition,
@@ -82,12 +83,6 @@ class ClusterDescription(NamedTuple):
     cluster_id: str
     controller_id: int | None
     brokers: tuple[BrokerNode, ...]
-
-
-class ListOffsetsResultInfo(NamedTuple):
-    offset: int
-    timestamp: int
-    leader_epoch: int
 
 
 class GroupListing(NamedTuple):
@@ -506,19 +501,9 @@ class Admin(_GroupAdmin):
         async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
             if self.metadata.expired():  # leaders known metadata.max.age.ms ago may have moved
                 await self.metadata.refresh()
-            for leader_id, tps in self._by_leader(tp for tp in timestamps if tp not in found).items():
-                response: ListOffsetsResponse = await self._transport.send(leader_id, ListOffsetsRequest(
-                    CONSUMER_REPLICA_ID, [ListOffsetsPartition(tp.topic, tp.partition, timestamps[tp])
-                                          for tp in tps]))
-                for result in response.partitions:
-                    tp = TopicPartition(result.topic, result.partition)
-                    if result.error_code == errors.NONE.code:
-                        found[tp] = ListOffsetsResultInfo(result.offset, result.timestamp, result.leader_epoch)
-                    elif result.error_code not in STALE_METADATA_ERRORS:
-                        errors.raise_for(result.error_code, result.error_message)
-            missing = [tp for tp in timestamps if tp not in found]
+            missing = await list_offsets_once(self._transport, self.metadata, timestamps, found)
             if missing:
-                raise _Retry(errors.NotLeaderOrFollowerError(f"leaders moved for {missing}"))
+                raise _Retry(errors.NotLeaderOrFollowerError(f"no leader known, or the leader moved, for {missing}"))
             return found
 
         return await self._with_retries(attempt, "list_offsets")

@@ -48,10 +48,11 @@ from typing import Any, NamedTuple, TypeVar
 
 import trio
 
-from kafkalite.client.arguments import non_negative_int, topic_names, topic_partition, topic_partitions
+from kafkalite.client.arguments import mapping, non_negative_int, topic_names, topic_partition, topic_partitions
 from kafkalite.client.config import consumer_config
 from kafkalite.client.consumer_coordinator import ConsumerCoordinator, Listener, OffsetAndMetadata
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
+from kafkalite.client.offsets import ListOffsetsResultInfo, list_offsets_once
 from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
 from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
@@ -342,6 +343,53 @@ class Consumer:
             raise self.metadata.missing(f"partition {tp}", self._api_timeout_s)
         raise RequestTimedOutError(
             f"position of {tp} could not be determined within {self._api_timeout_s * 1000:.0f} ms")
+
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's first offset (its log start), as its leader answers now (Kafka's beginningOffsets)."""
+        asked = topic_partitions(partitions, "beginning_offsets()")
+        found = await self._offsets_at({tp: EARLIEST_TIMESTAMP for tp in asked}, "beginning_offsets()")
+        return {tp: info.offset for tp, info in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's end for this consumer, the high watermark, as its leader answers now (Kafka's
+        endOffsets): a consumer whose position reaches it has read everything committed so far."""
+        asked = topic_partitions(partitions, "end_offsets()")
+        found = await self._offsets_at({tp: LATEST_TIMESTAMP for tp in asked}, "end_offsets()")
+        return {tp: info.offset for tp, info in found.items()}
+
+    async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                                ) -> dict[TopicPartition, ListOffsetsResultInfo | None]:
+        """For each partition, the first record at or after the timestamp (epoch ms): its offset and timestamp, and
+        the leader's epoch; None where no record a consumer can read is that late (Kafka's offsetsForTimes)."""
+        given = mapping(timestamps, "offsets_for_times()", "TopicPartition to timestamps")
+        asked = {topic_partition(tp, "offsets_for_times()"): non_negative_int(timestamp, "a timestamp")
+                 for tp, timestamp in given.items()}
+        found = await self._offsets_at(asked, "offsets_for_times()")
+        return {tp: info if info.offset >= 0 else None for tp, info in found.items()}
+
+    async def _offsets_at(self, timestamps: dict[TopicPartition, int], where: str
+                          ) -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """ListOffsets to the partitions' leaders until each has answered, refreshing metadata between rounds,
+        within default.api.timeout.ms; then UNKNOWN_TOPIC_OR_PARTITION for a partition metadata never listed,
+        else the last error (REQUEST_TIMED_OUT if there was none)."""
+        self.metadata.add_topics(tp.topic for tp in timestamps)
+        found: dict[TopicPartition, ListOffsetsResultInfo] = {}
+        last: KafkaError | None = None
+        with trio.move_on_after(self._api_timeout_s):
+            while True:
+                try:
+                    if not await list_offsets_once(self._transport, self.metadata, timestamps, found,
+                                                   isolation=self._isolation, current_leader_epoch=self._leader_epoch):
+                        return found
+                except KafkaError as exc:
+                    if exc.code not in STALE_METADATA_ERRORS and not exc.retriable:
+                        raise
+                    last = exc
+                await self._refresh_metadata()
+        unlisted = [tp for tp in timestamps if not self.metadata.lists(tp)]
+        if unlisted:
+            raise self.metadata.missing(f"partition {unlisted[0]}", self._api_timeout_s)
+        raise last or RequestTimedOutError(f"{where} got no answer within {self._api_timeout_s * 1000:.0f} ms")
 
     def highwater(self, tp: TopicPartition) -> int | None:
         """The high watermark the last fetch of `tp` reported, or None before one returned."""

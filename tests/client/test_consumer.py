@@ -10,7 +10,9 @@ import msgpack
 import pytest
 import trio
 
-from kafkalite.client import Consumer, LogTruncationError, NoOffsetForPartitionError, OffsetAndMetadata, Producer
+from kafkalite.client import (
+    Admin, Consumer, LogTruncationError, NoOffsetForPartitionError, OffsetAndMetadata, Producer,
+)
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import CorruptMessageError, InvalidTopicError, NetworkExceptionError, \
     OffsetOutOfRangeError, UnknownServerError, UnknownTopicOrPartitionError
@@ -480,6 +482,41 @@ def test_wrong_arguments_say_what_was_expected(call: Any, error: type, message: 
     with pytest.raises(error, match=message):
         call(consumer)
     assert consumer.assignment() == {TP}
+
+
+async def test_beginning_end_and_time_offsets_are_what_the_leaders_answer(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Kafka's beginningOffsets, endOffsets and offsetsForTimes, for any partitions, assigned or not: the log start
+    (moved by a DeleteRecords), the high watermark, and the first record at or after a time, or None."""
+    await cluster.create_topic("events", partitions=2, replication_factor=3)
+    await cluster.produce("events", 0, [Record(None, b"%d" % i, 1000 * (i + 1)) for i in range(5)])
+    async with Admin(cluster) as admin:
+        await admin.delete_records({TP: 2})
+    other = TopicPartition("events", 1)
+    epoch = cluster.partition_state("events", 0).leader_epoch
+    async with Consumer(bootstrap, default_api_timeout_ms=5000) as consumer:
+        assert await consumer.beginning_offsets([TP, other]) == {TP: 2, other: 0}
+        assert await consumer.end_offsets([TP, other]) == {TP: 5, other: 0}
+        found = await consumer.offsets_for_times({TP: 3500, other: 0})
+        assert found == {TP: (3, 4000, epoch), other: None}
+        assert await consumer.offsets_for_times({TP: 0}) == {TP: (2, 3000, epoch)}  # the first record left
+        assert await consumer.offsets_for_times({TP: 10**13}) == {TP: None}
+        with pytest.raises(UnknownTopicOrPartitionError, match="events-7"):
+            await consumer.end_offsets([TopicPartition("events", 7)])
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda c: c.end_offsets("events"), TypeError, r"end_offsets\(\) takes a collection of TopicPartition"),
+    (lambda c: c.beginning_offsets([("events", -1)]), ValueError, "must not be negative"),
+    (lambda c: c.offsets_for_times([TP]), TypeError, r"offsets_for_times\(\) takes a mapping of TopicPartition"),
+    (lambda c: c.offsets_for_times({TP: -5}), ValueError, "a timestamp must not be negative, got -5"),
+    (lambda c: c.offsets_for_times({TP: "5"}), TypeError, "a timestamp must be an int, not str"),
+])
+async def test_offset_lookups_check_their_arguments_before_asking(autojump_clock: Any, call: Any, error: type,
+                                                                  message: str) -> None:
+    async with Consumer("127.0.0.1:9") as consumer:  # never reached: nothing is sent
+        with pytest.raises(error, match=message):
+            await call(consumer)
 
 
 @pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (None, TypeError), (-1, ValueError)])
