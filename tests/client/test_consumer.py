@@ -505,6 +505,21 @@ async def test_beginning_end_and_time_offsets_are_what_the_leaders_answer(
             await consumer.end_offsets([TopicPartition("events", 7)])
 
 
+async def test_offset_lookups_follow_a_leader_killed_before_they_ask(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """The leader the consumer's metadata names is dead: the lookup is refused or unanswered, the consumer looks the
+    leader up again until the controller has elected another, and answers from it."""
+    await fill(cluster, 5)
+    async with Consumer(bootstrap) as consumer:
+        assert await consumer.end_offsets([TP]) == {TP: 5}
+        leader = cluster.leader_for("events", 0)
+        await cluster.kill_broker(leader)
+        with trio.fail_after(60):
+            assert await consumer.end_offsets([TP]) == {TP: 5}
+            assert await consumer.beginning_offsets([TP]) == {TP: 0}
+        assert cluster.leader_for("events", 0) not in (leader, -1)
+
+
 @pytest.mark.parametrize(("call", "error", "message"), [
     (lambda c: c.end_offsets("events"), TypeError, r"end_offsets\(\) takes a collection of TopicPartition"),
     (lambda c: c.beginning_offsets([("events", -1)]), ValueError, "must not be negative"),
