@@ -33,14 +33,9 @@ async def list_offsets_once(transport: ClientTransport, metadata: ClusterMetadat
     partition gets is raised, retriable ones too (OFFSET_NOT_AVAILABLE while a new leader catches up), for the
     caller's retries to name."""
     by_leader: dict[int, list[TopicPartition]] = {}
-    missing: list[TopicPartition] = []
     for tp in timestamps:
-        if tp in found:
-            continue
-        leader = metadata.leader_for(tp)
-        if leader is None:
-            missing.append(tp)
-        else:
+        leader = metadata.leader_for(tp) if tp not in found else None
+        if leader is not None:
             by_leader.setdefault(leader.leader, []).append(tp)
     for leader_id, tps in by_leader.items():
         response: ListOffsetsResponse = await transport.send(leader_id, ListOffsetsRequest(CONSUMER_REPLICA_ID, [
@@ -48,8 +43,10 @@ async def list_offsets_once(transport: ClientTransport, metadata: ClusterMetadat
             isolation))
         for result in response.partitions:
             tp = TopicPartition(result.topic, result.partition)
+            if tp not in timestamps:
+                continue  # not asked: nothing to answer
             if result.error_code == errors.NONE.code:
                 found[tp] = ListOffsetsResultInfo(result.offset, result.timestamp, result.leader_epoch)
             elif result.error_code not in STALE_METADATA_ERRORS:
                 errors.raise_for(result.error_code, result.error_message)
-    return missing + [tp for tp in timestamps if tp not in found and tp not in missing]
+    return [tp for tp in timestamps if tp not in found]
