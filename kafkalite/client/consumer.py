@@ -23,8 +23,8 @@ from a committed offset; commits carry it. When metadata shows a newer leader ep
 fetched or checked under, the consumer asks the leader where that record's epoch ends (OffsetsForLeaderEpoch)
 before fetching again, as Kafka's consumer does: an end below the position means an unclean election truncated
 the log under it, and the consumer moves back to that end (auto.offset.reset earliest or latest) or raises
-LogTruncationError (none) rather than skip, unseen, what the new leader wrote there. A `seek()` carries no
-epoch and is not checked.
+LogTruncationError (none) rather than skip, unseen, what the new leader wrote there. A plain `seek()` carries no
+epoch and is not checked; one given the epoch (`leader_epoch=`) is.
 
 An assigned partition that metadata does not list is looked up again (every retry.backoff.ms) for up to
 default.api.timeout.ms, the bound Kafka's consumer puts on its blocking calls (`position()` among them): it may
@@ -310,8 +310,17 @@ class Consumer:
             return list(self._states.values())
         return [self._state(tp, where) for tp in topic_partitions(partitions, where)]
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self._move(self._state(tp, "seek()"), non_negative_int(offset, "seek offset"), None)
+    def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
+        """Fetch from `offset` next. With the leader epoch of the record before it (as Kafka's seek with an
+        OffsetAndMetadata carries it), the position is checked against the leader's log before the first fetch
+        under a newer epoch, as a position the consumer read itself is (KIP-320); without, it is taken as given."""
+        state = self._state(tp, "seek()")
+        position = non_negative_int(offset, "seek offset")
+        if isinstance(leader_epoch, bool) or not isinstance(leader_epoch, int):
+            raise TypeError(f"seek leader_epoch must be an int, not {type(leader_epoch).__name__}")
+        if leader_epoch < -1:
+            raise ValueError(f"seek leader_epoch must be -1 (unknown) or more, got {leader_epoch}")
+        self._move(state, position, None, leader_epoch)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for state in self._states_of(partitions, "seek_to_beginning()"):
@@ -323,6 +332,7 @@ class Consumer:
 
     def _move(self, state: _PartitionState, position: int | None, reset: str | None, epoch: int = -1) -> None:
         state.position, state.reset, state.epoch = position, reset, epoch
+        state.checked_epoch = -1  # a position given, not read: not yet checked under any leader epoch
         state.generation += 1
         state.batches.clear()
         state.buffer.clear()

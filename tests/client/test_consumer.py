@@ -319,7 +319,8 @@ async def test_a_committed_position_carries_its_epoch_and_is_checked_when_a_memb
         autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     """The commit of the position after record 9 carries record 9's leader epoch; a consumer of the group started
     after the truncation, subscribed or assigned the partition by hand, resumes from it, checks it, and reads from
-    5. A plain seek carries no epoch and is not checked, as in Kafka: it reads from where it was told."""
+    5. A plain seek carries no epoch and is not checked, as in Kafka: it reads from where it was told; a seek
+    with the committed epoch is checked, and reads from 5."""
     committed: list[OffsetAndMetadata | None] = []
 
     async def read() -> None:
@@ -340,6 +341,8 @@ async def test_a_committed_position_carries_its_epoch_and_is_checked_when_a_memb
         sought.assign([TP])
         sought.seek(TP, 10)
         assert await poll_for(sought, 5) == NEW[5:]
+        sought.seek(TP, 10, leader_epoch=offset.leader_epoch)  # as the commit carried it: checked
+        assert await poll_for(sought, 10) == NEW
 
 
 @pytest.mark.parametrize(("payload", "cause"), [
@@ -471,6 +474,8 @@ async def test_an_unreachable_bootstrap_server_is_named_by_poll(autojump_clock: 
     (lambda c: c.assign([("events", -1)]), ValueError, r"the partition of 'events' in assign\(\) must not be negative"),
     (lambda c: c.seek(TP, "5"), TypeError, "seek offset must be an int, not str"),
     (lambda c: c.seek(TP, -1), ValueError, "seek offset must not be negative, got -1"),
+    (lambda c: c.seek(TP, 5, leader_epoch="3"), TypeError, "seek leader_epoch must be an int, not str"),
+    (lambda c: c.seek(TP, 5, leader_epoch=-2), ValueError, r"seek leader_epoch must be -1 \(unknown\) or more, got -2"),
     (lambda c: c.seek("events", 5), TypeError, r"seek\(\) takes a TopicPartition\(topic, partition\), not 'events'"),
     (lambda c: c.seek(TopicPartition("other", 0), 5), ValueError, "seek\\(\\): other-0 is not assigned"),
     (lambda c: c.seek_to_beginning(TP), TypeError, "seek_to_beginning\\(\\) takes a collection of TopicPartition"),
