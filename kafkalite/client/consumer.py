@@ -36,12 +36,13 @@ polling empty and only logs; a typo in an assignment should not look like a quie
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, TypeVar
@@ -667,9 +668,23 @@ class Consumer:
         await self._refresh_metadata()
         self._data_arrived.set()
 
+    @contextlib.contextmanager
+    def _answering(self, partitions: list[tuple[TopicPartition, _PartitionState]]) -> Iterator[None]:
+        """Around one request for `partitions` (a fetch, a position check): a failure of the whole request is each
+        partition's error, and whatever the outcome they may be asked again and poll() looks."""
+        try:
+            yield
+        except KafkaError as exc:
+            for tp, state in partitions:
+                self._on_partition_error(tp, state, exc)
+        finally:
+            for _, state in partitions:
+                state.fetching = False
+            self._data_arrived.set()
+
     async def _fetch(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
                      asked: dict[TopicPartition, _Asked], request: FetchRequest) -> None:
-        try:
+        with self._answering(partitions):
             response: FetchResponse = await self._transport.send(leader_id, request)
             errors.raise_for(response.error_code)
             for result in response.partitions:
@@ -686,13 +701,6 @@ class Consumer:
                 else:
                     self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
                         result.error_message))
-        except KafkaError as exc:
-            for tp, state in partitions:
-                self._on_partition_error(tp, state, exc)
-        finally:
-            for _, state in partitions:
-                state.fetching = False
-            self._data_arrived.set()
 
     async def _check_positions(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
                                asked: dict[TopicPartition, _Asked]) -> None:
@@ -702,7 +710,7 @@ class Consumer:
         request = OffsetsForLeaderEpochRequest(CONSUMER_REPLICA_ID, [
             OffsetForLeaderPartition(tp.topic, tp.partition, a.epoch, a.leader_epoch) for tp, a in asked.items()])
         unanswered = dict(partitions)
-        try:
+        with self._answering(partitions):
             response: OffsetsForLeaderEpochResponse = await self._transport.send(leader_id, request)
             for result in response.partitions:
                 tp = TopicPartition(result.topic, result.partition)
@@ -718,13 +726,6 @@ class Consumer:
                     self._on_truncation(tp, state, what, result.leader_epoch, result.end_offset)
             for state in unanswered.values():
                 state.backoff_until = trio.current_time() + self._retry_backoff_s
-        except KafkaError as exc:
-            for tp, state in partitions:
-                self._on_partition_error(tp, state, exc)
-        finally:
-            for _, state in partitions:
-                state.fetching = False
-            self._data_arrived.set()
 
     def _on_truncation(self, tp: TopicPartition, state: _PartitionState, asked: _Asked, epoch: int,
                        end_offset: int) -> None:
