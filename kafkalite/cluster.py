@@ -23,6 +23,7 @@ from kafkalite.common.config import BrokerConfig, config_text
 from kafkalite.common.errors import (
     NONE,
     ErrorCode,
+    KafkaError,
     LeaderNotAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
@@ -37,6 +38,7 @@ from kafkalite.coordination import CoordinationService
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
+    ApiKey,
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
     OngoingReassignment,
@@ -62,6 +64,7 @@ from kafkalite.network.requests import (
 )
 from kafkalite.network.transport import PauseGate, Transport
 from kafkalite.server import Broker, LogManager
+from kafkalite.server.request_faults import Drop, RequestFault, RequestFaults
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +214,7 @@ class Cluster:
         self.random = random.Random(self.seed)
         self.service = CoordinationService()
         self.transport = Transport()
+        self.request_faults = RequestFaults(harness=CLIENT)
         self._nodes: dict[int, _Node] = {}
         for broker_id in range(1, brokers + 1):
             values = {**(config or {}), **(broker_configs or {}).get(broker_id, {}), "broker.id": broker_id}
@@ -285,7 +289,8 @@ class Cluster:
                     # Its own stream per incarnation, drawn without touching the cluster's (which seeds the
                     # controllers): member ids stay reproducible and never repeat across restarts.
                     node.broker = Broker(node.config, node.zk, self.transport, node.log_manager, node.gate,
-                                         rng=random.Random(f"{self.seed}-{node.broker_id}-{node.starts}"))
+                                         rng=random.Random(f"{self.seed}-{node.broker_id}-{node.starts}"),
+                                         request_faults=self.request_faults)
                     node.controller = KafkaController(node.config, node.zk, self.transport, node.gate,
                                                       rng=random.Random(self.random.random()))
                     node.broker.set_controller(node.controller)
@@ -733,6 +738,35 @@ class Cluster:
     def heal(self) -> None:
         self.transport.heal()
         self._apply_coordination_links()
+
+    def fail_requests(self, api: ApiKey | str, error: ErrorCode | type[KafkaError] | str | int | None = None, *,
+                      drop: Drop | None = None, delay: float = 0.0, brokers: Iterable[int] | None = None,
+                      topics: Iterable[str] | None = None, client_id: str | None = None, times: int | None = 1,
+                      cluster_traffic: bool = False, message: str | None = None) -> RequestFault:
+        """The next `times` requests of `api` (Kafka's name: "Produce", "Fetch", "JoinGroup"; None: every one
+        until `.remove()`) get `error` on every entry of their answer without being served, or lose their
+        connection (`drop="request"`: before the broker serves them; `"response"`: after, so a produce is
+        appended and its producer must retry), or wait `delay` seconds first (on Trio's clock; alone, they are
+        then served as usual). Only requests to `brokers`, naming one of `topics`, from `client_id`, if given.
+
+        Requests from clients, over either listener or in-process, are taken; the cluster's own (followers'
+        fetches, the controller's requests, this object's calls such as `create_topic`) only with
+        `cluster_traffic=True`. Returns the fault: `.hits` counts the requests it took, `.active` turns false
+        once it has taken `times`, `.remove()` ends it now; `clear_request_faults()` ends them all.
+        """
+        chosen = None
+        if brokers is not None:
+            chosen = frozenset(arguments.broker_ids(brokers, "fail_requests(brokers=...)"))
+            unknown = sorted(chosen - set(self._nodes))
+            if unknown:
+                raise ValueError(f"no broker {unknown[0]} in this cluster: the brokers are {sorted(self._nodes)}")
+        return self.request_faults.add(api, error=error, drop=drop, delay_s=delay, brokers=chosen, topics=topics,
+                                       client_id=client_id, times=times, cluster_traffic=cluster_traffic,
+                                       message=message)
+
+    def clear_request_faults(self) -> None:
+        """End every fault `fail_requests` added; requests in a fault's delay stay in it."""
+        self.request_faults.clear()
 
     def _apply_coordination_links(self) -> None:
         for broker_id, node in self._nodes.items():

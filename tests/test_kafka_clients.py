@@ -1024,3 +1024,72 @@ def test_delete_records_with_each_admin(cluster: EmbeddedCluster, topic: str, cl
     assert DELETERS[client](cluster.kafka_bootstrap_servers, topic, -1) == COUNT
     [described] = cluster.describe_topic(topic)
     assert described.log_start_offsets == {1: COUNT, 2: COUNT, 3: COUNT}
+
+
+def test_request_faults_reach_confluent_kafka_as_from_a_kafka_broker(cluster: EmbeddedCluster, topic: str) -> None:
+    """`fail_requests` on the KAFKA listener. A lost produce acknowledgement (drop="response": appended, then the
+    connection closed): the idempotent producer's retry is recognised and the record stored once; without
+    idempotence it is stored twice, as against Kafka. An error kafkalite never answers itself
+    (29, TOPIC_AUTHORIZATION_FAILED) reaches the delivery report with librdkafka's own name for it."""
+
+    def deliver(value: bytes, **config: Any) -> tuple[Any, int | None]:
+        producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, **config})
+        reports: list[tuple[Any, int | None]] = []
+        producer.produce(topic, value=value, partition=0,
+                         on_delivery=lambda error, message: reports.append((error, message.offset())))
+        assert producer.flush(DEADLINE) == 0
+        return reports[0]
+
+    try:
+        lost = cluster.fail_requests("Produce", drop="response", topics=[topic])
+        assert deliver(b"idempotent", **{"enable.idempotence": True}) == (None, 0)
+        assert lost.hits == 1
+        cluster.fail_requests("Produce", drop="response", topics=[topic])
+        assert deliver(b"plain", **{"enable.idempotence": False, "acks": "all"}) == (None, 2)
+        refused = cluster.fail_requests("Produce", 29, topics=[topic], message="not for you")
+        error, _ = deliver(b"refused", **{"enable.idempotence": False})
+        assert error.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED and refused.hits == 1
+    finally:
+        cluster.clear_request_faults()
+    assert [r.value for _, r in native_read(cluster, topic, 3)] == [b"idempotent", b"plain", b"plain"]
+
+
+def test_kafka_python_and_the_native_tcp_consumer_read_through_failed_and_dropped_fetches(
+        cluster: EmbeddedCluster, topic: str) -> None:
+    """Fetches answered NOT_LEADER_OR_FOLLOWER (kafka-python over the KAFKA listener) or cut off with no answer
+    (kafkalite's consumer over the NATIVE listener): each client recovers and reads every record once, in order."""
+    import trio
+
+    from kafkalite.client import Consumer, TopicPartition
+
+    cluster.produce(topic, 0, [Record(None, f"v{i}".encode()) for i in range(COUNT)])
+    try:
+        failed = cluster.fail_requests("Fetch", "NOT_LEADER_OR_FOLLOWER", topics=[topic], times=3)
+        consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers, enable_auto_commit=False,
+                                       auto_offset_reset="earliest")
+        try:
+            consumer.assign([kafka.TopicPartition(topic, 0)])
+            got: list[Any] = []
+            wait_for(lambda: got.extend(m for ms in consumer.poll(100).values() for m in ms) or len(got) >= COUNT,
+                     "kafka-python to read through the failed fetches")
+        finally:
+            consumer.close()
+        assert [(m.offset, m.value) for m in got] == [(i, f"v{i}".encode()) for i in range(COUNT)]
+        assert failed.hits == 3
+
+        dropped = cluster.fail_requests("Fetch", drop="request", topics=[topic], times=2)
+        bootstrap = cluster.bootstrap_servers  # asked here: inside trio.run below, the cluster's loop is not ours
+
+        async def read_natively() -> list[tuple[int, bytes | None]]:
+            async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as native:
+                native.assign([TopicPartition(topic, 0)])
+                read: list[tuple[int, bytes | None]] = []
+                with trio.fail_after(DEADLINE):
+                    while len(read) < COUNT:
+                        read += [(r.offset, r.value) for r in await native.poll(1)]
+                return read
+
+        assert trio.run(read_natively) == [(i, f"v{i}".encode()) for i in range(COUNT)]
+        assert dropped.hits == 2
+    finally:
+        cluster.clear_request_faults()

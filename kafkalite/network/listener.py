@@ -30,7 +30,7 @@ from kafkalite.network.codec import (
 )
 from kafkalite.network.requests import CLUSTER_ACTIONS, REQUEST_TYPES, ApiKey, Request, RequestContext, Response
 from kafkalite.network.responses import api_versions_response, error_response
-from kafkalite.network.transport import Handler
+from kafkalite.network.transport import ConnectionDropped, Handler
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,11 @@ class WireProtocol(Protocol):
 
 async def call_handler(handler: Handler, request: Request, context: RequestContext) -> Response | None:
     """The handler's response; a failure becomes the request's own response type carrying the error (None if
-    that type cannot carry it), so a bug costs one request, never the listener."""
+    that type cannot carry it), so a bug costs one request, never the listener. `ConnectionDropped` passes."""
     try:
         return await handler(request, context)
+    except ConnectionDropped:
+        raise
     except KafkaError as exc:
         log.warning("%s listener: %s from %s failed: %s", context.listener, type(request).__name__,
                     context.source, exc)
@@ -192,7 +194,11 @@ class NativeWire:
             return self._reject(peer, exc)
         context = RequestContext(source=f"client:{peer}", listener=self._listener_name,
                                  client_id=header.client_id, correlation_id=header.correlation_id)
-        response = await self._handle(request, context)
+        try:
+            response = await self._handle(request, context)
+        except ConnectionDropped as exc:
+            log.info("%s listener: closing connection from %s: %s", self._listener_name, peer, exc)
+            return Answer(None, False)
         if response is None:
             log.warning("%s listener: closing connection from %s: %s failed and its response type cannot "
                         "carry the error", self._listener_name, peer, type(request).__name__)

@@ -2,7 +2,8 @@
 
 Kafka answers a request it cannot serve with the request's own response type carrying the error, because a
 client waits for exactly that type under that correlation id. Responses with a top-level `error_code` carry the
-error there. The others report per partition or per topic, so the error can only be expressed when the
+error there (a fetch's on every partition too, as Kafka's below version 13). The others report per partition or
+per topic, so the error can only be expressed when the
 decoded request is at hand to list its partitions; without it there is no response that tells the client
 anything, and the caller closes the connection instead (as Kafka does for a request it cannot parse).
 """
@@ -25,7 +26,7 @@ from kafkalite.network.requests import (
     DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse, DescribedGroup, DescribeGroupsRequest,
     DescribeGroupsResponse, OffsetCommitPartitionResponse, OffsetCommitRequest, OffsetCommitResponse,
     DeleteRecordsPartitionResult, DeleteRecordsRequest, DeleteRecordsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
+    IncrementalAlterConfigsResponse, FetchPartitionResponse, FetchRequest, FetchResponse,
 )
 
 
@@ -38,6 +39,12 @@ def api_versions_response(error_code: int = 0) -> ApiVersionsResponse:
 def _produce(request: Any, code: int, message: str | None) -> Response:
     return ProduceResponse([ProducePartitionResponse(p.topic, p.partition, code, error_message=message)
                             for p in request.partitions])
+
+
+def _fetch(request: Any, code: int, message: str | None) -> Response:
+    """On the whole request and on every partition, as Kafka answers a failed fetch below version 13."""
+    return FetchResponse(code, [FetchPartitionResponse(p.topic, p.partition, code, error_message=message)
+                                for p in request.partitions])
 
 
 def _list_offsets(request: Any, code: int, message: str | None) -> Response:
@@ -99,6 +106,7 @@ def _delete_groups(request: Any, code: int, message: str | None) -> Response:
 
 _PER_ENTRY: dict[type[Request], Callable[[Any, int, str | None], Response | None]] = {
     ProduceRequest: _produce,
+    FetchRequest: _fetch,
     ListOffsetsRequest: _list_offsets,
     DeleteRecordsRequest: _delete_records,
     OffsetsForLeaderEpochRequest: _offsets_for_leader_epoch,
@@ -126,9 +134,11 @@ def error_response(request: Request | type[Request], error_code: int,
     if request_type is ApiVersionsRequest:
         return api_versions_response(error_code)
     builder = _PER_ENTRY.get(request_type)
-    if builder is not None:
-        return None if isinstance(request, type) else builder(request, error_code, message)
+    if builder is not None and not isinstance(request, type):
+        return builder(request, error_code, message)
     response_type = RESPONSE_TYPES[request_type.api_key]
+    if not any(f.name == "error_code" for f in dataclasses.fields(response_type)):
+        return None
     values: dict[str, Any] = {"error_code": error_code}
     if any(f.name == "error_message" for f in dataclasses.fields(response_type)):
         values["error_message"] = message

@@ -14,7 +14,9 @@ Ordering is the sender's business, as in Kafka: the controller keeps one in-flig
 
 Faults: `partition(*groups)` cuts every link between nodes of different groups; `heal()` restores them. A
 send over a cut link, or to a broker that is down, fails at once with NETWORK_EXCEPTION: in one process there
-is no TCP timeout to wait for, and the callers' retry loops supply the delay Kafka's clients would see.
+is no TCP timeout to wait for, and the callers' retry loops supply the delay Kafka's clients would see. A
+handler that raises `ConnectionDropped` (a request fault) fails its request with NETWORK_EXCEPTION as well, as
+the TCP listeners close that connection.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ log = logging.getLogger(__name__)
 
 NodeId = int | str
 Handler = Callable[[Request, RequestContext], Awaitable[Response]]
+
+
+class ConnectionDropped(Exception):
+    """Raised by a handler for its request to get no answer: the connection it came on is dropped instead."""
 
 
 class PauseGate:
@@ -150,7 +156,10 @@ class Transport:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         await node.gate.checkpoint()
-        response = await node.handler(request, context or self._context_of(source))
+        try:
+            response = await node.handler(request, context or self._context_of(source))
+        except ConnectionDropped as exc:
+            raise NetworkExceptionError(str(exc)) from None
         sender = self._nodes.get(source)
         if sender is not None:
             await sender.gate.checkpoint()  # a paused sender acts on no response until it resumes

@@ -32,6 +32,7 @@ from kafkalite.server.log_manager import LogManager
 from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.offsets_log import ReplicaOffsetsLog
 from kafkalite.server.replica_manager import ReplicaManager
+from kafkalite.server.request_faults import RequestFaults
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
 
 class Broker:
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, log_manager: LogManager,
-                 gate: PauseGate, rng: random.Random | None = None) -> None:
+                 gate: PauseGate, rng: random.Random | None = None, request_faults: RequestFaults | None = None
+                 ) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.broker_epoch = -1
@@ -69,7 +71,7 @@ class Broker:
         self.group_coordinator = GroupCoordinator(self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
                                                   rng)
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
-                              self._current_broker_epoch, self.group_coordinator)
+                              self._current_broker_epoch, self.group_coordinator, request_faults)
         self._new_session = trio.Event()
         self._config_changed = trio.Event()
 

@@ -93,6 +93,7 @@ from kafkalite.network.responses import api_versions_response, error_response
 from kafkalite.network.transport import Transport
 from kafkalite.server.metadata_cache import MetadataCache
 from kafkalite.server.replica_manager import ReplicaManager
+from kafkalite.server.request_faults import RequestFaults
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +174,9 @@ def check_request_bounds(request: Request, config: BrokerConfig) -> tuple[ErrorC
 class KafkaApis:
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  zk: KafkaZkClient, transport: Transport, broker_epoch: Callable[[], int],
-                 group_coordinator: GroupCoordinator) -> None:
+                 group_coordinator: GroupCoordinator, request_faults: RequestFaults | None = None) -> None:
         self.broker_id = broker_id
+        self.request_faults = request_faults
         self.group_coordinator = group_coordinator
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
@@ -236,6 +238,14 @@ class KafkaApis:
             refused = check_request_bounds(request, self.replica_manager.config)
             if refused is not None:
                 return build_error_response(request, *refused)
+        faults = self.request_faults
+        if faults is not None and faults.faults:
+            return await faults.serve(self.broker_id, request, context, lambda: self._serve(handler, request, context))
+        return await self._serve(handler, request, context)
+
+    async def _serve(self, handler: Callable[[Any, RequestContext], Awaitable[Response]], request: Request,
+                     context: RequestContext) -> Response:
+        """The handler's response; its failure as the request's own response type carrying the error."""
         try:
             return await handler(request, context)
         except KafkaError as exc:

@@ -27,7 +27,7 @@ from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import decode_request, encode_response, peek_header
 from kafkalite.network.listener import Answer
 from kafkalite.network.requests import RequestContext
-from kafkalite.network.transport import Handler
+from kafkalite.network.transport import ConnectionDropped, Handler
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,9 @@ class KafkaWire:
             if response is None:
                 return Answer(None, True)
             return Answer(encode_response(response, header.api_version, header.correlation_id), True)
+        except ConnectionDropped as exc:
+            log.info("%s listener: closing connection from %s: %s", self._listener_name, peer, exc)
+            return _CLOSE
         except KafkaError as exc:
             return self._close(peer, f"{api.request.name} failed: {exc}")
         except Exception:  # a bug in a translation costs this connection only
