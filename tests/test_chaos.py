@@ -1,5 +1,6 @@
 """Deterministic chaos (kafkalite.testing.chaos): the checker sees every anomaly it names, seeds replay, 500 seeds of
-the full nemesis show none, and a configuration that loses writes is caught losing them.
+the full nemesis show none, request faults alone show none, and a configuration that loses or duplicates writes
+is caught doing so.
 
 The sweeps run their seeds in forked children, two at a time on this machine; `pytest -m chaos` selects them,
 `-m "not chaos"` leaves them out (CI runs them). The sweeps that must show nothing run through the command line,
@@ -102,3 +103,23 @@ def test_the_negative_control_loses_acknowledged_writes_and_the_checker_reports_
     losing = [r for r in results if any(a.kind == "lost-write" for a in r.anomalies)]
     assert len(losing) >= 4, summary(results)
     assert replay(losing[0].seed, ChaosConfig().negative_control()).history_hash == losing[0].history_hash
+
+
+REQUEST_FAULTS = ("lose-acks", "fail-requests", "slow-replication")
+
+
+def test_request_faults_alone_show_no_anomaly_and_take_requests_in_every_run() -> None:
+    """Lost produce acknowledgements, clients' requests failed, dropped and held, followers' fetches held: the
+    idempotent producers write each value once, and the consumers read on. Each run's faults took requests."""
+    assert sweep_as_the_command_line_does(3000, 20, "--faults", ",".join(REQUEST_FAULTS)).startswith(
+        "20 seeds, 0 failing")
+    results = sweep(range(3000, 3004), ChaosConfig(nemesis=dict.fromkeys(REQUEST_FAULTS, 1.0)), workers=WORKERS)
+    assert all(r.stats["taken-by-request-faults"] > 0 for r in results), [r.stats for r in results]
+
+
+def test_lost_acknowledgements_duplicate_writes_without_idempotence_and_the_checker_says_so() -> None:
+    """The negative control's producers (acks=1, not idempotent) retry a produce whose acknowledgement was lost,
+    and the broker appends it again, as Kafka's would."""
+    results = sweep(range(8), ChaosConfig(nemesis={"lose-acks": 1.0}).negative_control(), workers=WORKERS)
+    duplicating = [r for r in results if any(a.kind == "duplicate" for a in r.anomalies)]
+    assert len(duplicating) >= 4, summary(results)

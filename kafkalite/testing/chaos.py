@@ -2,6 +2,7 @@
 
     python -m kafkalite.testing.chaos --seeds 10000 [--first 0] [--brokers 3] [--workers N]
     python -m kafkalite.testing.chaos --replay 1234          # one seed, its schedule and its first anomaly
+    python -m kafkalite.testing.chaos --seeds 100 --faults lose-acks,fail-requests   # only those faults
 
 A run (`run(seed, ChaosConfig(...))`) starts a cluster on Trio's MockClock, creates a replicated topic, and
 lets idempotent acks=all producers write unique values while consumers poll and a client watches every
@@ -9,7 +10,9 @@ partition's high watermark. A nemesis draws faults from the seed's random stream
 controlled shutdowns, session expiries, pauses shorter and longer than the session timeout and the lag time,
 network splits (the controller cut from the coordination service, clients cut from brokers, random splits),
 a zombie controller, reassignments (some redirected or cancelled midway) and preferred elections in flight,
-topics and partitions created while faulted. At the end everything is healed, 30 virtual seconds pass, the
+topics and partitions created while faulted, and request faults (`Cluster.fail_requests`): produce
+acknowledgements lost after the append, clients' requests failed with retriable errors, dropped or held, and
+followers' fetches held at a leader. At the end everything is healed, 30 virtual seconds pass, the
 consumers catch up, and `check` looks for Jepsen's anomalies in what the clients saw and what the replicas hold.
 
 Determinism, honestly: everything kafkalite and this harness choose comes from the seed (fault choice and
@@ -54,7 +57,21 @@ TOPIC = "chaos"
 EPOCH_S = 1_700_000_000.0  # every run's clock starts here, so record timestamps replay too
 
 FAULTS = ("kill", "shutdown", "expire", "pause-short", "pause-long", "split", "cut-controller", "cut-client",
-          "zombie", "reassign", "prefer", "create-topic", "add-partitions")
+          "zombie", "reassign", "prefer", "create-topic", "add-partitions", "lose-acks", "fail-requests",
+          "slow-replication")
+
+_RETRIABLE = {
+    "Produce": ("NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS",
+                "KAFKA_STORAGE_ERROR", "UNKNOWN_TOPIC_OR_PARTITION"),
+    "Fetch": ("NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "KAFKA_STORAGE_ERROR", "FENCED_LEADER_EPOCH",
+              "UNKNOWN_LEADER_EPOCH"),
+    "ListOffsets": ("NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION",
+                    "OFFSET_NOT_AVAILABLE", "FENCED_LEADER_EPOCH"),
+    "Metadata": ("LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PARTITION"),
+    "InitProducerId": ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR"),
+}
+"""The requests the workload's producers and consumers send, and errors a Kafka broker may answer each with that
+a client must retry through: what a request fault answers with."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +220,8 @@ def check(history: History, final: FinalState) -> tuple[list[Anomaly], dict[str,
     acked_values = set(history.acked)
     stats = {"acknowledged": len(history.acked), "failed": len(history.failed),
              "read": sum(len(p) for p in history.polls.values()),
-             "unacknowledged-appeared": sum(1 for v in where if v not in acked_values)}
+             "unacknowledged-appeared": sum(1 for v in where if v not in acked_values),
+             "taken-by-request-faults": sum(d[1] for _, kind, d in history.events if kind == "request-fault")}
     return anomalies, stats
 
 
@@ -451,6 +469,18 @@ class _Run:
                 self.extra_topics += 1
                 await self.cluster_call(cluster.create_topic(f"extra-{self.extra_topics}", 2, min(3, len(live)),
                                                              timeout=10))
+            elif fault == "lose-acks":  # appended, then the connection closed: the producer retries
+                await self.for_a_while(duration_s, "Produce", drop="response", brokers=self.some_brokers())
+            elif fault == "fail-requests":
+                api = rng.choice(sorted(_RETRIABLE))
+                action = rng.choice(["error", "drop", "delay"])
+                await self.for_a_while(duration_s, api, brokers=self.some_brokers(),
+                                       error=rng.choice(_RETRIABLE[api]) if action == "error" else None,
+                                       drop="request" if action == "drop" else None,
+                                       delay=rng.uniform(0.1, 6) if action == "delay" else 0.0)
+            elif fault == "slow-replication":  # one leader answers its followers late, up to past the lag time
+                await self.for_a_while(duration_s, "Fetch", delay=rng.uniform(0.1, self.config.lag_time_ms / 500),
+                                       brokers=self.some_brokers(1), cluster_traffic=True)
             elif fault == "add-partitions" and self.extra_topics:
                 topic = f"extra-{rng.randrange(1, self.extra_topics + 1)}"
                 try:
@@ -460,6 +490,20 @@ class _Run:
                 await self.cluster_call(cluster.create_partitions(topic, count + 1, timeout=10))
         except (KafkaError, ValueError) as exc:
             self.history.record("fault-failed", fault, type(exc).__name__)
+
+    def some_brokers(self, count: int | None = None) -> list[int]:
+        brokers = self.cluster.broker_ids
+        return self.rng.sample(brokers, count or self.rng.randrange(1, len(brokers) + 1))
+
+    async def for_a_while(self, duration_s: float, api: str, **fault: Any) -> None:
+        """A request fault on every matching request for `duration_s` (healing ends any still on)."""
+        taken = self.cluster.fail_requests(api, times=None, **fault)
+        self.schedule(f"  {api} {', '.join(f'{k}={v}' for k, v in fault.items() if v)}")
+        try:
+            await trio.sleep(duration_s)
+        finally:
+            taken.remove()
+            self.history.record("request-fault", api, taken.hits)
 
     async def cluster_call(self, call: Any) -> None:
         try:
@@ -488,6 +532,7 @@ class _Run:
     async def heal_everything(self) -> None:
         self.schedule("heal everything")
         self.cluster.heal()
+        self.cluster.clear_request_faults()
         for broker in sorted(self.paused):
             self.resume(broker)
         for broker in self.cluster.broker_ids:
@@ -624,11 +669,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replay", type=int, help="run one seed and print its schedule and first anomaly")
     parser.add_argument("--negative-control", action="store_true",
                         help="acks=1, min ISR 1, unclean election: writes must be seen lost")
+    parser.add_argument("--faults", help=f"the faults to draw, comma-separated (default all: {','.join(FAULTS)})")
     args = parser.parse_args(argv)
+    chosen = FAULTS if args.faults is None else tuple(filter(None, args.faults.split(",")))
+    unknown = sorted(set(chosen) - set(FAULTS))
+    if unknown or not chosen:
+        parser.error(f"--faults names {', '.join(unknown) or 'nothing'}; the faults are {', '.join(FAULTS)}")
     if "PYTHONHASHSEED" not in os.environ:  # runs replay only under the same string hashes: fix them
         os.execve(sys.executable, [sys.executable, "-m", "kafkalite.testing.chaos", *(argv or sys.argv[1:])],
                   {**os.environ, "PYTHONHASHSEED": "0"})
-    config = ChaosConfig(brokers=args.brokers)
+    config = ChaosConfig(brokers=args.brokers, nemesis=dict.fromkeys(chosen, 1.0))
     if args.negative_control:
         config = config.negative_control()
     logging.disable(logging.CRITICAL)
