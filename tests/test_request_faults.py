@@ -94,6 +94,19 @@ async def test_a_delay_holds_requests_on_trios_clock_until_the_fault_is_removed(
         assert trio.current_time() - started < 1 and fault.hits == hits
 
 
+async def test_a_request_held_past_the_clients_timeout_is_abandoned_and_retried(cluster: Cluster) -> None:
+    """The producer gives up on its request after request.timeout.ms and sends it again; the held one, abandoned
+    with its connection, is never served, and the record is written once."""
+    held = cluster.fail_requests("Produce", delay=60)
+    async with Producer(cluster, {"request.timeout.ms": 5000}) as producer:
+        started = trio.current_time()
+        assert await send(producer, b"a") == 0
+        assert 5 <= trio.current_time() - started < 60
+    assert held.hits == 1
+    await trio.sleep(60)
+    assert await values(cluster) == [(0, b"a")]
+
+
 async def test_faults_take_only_the_topics_brokers_and_client_named(cluster: Cluster) -> None:
     leader = cluster.leader_for(TOPIC, 0)
     follower = next(b for b in cluster.live_broker_ids if b != leader)
