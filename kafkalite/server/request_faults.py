@@ -111,7 +111,7 @@ def resolve_error(error: ErrorCode | type[KafkaError] | str | int) -> ErrorCode:
         found = next((e for e in errors.all_errors() if e.name == error.upper()), None)
     elif isinstance(error, int) and not isinstance(error, bool):
         if not -1 <= error <= 0x7FFF:
-            raise ValueError(f"error code {error} does not fit Kafka's int16 error codes")
+            raise ValueError(f"error code {error} is none of Kafka's: they run from -1 up, within an int16")
         found = next((e for e in errors.all_errors() if e.code == error),
                      ErrorCode(error, f"error code {error}", False, "an error code kafkalite does not define"))
     else:
