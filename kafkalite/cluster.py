@@ -768,6 +768,19 @@ class Cluster:
         """End every fault `fail_requests` added; requests in a fault's delay stay in it."""
         self.request_faults.clear()
 
+    async def end_faults(self) -> None:
+        """Undo every fault: request faults end, links heal, paused brokers resume and stopped ones start again
+        with their logs. What the faults did stays done (a leader moved, a broker's new epoch, records written).
+        For a cluster shared by several tests, so that each meets it whole."""
+        self.clear_request_faults()
+        self.heal()
+        for node in self._nodes.values():
+            if node.alive and node.gate.paused:
+                node.gate.resume()
+        for broker_id, node in sorted(self._nodes.items()):
+            if not node.alive:
+                await self._start_node(node)
+
     def _apply_coordination_links(self) -> None:
         for broker_id, node in self._nodes.items():
             self.service.set_reachable(f"broker-{broker_id}", self.transport.link_up(broker_id, COORDINATION))

@@ -125,6 +125,20 @@ async def test_a_fault_on_a_broker_outlives_its_restart(cluster: Cluster) -> Non
         assert await consumer.position(TP) == 0
 
 
+async def test_end_faults_leaves_a_whole_cluster_with_what_was_written(cluster: Cluster) -> None:
+    await cluster.produce(TOPIC, 0, [Record(None, b"a")])
+    cluster.fail_requests("Produce", errors.NOT_LEADER_OR_FOLLOWER, times=None)
+    cluster.partition_network({1}, {2, 3})
+    cluster.pause_broker(2)
+    await cluster.kill_broker(3)
+    await cluster.end_faults()
+    assert cluster.request_faults.faults == () and cluster.live_broker_ids == [1, 2, 3]
+    await cluster.wait_until(lambda: set(cluster.partition_state(TOPIC, 0).isr) == {1, 2, 3}, timeout=60)
+    async with Producer(cluster) as producer:
+        assert await send(producer, b"b") == 1
+    assert await values(cluster) == [(0, b"a"), (1, b"b")]
+
+
 async def test_faults_take_only_the_topics_brokers_and_client_named(cluster: Cluster) -> None:
     leader = cluster.leader_for(TOPIC, 0)
     follower = next(b for b in cluster.live_broker_ids if b != leader)

@@ -101,13 +101,16 @@ def _kafkalite_session_cluster() -> Iterator[EmbeddedCluster]:
 
 @pytest.fixture
 def kafkalite_cluster_session(request: pytest.FixtureRequest,
-                              _kafkalite_session_cluster: EmbeddedCluster) -> EmbeddedCluster:
+                              _kafkalite_session_cluster: EmbeddedCluster) -> Iterator[EmbeddedCluster]:
+    """The shared cluster; after each test its faults end (`Cluster.end_faults`), so that a request fault or a
+    stopped broker one test left behind does not fail the next. Topics and records stay."""
     shape = _shape(request)
     if (shape.brokers, shape.config, shape.seed) != (DEFAULT_BROKERS, {}, None):
         pytest.fail("kafkalite_cluster_session is shared by every test: only topics= can shape it; "
                     "use kafkalite_cluster for brokers=, config= or seed=", pytrace=False)
     _create_missing(_kafkalite_session_cluster, shape)
-    return _kafkalite_session_cluster
+    yield _kafkalite_session_cluster
+    _kafkalite_session_cluster.end_faults()
 
 
 @pytest.fixture

@@ -43,6 +43,21 @@ def test_session_cluster_b(kafkalite_cluster_session):
     assert len(kafkalite_cluster_session.describe_topic("more")[0].replicas) == 3
 
 
+def test_session_cluster_left_faulted(kafkalite_cluster_session):
+    kafkalite_cluster_session.fail_requests("Produce", "NOT_LEADER_OR_FOLLOWER", times=None)
+    kafkalite_cluster_session.partition_network({1}, {2, 3})
+    kafkalite_cluster_session.pause_broker(2)
+    kafkalite_cluster_session.kill_broker(3)
+
+
+@pytest.mark.kafkalite(topics={"shared": 1})
+def test_session_cluster_comes_whole_to_the_next_test(kafkalite_cluster_session):
+    assert kafkalite_cluster_session.request_faults.faults == ()
+    assert kafkalite_cluster_session.live_broker_ids == [1, 2, 3]
+    with kafkalite_cluster_session.producer() as producer:
+        assert producer.send("shared", b"b", partition=0).result(30).offset == 1
+
+
 @pytest.mark.kafkalite(brokers=1)
 def test_session_cluster_cannot_be_reshaped(kafkalite_cluster_session):
     pass
@@ -60,7 +75,7 @@ def test_fixtures_work_without_a_conftest(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ntrio_mode = true\n")
     pytester.makepyfile(test_project=PROJECT_TESTS)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6, errors=1)
+    result.assert_outcomes(passed=8, errors=1)
     result.stdout.fnmatch_lines(["*kafkalite_cluster_session is shared by every test: only topics= can shape it*"])
 
 
