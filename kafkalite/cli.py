@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                             "(default 0: a free port each, printed at start)")
     serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, e.g. --config min.insync.replicas=2")
+    serve.add_argument("--control-port", type=_port, default=None,
+                       help="serve the HTTP control endpoint (kill, pause, partition, request faults) on this "
+                            "port, 0 for a free one (printed at start); default: none")
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
@@ -242,6 +245,8 @@ def _serve(args: argparse.Namespace) -> int:
         try:
             print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
             print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}", flush=True)
+            if args.control_port is not None:
+                print(f"control: {cluster.serve_control(args.control_port)}", flush=True)
             console.print(_brokers_table(cluster.describe_brokers()))
             console.print("Press Ctrl-C to stop.")
             stop.wait()

@@ -148,6 +148,18 @@ class EmbeddedCluster:
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *(name for name in dir(Cluster) if not name.startswith("_"))})
 
+    def serve_control(self, port: int = 0) -> str:
+        """Serve the HTTP control endpoint (`kafkalite.control`) on 127.0.0.1 until the cluster stops, for tests
+        in other languages; its URL (port 0: a free one)."""
+        from kafkalite.control import serve_control
+
+        async def start() -> int:
+            assert self._nursery is not None and self.cluster is not None
+            bound: int = await self._nursery.start(serve_control, self.cluster, "127.0.0.1", port)
+            return bound
+
+        return f"http://127.0.0.1:{self.call(start)}"
+
     # -- synchronous clients ----------------------------------------------------------------------------------------
 
     def _open(self, factory: Callable[[], Any]) -> tuple[Any, _Lifetime]:

@@ -204,6 +204,29 @@ def test_serve_prints_bootstrap_servers_and_stops_on_ctrl_c(serve: Callable[...,
     served.read_until("stopped")
 
 
+def test_serve_with_a_control_endpoint_takes_faults_over_http(serve: Callable[..., Served]) -> None:
+    """`kafkalite serve --control-port 0` prints the endpoint's URL; a test in any language kills a broker and sets
+    a request fault there, and Ctrl-C still stops everything."""
+    import json
+    import urllib.request
+
+    served = serve("--brokers", "2", "--control-port", "0", "--config", "min.insync.replicas=1")
+    url = served.read_until("control: ")[-1].split(": ", 1)[1].strip()
+    assert url.startswith("http://127.0.0.1:")
+
+    def post(path: str, body: object = None) -> object:
+        data = None if body is None else json.dumps(body).encode()
+        with urllib.request.urlopen(urllib.request.Request(url + path, data=data, method="POST"), timeout=30) as r:
+            return json.loads(r.read())
+
+    assert post("/brokers/2/kill") == {"broker": 2, "live_brokers": [1]}
+    assert post("/faults", {"api": "Metadata", "delay": 0.1})["active"] is True
+    with urllib.request.urlopen(url + "/cluster", timeout=30) as response:
+        assert json.loads(response.read())["live_brokers"] == [1]
+    served.read_until("Ctrl-C")
+    assert served.interrupt() == 0
+
+
 def free_port_pair() -> int:
     """A port P such that P and P+1 are both free right now."""
     for _ in range(50):
@@ -237,6 +260,7 @@ def test_serve_on_fixed_ports(serve: Callable[..., Served]) -> None:
     (["--port", "65535", "--brokers", "3"], "--port 65535 with 3 brokers would need ports up to 65537; "
                                              "the highest is 65535"),
     (["--brokers", "0"], "argument --brokers: expected a whole number of at least 1, got '0'"),
+    (["--control-port", "http"], "argument --control-port: expected a port from 1 to 65535"),
 ])
 def test_serve_refuses_ports_that_do_not_exist(serve: Callable[..., Served], argv: list[str], message: str) -> None:
     """70000 used to bind port 4464, and 65535 with three brokers wrapped around to ports 0 and 1: served, silently,

@@ -29,6 +29,7 @@ it) is served as if no error fault existed, and does not count as a hit.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
@@ -130,9 +131,10 @@ class RequestFault:
     `remove()` ends it; one added with `times` ends by itself after that many hits (`active` then turns false).
     """
 
-    def __init__(self, table: RequestFaults, api: ApiKey, *, error: ErrorCode | None, drop: Drop | None,
+    def __init__(self, table: RequestFaults, fault_id: int, api: ApiKey, *, error: ErrorCode | None, drop: Drop | None,
                  delay_s: float, brokers: frozenset[int] | None, topics: frozenset[str] | None,
                  client_id: str | None, times: int | None, cluster_traffic: bool, message: str) -> None:
+        self.id = fault_id
         self.api = api
         self.error = error
         self.drop = drop
@@ -156,7 +158,7 @@ class RequestFault:
     def __repr__(self) -> str:
         action = (f"error={self.error.name}" if self.error is not None else
                   f"drop={self.drop!r}" if self.drop is not None else "delay only")
-        return (f"<RequestFault {api_name(self.api)} {action} delay={self.delay_s}s hits={self.hits}"
+        return (f"<RequestFault #{self.id} {api_name(self.api)} {action} delay={self.delay_s}s hits={self.hits}"
                 f"{'' if self.times is None else f'/{self.times}'}{'' if self.active else ' (ended)'}>")
 
     def _takes(self, broker_id: int, request: Request, context: RequestContext, harness: str) -> bool:
@@ -197,6 +199,7 @@ class RequestFaults:
     def __init__(self, harness: str) -> None:
         self.faults: tuple[RequestFault, ...] = ()  # replaced, never changed in place: read from another thread
         self._harness = harness
+        self._ids = itertools.count(1)
 
     def add(self, api: ApiKey | str, *, error: ErrorCode | type[KafkaError] | str | int | None = None,
             drop: Drop | None = None, delay_s: float = 0.0, brokers: frozenset[int] | None = None,
@@ -231,7 +234,7 @@ class RequestFaults:
                 raise ValueError(f"{api_name(key)} requests name no topics; the APIs that do are "
                                  f"{', '.join(sorted(api_name(k) for k in _KEYS_WITH_TOPICS))}")
             names = frozenset(topics)
-        fault = RequestFault(self, key, error=code, drop=drop, delay_s=float(delay_s), brokers=brokers,
+        fault = RequestFault(self, next(self._ids), key, error=code, drop=drop, delay_s=float(delay_s), brokers=brokers,
                              topics=names, client_id=client_id, times=times, cluster_traffic=cluster_traffic,
                              message=message or "a fault the test injected (Cluster.fail_requests)")
         self.faults = (*self.faults, fault)
