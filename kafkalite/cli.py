@@ -243,10 +243,11 @@ def _serve(args: argparse.Namespace) -> int:
         # the previous handlers come back so that an in-process caller (a test) keeps its own.
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            control = None if args.control_port is None else _serve_control(cluster, args.control_port)
             print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
             print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}", flush=True)
-            if args.control_port is not None:
-                print(f"control: {cluster.serve_control(args.control_port)}", flush=True)
+            if control is not None:
+                print(f"control: {control}", flush=True)
             console.print(_brokers_table(cluster.describe_brokers()))
             console.print("Press Ctrl-C to stop.")
             stop.wait()
@@ -255,6 +256,13 @@ def _serve(args: argparse.Namespace) -> int:
                 signal.signal(sig, handler)
     console.print("stopped")
     return 0
+
+
+def _serve_control(cluster: Any, port: int) -> str:
+    try:
+        return str(cluster.serve_control(port))
+    except OSError as exc:
+        raise UsageError(f"--control-port {port}: cannot listen there: {exc.strerror or exc}") from None
 
 
 # -- client commands ------------------------------------------------------------------------------------------------

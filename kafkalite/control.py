@@ -185,8 +185,8 @@ async def _answer(cluster: Cluster, method: str, target: str, body: bytes) -> tu
                 raise _HttpError(405, f"{path} takes {allowed}, not {method}", [("Allow", allowed)])
             try:
                 parsed = json.loads(body) if body.strip() else {}
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise _HttpError(400, f"the body is not JSON: {exc}") from None
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                raise _HttpError(400, f"the body is not JSON: {exc or type(exc).__name__}") from None
             status, value = await handler(cluster, match.groupdict(), parsed)
             return status, value, []
         raise _HttpError(404, f"no such path {path}: the paths are /cluster, /brokers/{{id}}/{{action}}, "

@@ -227,6 +227,18 @@ def test_serve_with_a_control_endpoint_takes_faults_over_http(serve: Callable[..
     assert served.interrupt() == 0
 
 
+def test_serve_refuses_a_control_port_in_use_in_one_line(serve: Callable[..., Served]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        served = serve("--brokers", "1", "--control-port", str(port))
+        assert served.process.wait(timeout=30) == 1
+    assert served.lines.get(timeout=30) is None  # nothing printed: no bootstrap servers of a cluster that stopped
+    err = served.process.stderr.read()
+    assert err.count("\n") == 1 and f"--control-port {port}: cannot listen there" in err
+
+
 def free_port_pair() -> int:
     """A port P such that P and P+1 are both free right now."""
     for _ in range(50):

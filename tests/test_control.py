@@ -171,6 +171,10 @@ def test_a_body_that_is_not_json_or_too_large_is_refused(call: Callable[..., tup
     assert status == 400 and "not JSON" in answer["error"]
     status, answer = call("POST", "/faults", raw=b"\xff\xfe")
     assert status == 400 and "not JSON" in answer["error"]
+    status, answer = call("POST", "/faults", raw=b"[" * 30_000 + b"]" * 30_000)  # nested past the parser's stack
+    assert status == 400 and "not JSON" in answer["error"]
+    status, answer = call("POST", "/faults", raw=b'{"api": "Produce", "delay": NaN}')
+    assert status == 400 and "delay must be" in answer["error"]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
     connection.request("POST", "/faults", body=b"x" * (MAX_BODY_BYTES + 1))
     response = connection.getresponse()
