@@ -770,8 +770,10 @@ class Cluster:
 
     async def end_faults(self) -> None:
         """Undo every fault: request faults end, links heal, paused brokers resume and stopped ones start again
-        with their logs. What the faults did stays done (a leader moved, a broker's new epoch, records written).
-        For a cluster shared by several tests, so that each meets it whole."""
+        with their logs (a crashed broker's session, which would expire by itself, expires at once, so that it
+        registers again without waiting out the session timeout). What the faults did stays done (a leader moved,
+        a broker's new epoch, records written). For a cluster shared by several tests, so that each meets it
+        whole."""
         self.clear_request_faults()
         self.heal()
         for node in self._nodes.values():
@@ -779,6 +781,8 @@ class Cluster:
                 node.gate.resume()
         for broker_id, node in sorted(self._nodes.items()):
             if not node.alive:
+                if node.zk is not None:
+                    self.service.expire(node.zk.session.session_id)
                 await self._start_node(node)
 
     def _apply_coordination_links(self) -> None:
