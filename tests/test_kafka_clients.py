@@ -1093,3 +1093,70 @@ def test_kafka_python_and_the_native_tcp_consumer_read_through_failed_and_droppe
         assert dropped.hits == 2
     finally:
         cluster.clear_request_faults()
+
+
+def _group_member(cluster: EmbeddedCluster, group: str, name: str, events: list[tuple[str, str, list[int]]],
+                  topic: str, **config: Any) -> Any:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group,
+                                         "auto.offset.reset": "earliest", "client.id": name, **config})
+    consumer.subscribe([topic], on_assign=lambda _, ps: events.append((name, "assign", sorted(p.partition for p in ps))),
+                       on_revoke=lambda _, ps: events.append((name, "revoke", sorted(p.partition for p in ps))))
+    return consumer
+
+
+def _poll_until(consumers: list[Any], condition: Callable[[], bool], what: str) -> None:
+    wait_for(lambda: [c.poll(0.05) for c in consumers] and condition(), what)
+
+
+def _owned(consumer: Any) -> set[int]:
+    return {p.partition for p in consumer.assignment()}
+
+
+def test_cooperative_sticky_members_of_confluent_kafka_rebalance_incrementally(cluster: EmbeddedCluster) -> None:
+    """KIP-429: when a second member joins, the first gives up only the partitions that move and keeps reading
+    the others; the two end with disjoint assignments that cover the topic."""
+    topic = "cooperative"
+    cluster.create_topic(topic, 6, 3)
+    events: list[tuple[str, str, list[int]]] = []
+    sticky = {"partition.assignment.strategy": "cooperative-sticky"}
+    first = _group_member(cluster, "cooperative", "first", events, topic, **sticky)
+    second = None
+    try:
+        _poll_until([first], lambda: _owned(first) == set(range(6)), "the first member to own every partition")
+        second = _group_member(cluster, "cooperative", "second", events, topic, **sticky)
+        _poll_until([first, second], lambda: len(_owned(first)) == len(_owned(second)) == 3,
+                    "three partitions each")
+        assert _owned(first) | _owned(second) == set(range(6))
+        revoked = [partitions for name, kind, partitions in events if name == "first" and kind == "revoke"]
+        assert revoked and all(len(partitions) == 3 for partitions in revoked if partitions), events
+    finally:
+        for consumer in (first, second):
+            if consumer is not None:
+                consumer.close()
+
+
+def test_a_static_member_of_confluent_kafka_comes_back_to_its_partitions_without_a_rebalance(
+        cluster: EmbeddedCluster) -> None:
+    """KIP-345: a member with a group.instance.id that closes without leaving and comes back within its session
+    timeout gets its partitions again, and the other member is never asked to give any up."""
+    topic = "static"
+    cluster.create_topic(topic, 4, 3)
+    events: list[tuple[str, str, list[int]]] = []
+    static = {"session.timeout.ms": 10000}
+    stays = _group_member(cluster, "static", "stays", events, topic, **{"group.instance.id": "stays"}, **static)
+    leaves = _group_member(cluster, "static", "leaves", events, topic, **{"group.instance.id": "back"}, **static)
+    returns = None
+    try:
+        _poll_until([stays, leaves], lambda: len(_owned(stays)) == len(_owned(leaves)) == 2, "two partitions each")
+        kept, held = _owned(stays), _owned(leaves)
+        leaves.close()  # a static member's close sends no LeaveGroup
+        settled = len(events)
+        returns = _group_member(cluster, "static", "returns", events, topic, **{"group.instance.id": "back"},
+                                **static)
+        _poll_until([stays, returns], lambda: _owned(returns) == held, "the returning member's partitions")
+        assert _owned(stays) == kept
+        assert [e for e in events[settled:] if e[0] == "stays"] == [], events[settled:]
+    finally:
+        for consumer in (stays, returns):
+            if consumer is not None:
+                consumer.close()

@@ -3,9 +3,9 @@
 Kafka answers a request it cannot serve with the request's own response type carrying the error, because a
 client waits for exactly that type under that correlation id. Responses with a top-level `error_code` carry the
 error there (a fetch's on every partition too, as Kafka's below version 13). The others report per partition or
-per topic, so the error can only be expressed when the
-decoded request is at hand to list its partitions; without it there is no response that tells the client
-anything, and the caller closes the connection instead (as Kafka does for a request it cannot parse).
+per topic, so the error can only be expressed when the decoded request is at hand to list its partitions;
+without it there is no response that tells the client anything, and the caller closes the connection instead
+(as Kafka does for a request it cannot parse).
 """
 
 from __future__ import annotations
