@@ -1099,8 +1099,10 @@ def _group_member(cluster: EmbeddedCluster, group: str, name: str, events: list[
                   topic: str, **config: Any) -> Any:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group,
                                          "auto.offset.reset": "earliest", "client.id": name, **config})
-    consumer.subscribe([topic], on_assign=lambda _, ps: events.append((name, "assign", sorted(p.partition for p in ps))),
-                       on_revoke=lambda _, ps: events.append((name, "revoke", sorted(p.partition for p in ps))))
+    def note(kind: str) -> Callable[[Any, list[Any]], None]:
+        return lambda _, partitions: events.append((name, kind, sorted(p.partition for p in partitions)))
+
+    consumer.subscribe([topic], on_assign=note("assign"), on_revoke=note("revoke"))
     return consumer
 
 
