@@ -776,14 +776,15 @@ class Cluster:
         whole."""
         self.clear_request_faults()
         self.heal()
-        for node in self._nodes.values():
-            if node.alive and node.gate.paused:
-                node.gate.resume()
-        for broker_id, node in sorted(self._nodes.items()):
+        for broker_id in self.live_broker_ids:
+            if self._nodes[broker_id].gate.paused:
+                self.resume_broker(broker_id)
+        for broker_id in self.broker_ids:
+            node = self._nodes[broker_id]
             if not node.alive:
                 if node.zk is not None:
                     self.service.expire(node.zk.session.session_id)
-                await self._start_node(node)
+                await self.restart_broker(broker_id)
 
     def _apply_coordination_links(self) -> None:
         for broker_id, node in self._nodes.items():

@@ -107,8 +107,8 @@ async def _broker_action(cluster: Cluster, params: dict[str, str], body: Any) ->
 async def _partition(cluster: Cluster, params: dict[str, str], body: Any) -> tuple[int, Any]:
     groups = _object(body, ("groups",)).get("groups")
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
-        raise _HttpError(400, 'expected {"groups": [[1], [2, 3]]}: lists of broker ids (and "coordination")')
-    cluster.partition_network(*([COORDINATION if node == "coordination" else node for node in g] for g in groups))
+        raise _HttpError(400, f'expected {{"groups": [[1], [2, 3]]}}: lists of broker ids (and "{COORDINATION}")')
+    cluster.partition_network(*groups)
     return 200, {"groups": groups}
 
 

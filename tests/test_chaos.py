@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from kafkalite.testing.chaos import ChaosConfig, FinalState, History, check, replay, summary, sweep
+from kafkalite.testing.chaos import ChaosConfig, FinalState, History, check, main, replay, summary, sweep
 
 pytestmark = pytest.mark.chaos
 
@@ -123,3 +123,13 @@ def test_lost_acknowledgements_duplicate_writes_without_idempotence_and_the_chec
     results = sweep(range(8), ChaosConfig(nemesis={"lose-acks": 1.0}).negative_control(), workers=WORKERS)
     duplicating = [r for r in results if any(a.kind == "duplicate" for a in r.anomalies)]
     assert len(duplicating) >= 4, summary(results)
+
+
+@pytest.mark.parametrize(("faults", "named"), [("lose-acks,nope", "nope"), (",", "nothing")])
+def test_faults_the_nemesis_does_not_have_are_refused_naming_them(faults: str, named: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--faults", faults, "--seeds", "1"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--faults names {named}; the faults are kill," in err and "lose-acks, fail-requests" in err

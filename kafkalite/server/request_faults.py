@@ -113,8 +113,9 @@ def resolve_error(error: ErrorCode | type[KafkaError] | str | int) -> ErrorCode:
     elif isinstance(error, int) and not isinstance(error, bool):
         if not -1 <= error <= 0x7FFF:
             raise ValueError(f"error code {error} is none of Kafka's: they run from -1 up, within an int16")
-        found = next((e for e in errors.all_errors() if e.code == error),
-                     ErrorCode(error, f"error code {error}", False, "an error code kafkalite does not define"))
+        found = errors.for_code(error)
+        if found.code != error:  # for_code's stand-in for a number it does not know
+            found = ErrorCode(error, f"error code {error}", False, "an error code kafkalite does not define")
     else:
         raise TypeError(f"the error must be an ErrorCode (kafkalite.common.errors.NOT_LEADER_OR_FOLLOWER), its "
                         f"name, its number or its exception class, not {type(error).__name__} {error!r}")
@@ -125,28 +126,26 @@ def resolve_error(error: ErrorCode | type[KafkaError] | str | int) -> ErrorCode:
     return found
 
 
+@dataclasses.dataclass(eq=False, repr=False, kw_only=True)
 class RequestFault:
     """One fault: which requests it takes, what it does to them, and how many it has taken (`hits`).
 
     `remove()` ends it; one added with `times` ends by itself after that many hits (`active` then turns false).
     """
 
-    def __init__(self, table: RequestFaults, fault_id: int, api: ApiKey, *, error: ErrorCode | None, drop: Drop | None,
-                 delay_s: float, brokers: frozenset[int] | None, topics: frozenset[str] | None,
-                 client_id: str | None, times: int | None, cluster_traffic: bool, message: str) -> None:
-        self.id = fault_id
-        self.api = api
-        self.error = error
-        self.drop = drop
-        self.delay_s = delay_s
-        self.brokers = brokers
-        self.topics = topics
-        self.client_id = client_id
-        self.times = times
-        self.cluster_traffic = cluster_traffic
-        self.message = message
-        self.hits = 0
-        self._table = table
+    _table: RequestFaults
+    id: int
+    api: ApiKey
+    error: ErrorCode | None
+    drop: Drop | None
+    delay_s: float
+    brokers: frozenset[int] | None
+    topics: frozenset[str] | None
+    client_id: str | None
+    times: int | None
+    cluster_traffic: bool
+    message: str
+    hits: int = 0
 
     @property
     def active(self) -> bool:
@@ -234,8 +233,9 @@ class RequestFaults:
                 raise ValueError(f"{api_name(key)} requests name no topics; the APIs that do are "
                                  f"{', '.join(sorted(api_name(k) for k in _KEYS_WITH_TOPICS))}")
             names = frozenset(topics)
-        fault = RequestFault(self, next(self._ids), key, error=code, drop=drop, delay_s=float(delay_s), brokers=brokers,
-                             topics=names, client_id=client_id, times=times, cluster_traffic=cluster_traffic,
+        fault = RequestFault(_table=self, id=next(self._ids), api=key, error=code, drop=drop, delay_s=float(delay_s),
+                             brokers=brokers, topics=names, client_id=client_id, times=times,
+                             cluster_traffic=cluster_traffic,
                              message=message or "a fault the test injected (Cluster.fail_requests)")
         self.faults = (*self.faults, fault)
         return fault
