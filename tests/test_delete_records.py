@@ -106,6 +106,34 @@ async def test_a_leader_failover_keeps_the_new_log_start(cluster: Cluster) -> No
         1: 8, 2: 8, 3: 8})
 
 
+async def test_a_follower_whose_log_ends_below_the_new_log_start_starts_over_there(cluster: Cluster) -> None:
+    """Kafka's handleOffsetOutOfRange for a follower behind the leader's log start: a follower that was down while
+    the leader deleted past its log end is answered OFFSET_OUT_OF_RANGE, empties its log and fetches from the
+    leader's log start. It rejoins the ISR holding the leader's records at their offsets, and serves them as leader."""
+    leader = cluster.leader_for(TOPIC, 0)
+    follower, other = [b for b in (1, 2, 3) if b != leader]
+    await cluster.kill_broker(follower)
+    await cluster.wait_until(lambda: follower not in cluster.partition_state(TOPIC, 0).isr)
+    for i in range(COUNT, 2 * COUNT):
+        await cluster.produce(TOPIC, 0, [Record(None, f"v{i}".encode())])
+    async with Admin(cluster) as admin:
+        assert await admin.delete_records({TP: COUNT + 5}) == {TP: COUNT + 5}
+    follower_log = cluster.log_manager(follower).get_log(TP)  # type: ignore[union-attr]
+    assert (follower_log.log_start_offset, follower_log.log_end_offset) == (0, COUNT)  # as the crash left it
+
+    await cluster.restart_broker(follower)
+    await cluster.wait_until(lambda: follower in cluster.partition_state(TOPIC, 0).isr)
+    follower_log = cluster.log_manager(follower).get_log(TP)  # type: ignore[union-attr]
+    assert (follower_log.log_start_offset, follower_log.log_end_offset) == (COUNT + 5, 2 * COUNT)
+    for broker_id in (leader, other):
+        await cluster.kill_broker(broker_id)
+    await cluster.wait_until(lambda: cluster.leader_for(TOPIC, 0) == follower)
+    assert [(o, r.value) for o, r in await cluster.fetch(TOPIC, 0, COUNT + 5)] == [
+        (i, f"v{i}".encode()) for i in range(COUNT + 5, 2 * COUNT)]
+    with pytest.raises(errors.OffsetOutOfRangeError, match="outside"):
+        await cluster.fetch(TOPIC, 0, COUNT)
+
+
 async def test_a_follower_that_stops_fetching_holds_the_answer_until_it_leaves_the_isr(cluster: Cluster) -> None:
     """Kafka's DelayedDeleteRecords: REQUEST_TIMED_OUT while a paused follower is still in the ISR (the leader
     has deleted all the same); done once the leader drops it from the ISR; the follower catches up on resuming."""
