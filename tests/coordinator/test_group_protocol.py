@@ -15,7 +15,7 @@ from kafkalite.network.requests import (
     HeartbeatRequest, OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest, SyncGroupAssignment,
     SyncGroupRequest,
 )
-from tests.coordinator.conftest import coordinator_of, join_request, send
+from tests.coordinator.conftest import GROUP_CONFIG, coordinator_of, join_request, send
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
 
@@ -240,3 +240,67 @@ async def test_an_empty_groups_offsets_expire_after_the_retention(autojump_clock
     await trio.sleep(120)
     await group_coordinator.cleanup_group_metadata()
     assert group_coordinator.group("standalone") is None
+
+
+async def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(autojump_clock: Any,
+                                                                                     cluster: Cluster) -> None:
+    """Kafka's onCompleteJoin: a rebalance waits for every member up to the longest rebalance timeout among them.
+    A member that keeps its session with heartbeats but never rejoins (an application stuck between polls) is
+    dropped then, and the members that did rejoin form the next generation without it."""
+    coordinator, stuck = await stable_member(cluster)  # rebalance timeout 30 s, session 10 s
+    newcomer = (await send(cluster, coordinator, join_request("g"))).member_id
+    beats: list[tuple[float, int]] = []
+
+    async def heartbeat_only(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            beat = await send(cluster, coordinator, HeartbeatRequest("g", 1, stuck))
+            beats.append((trio.current_time(), beat.error_code))
+            await trio.sleep(3)
+
+    async with trio.open_nursery() as nursery:
+        started = trio.current_time()
+        await nursery.start(heartbeat_only)
+        joined = await send(cluster, coordinator, join_request("g", newcomer))
+        waited = trio.current_time() - started
+        await trio.sleep(3)  # one more heartbeat, after the rebalance
+        nursery.cancel_scope.cancel()
+    assert 30 <= waited < 31
+    assert (joined.error_code, joined.generation_id, joined.leader) == (0, 2, newcomer)
+    assert [m.member_id for m in joined.members] == [newcomer]
+    assert state(cluster, coordinator) == ("CompletingRebalance", 2, [newcomer])
+    during = {code for at, code in beats if started < at < started + waited}  # the first beat came before the join
+    assert during == {errors.REBALANCE_IN_PROGRESS.code}  # its session was alive all along
+    assert beats[-1][1] == errors.UNKNOWN_MEMBER_ID.code
+
+
+async def test_a_new_groups_first_rebalance_waits_the_initial_delay_for_more_members(autojump_clock: Any) -> None:
+    """group.initial.rebalance.delay.ms (Kafka's default 3000, kafkalite's 0): a new group's first join waits the
+    delay; a member arriving meanwhile extends the wait by another delay, never past the rebalance timeout. So
+    consumers started together form generation 1 together instead of rebalancing once per arrival."""
+    config = {**GROUP_CONFIG, "group.initial.rebalance.delay.ms": 3000}
+    async with Cluster(brokers=3, config=config, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=6, replication_factor=3)
+        for group_id, rebalance_timeout_ms, arrivals, formed_at in [
+            ("alone", 30000, [0], 3),
+            ("two", 30000, [0, 2], 6),  # the second arrival, in the first delay, extends it by a whole delay
+            ("capped", 4000, [0, 2, 3.5], 4),  # extended by what is left of the 4 s rebalance timeout only
+        ]:
+            coordinator = await coordinator_of(cluster, group_id)
+            members = [(await send(cluster, coordinator, join_request(group_id))).member_id for _ in arrivals]
+            answers: dict[str, tuple[float, Any]] = {}
+            started = trio.current_time()
+
+            async def join(member_id: str, after: float) -> None:
+                await trio.sleep(after)
+                response = await send(cluster, coordinator, join_request(
+                    group_id, member_id, rebalance_timeout_ms=rebalance_timeout_ms))
+                answers[member_id] = (trio.current_time() - started, response)
+
+            async with trio.open_nursery() as nursery:
+                for member_id, after in zip(members, arrivals):
+                    nursery.start_soon(join, member_id, after)
+            assert {round(at, 3) for at, _ in answers.values()} == {formed_at}, (group_id, answers)
+            assert {(r.error_code, r.generation_id) for _, r in answers.values()} == {(0, 1)}, group_id
+            [leader_answer] = [r for _, r in answers.values() if r.members]
+            assert sorted(m.member_id for m in leader_answer.members) == sorted(members), group_id
