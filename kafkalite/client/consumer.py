@@ -244,19 +244,26 @@ class Consumer:
         Returns once the commit is stored on every in-sync replica of the group's offsets partition; raises
         REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID if the group moved on (poll() rejoins).
         """
-        await self._group_coordinator("commit()").commit(_offsets(offsets))
+        await self._group_coordinator("commit()").commit(_offsets(offsets, "commit()"))
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      on_complete: Callable[[KafkaError | None], Any] | None = None) -> None:
         """Commit in the background: `on_complete(None)` or `on_complete(error)` when done (errors are logged
-        otherwise). The positions are taken now, not when the commit is sent."""
+        otherwise). The positions are taken now, not when the commit is sent; empty `offsets` commit nothing, as
+        with commit(). Commits reach the coordinator in the order they were made, this one's among them, so the
+        last made is the one kept, as with Kafka's commitAsync."""
         coordinator = self._group_coordinator("commit_async()")
-        taken = _offsets(offsets) or self._consumed_positions()
+        taken = _offsets(offsets, "commit_async()")
+        if taken is None:
+            taken = self._consumed_positions()
+        if self._nursery is None:
+            raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+        ticket = coordinator.commit_ticket()
 
         async def commit() -> None:
             error: KafkaError | None = None
             try:
-                await coordinator.commit(taken)
+                await coordinator.commit(taken, ticket)
             except KafkaError as exc:
                 error = exc
                 if on_complete is None:
@@ -264,8 +271,6 @@ class Consumer:
             if on_complete is not None:
                 on_complete(error)
 
-        if self._nursery is None:
-            raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
         self._nursery.start_soon(commit)
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -810,13 +815,13 @@ class Consumer:
         return self._iterated.popleft()
 
 
-def _offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+def _offsets(offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None, where: str
              ) -> dict[TopicPartition, OffsetAndMetadata] | None:
     """Offsets to commit as given: an OffsetAndMetadata or a bare offset per partition."""
     if offsets is None:
         return None
     checked = {}
-    for tp, value in offsets.items():
+    for tp, value in mapping(offsets, where, "TopicPartition to offsets").items():
         offset = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(non_negative_int(value, "offset"))
-        checked[topic_partition(tp, "commit()")] = offset
+        checked[topic_partition(tp, where)] = offset
     return checked

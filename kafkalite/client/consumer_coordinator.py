@@ -24,11 +24,12 @@ run twice.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -105,6 +106,44 @@ class GroupMember(Protocol):
     def _wake(self) -> None: ...
 
 
+class _CommitOrder:
+    """Commits go out one at a time, in the order they were made, as Kafka's consumer sends them in order on its
+    one connection to the coordinator: a commit takes a ticket when it is made (`take`) and waits for its `turn`.
+    Otherwise two commit_async() calls, or a commit and the retry of an earlier one, could reach the coordinator in
+    either order, and the older offsets be the ones kept."""
+
+    def __init__(self) -> None:
+        self._issued = 0
+        self._serving = 0
+        self._abandoned: set[int] = set()  # tickets whose commits were cancelled before their turn
+        self._moved = trio.Event()
+
+    def take(self) -> int:
+        self._issued += 1
+        return self._issued - 1
+
+    @contextlib.asynccontextmanager
+    async def turn(self, ticket: int) -> AsyncIterator[None]:
+        try:
+            while self._serving != ticket:
+                await self._moved.wait()  # woken only by a move, after which the loop looks again
+        except BaseException:  # cancelled before its turn (a wake-up cannot be cancelled): the turn passes it by
+            self._abandoned.add(ticket)
+            raise
+        try:
+            yield
+        finally:
+            self._advance()
+
+    def _advance(self) -> None:
+        self._serving += 1
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._moved.set()
+        self._moved = trio.Event()
+
+
 class ConsumerCoordinator:
     def __init__(self, group_id: str, config: Mapping[str, Any], transport: ClientTransport,
                  metadata: ClusterMetadata, consumer: GroupMember) -> None:
@@ -122,6 +161,7 @@ class ConsumerCoordinator:
         self._transport = transport
         self.metadata = metadata
         self._consumer = consumer
+        self._commit_order = _CommitOrder()
         self.coordinator_id: int | None = None
         self.member_id = ""
         self.generation = NO_GENERATION
@@ -491,19 +531,28 @@ class ConsumerCoordinator:
         except KafkaError as exc:
             log.warning("%s: %s of %s failed: %s", self._transport.name, what, self.group_id, exc)
 
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None) -> None:
-        """Commit `offsets` (None: every assigned partition's position); retried until default.api.timeout.ms.
+    def commit_ticket(self) -> int:
+        """A place in the order of commits, for one made now and sent later (`commit_async`)."""
+        return self._commit_order.take()
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, ticket: int | None = None
+                     ) -> None:
+        """Commit `offsets` (None: every assigned partition's position, as they are now); retried until
+        default.api.timeout.ms, after every commit made before it (`ticket`: its place, if taken earlier).
 
         Raises, without retrying, what a retry cannot cure: the group rebalanced or dropped this member
         (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), or a partition does not exist.
         """
         if offsets is None:
             offsets = self._consumer._consumed_positions()
-        if not offsets:
-            return
-        partitions = [OffsetCommitPartition(tp.topic, tp.partition, o.offset, o.leader_epoch, o.metadata)
-                      for tp, o in sorted(offsets.items())]
-        await self._with_retries("commit", lambda: self._commit_once(partitions))
+        if ticket is None:
+            ticket = self._commit_order.take()
+        async with self._commit_order.turn(ticket):
+            if not offsets:
+                return
+            partitions = [OffsetCommitPartition(tp.topic, tp.partition, o.offset, o.leader_epoch, o.metadata)
+                          for tp, o in sorted(offsets.items())]
+            await self._with_retries("commit", lambda: self._commit_once(partitions))
 
     async def _commit_once(self, partitions: list[OffsetCommitPartition]) -> bool:
         managed = self.subscribed

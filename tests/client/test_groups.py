@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -288,6 +289,96 @@ async def test_a_closing_consumer_commits_its_positions(autojump_clock: Any, clu
         assert {o.offset for o in (await b.committed(ALL)).values() if o is not None} == {3}
         b.subscribe(["events"])
         assert await b.poll(2) == []  # starts at the committed offsets: nothing is read twice
+
+
+async def test_commit_async_commits_the_positions_of_the_call_and_reports_each_outcome(
+        autojump_clock: Any, cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """commit_async() takes the positions when it is called, not when the commit goes out; `on_complete` gets None,
+    or the error commit() would raise; without it a failure is logged, and the consumer reads on either way."""
+    for p in range(6):
+        await cluster.produce("events", p, [Record(None, b"x")] * 3)
+    outcomes: list[errors.KafkaError | None] = []
+
+    async def outcome(count: int) -> None:
+        with trio.fail_after(30):
+            while len(outcomes) < count:
+                await trio.sleep(0.01)
+
+    first, nowhere = TopicPartition("events", 0), TopicPartition("nowhere", 0)
+    async with member(cluster, "a", enable_auto_commit=False) as a:
+        a.subscribe(["events"])
+        seen = 0
+        with trio.fail_after(30):
+            while seen < 18:
+                seen += len(await a.poll(0.5))
+        a.commit_async(on_complete=outcomes.append)
+        a.seek(first, 1)  # after the call: not what it commits
+        await outcome(1)
+        assert outcomes == [None]
+        assert {tp: o.offset for tp, o in (await a.committed(ALL)).items() if o is not None} == dict.fromkeys(ALL, 3)
+
+        a.commit_async({first: 2}, on_complete=outcomes.append)
+        a.commit_async({}, on_complete=outcomes.append)  # nothing, as commit({}) does
+        await outcome(3)
+        assert outcomes[1:] == [None, None]
+        committed = await a.committed(ALL)
+        assert {tp: o.offset for tp, o in committed.items() if o is not None} == {**dict.fromkeys(ALL, 3), first: 2}
+
+        a.commit_async({nowhere: 1}, on_complete=outcomes.append)
+        await outcome(4)
+        assert isinstance(outcomes[3], errors.UnknownTopicOrPartitionError)
+        with caplog.at_level(logging.WARNING, logger="kafkalite.client.consumer"):
+            a.commit_async({nowhere: 1})
+            with trio.fail_after(30):
+                while "asynchronous commit failed" not in caplog.text:
+                    await trio.sleep(0.01)
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in caplog.text
+
+        with pytest.raises(TypeError, match=r"commit_async\(\) takes a mapping"):
+            a.commit_async([first])  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="offset"):
+            a.commit_async({first: -1})
+        with pytest.raises(TypeError, match=r"commit_async\(\) takes a TopicPartition"):
+            a.commit_async({"events": 1})  # type: ignore[dict-item]
+        assert len(outcomes) == 4  # none of them went out
+        await cluster.produce("events", 1, [Record(None, b"after")])
+        with trio.fail_after(30):
+            while not (records := await a.poll(0.5)):
+                pass
+        assert [(r.partition, r.offset, r.value) for r in records] == [(1, 3, b"after")]
+    async with Consumer(cluster, {"auto.offset.reset": "earliest"}) as groupless:
+        with pytest.raises(errors.InvalidGroupIdError, match="commit_async"):
+            groupless.commit_async({first: 1})
+
+
+async def test_commits_reach_the_coordinator_in_the_order_they_were_made(autojump_clock: Any,
+                                                                         cluster: Cluster) -> None:
+    """As Kafka's commitAsync: commits go out in the order they were made and their callbacks run in that order, so
+    the last made is the one kept, whichever task the scheduler runs first; a commit() waits for the earlier ones,
+    and one cancelled while it waited holds up none of the later ones."""
+    first = TopicPartition("events", 0)
+    async with member(cluster, "a", enable_auto_commit=False) as a:
+        a.assign([first])
+        for round_ in range(10):
+            done: list[int] = []
+            for n in range(1, 4):
+                a.commit_async({first: 10 * round_ + n}, on_complete=lambda _, n=n: done.append(n))  # type: ignore
+            await a.commit({first: 10 * round_ + 4})
+            assert done == [1, 2, 3], round_
+            assert (await a.committed([first]))[first].offset == 10 * round_ + 4  # type: ignore[union-attr]
+
+        held = cluster.fail_requests("OffsetCommit", delay=5, client_id="a")
+        outcomes: list[tuple[int, errors.KafkaError | None]] = []
+        a.commit_async({first: 101}, on_complete=lambda error: outcomes.append((101, error)))
+        with trio.move_on_after(1) as waited:
+            await a.commit({first: 102})  # behind the held one: cancelled before its turn, never sent
+        assert waited.cancelled_caught
+        a.commit_async({first: 103}, on_complete=lambda error: outcomes.append((103, error)))
+        with trio.fail_after(30):
+            while len(outcomes) < 2:
+                await trio.sleep(0.1)
+        assert outcomes == [(101, None), (103, None)] and held.hits == 1
+        assert (await a.committed([first]))[first].offset == 103  # type: ignore[union-attr]
 
 
 async def test_a_group_over_tcp(autojump_clock: Any, cluster: Cluster) -> None:
