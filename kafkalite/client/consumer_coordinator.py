@@ -29,7 +29,7 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -554,7 +554,7 @@ class ConsumerCoordinator:
                           for tp, o in sorted(offsets.items())]
             await self._with_retries("commit", lambda: self._commit_once(partitions))
 
-    async def _commit_once(self, partitions: list[OffsetCommitPartition]) -> bool:
+    async def _commit_once(self, partitions: list[OffsetCommitPartition]) -> KafkaError | None:
         managed = self.subscribed
         generation, member_id = (self.generation, self.member_id) if managed else (NO_GENERATION, "")
         if managed and not self.stable:
@@ -566,40 +566,46 @@ class ConsumerCoordinator:
             error = errors.for_code(result.error_code)
             if error is errors.NONE:
                 continue
+            failed = error.exception(f"commit of {result.topic}-{result.partition} to group {self.group_id} failed: "
+                                     f"{result.error_message or error.description}")
             if self._handle_coordinator_error(error) and error is not errors.REBALANCE_IN_PROGRESS:
-                return False
+                return failed
             if error in (errors.REBALANCE_IN_PROGRESS, errors.ILLEGAL_GENERATION, errors.UNKNOWN_MEMBER_ID):
                 self._rejoin_needed = True
-            raise error.exception(f"commit of {result.topic}-{result.partition} to group {self.group_id} failed: "
-                                  f"{result.error_message or error.description}")
-        return True
+            raise failed
+        return None
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         wanted = sorted(set(partitions))
         found: dict[TopicPartition, OffsetAndMetadata | None] = {}
 
-        async def attempt() -> bool:
+        async def attempt() -> KafkaError | None:
             response: OffsetFetchResponse = await self._send(OffsetFetchRequest(
                 self.group_id, [(tp.topic, tp.partition) for tp in wanted]))
             error = errors.for_code(response.error_code)
             if error is not errors.NONE:
+                failed = error.exception(response.error_message)
                 if self._handle_coordinator_error(error):
-                    return False
-                raise error.exception(response.error_message)
+                    return failed
+                raise failed
             for p in response.partitions:
                 found[TopicPartition(p.topic, p.partition)] = None if p.committed_offset < 0 else \
                     OffsetAndMetadata(p.committed_offset, p.metadata, p.committed_leader_epoch)
-            return True
+            return None
 
         await self._with_retries("committed offsets", attempt)
         return found
 
-    async def _with_retries(self, what: str, attempt: Callable[[], Any]) -> None:
+    async def _with_retries(self, what: str, attempt: Callable[[], Awaitable[KafkaError | None]]) -> None:
+        """`attempt()` until it returns None (done), within default.api.timeout.ms; it returns the error it is to
+        be retried for, or raises, and an error raised for a coordinator that moved or is loading is retried too.
+        A timeout names the last such error."""
         last: KafkaError | None = None
         with trio.move_on_after(self._api_timeout_s):
             while True:
                 try:
-                    if await attempt():
+                    last = await attempt()
+                    if last is None:
                         return
                 except KafkaError as exc:
                     if not (exc.error in COORDINATOR_ERRORS or exc.error is errors.COORDINATOR_LOAD_IN_PROGRESS):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalite.client import Consumer
+from kafkalite.client import Admin, Consumer
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
@@ -379,6 +379,66 @@ async def test_commits_reach_the_coordinator_in_the_order_they_were_made(autojum
                 await trio.sleep(0.1)
         assert outcomes == [(101, None), (103, None)] and held.hits == 1
         assert (await a.committed([first]))[first].offset == 103  # type: ignore[union-attr]
+
+
+async def test_commit_and_committed_retry_coordinator_errors_and_raise_the_others(autojump_clock: Any,
+                                                                                   cluster: Cluster) -> None:
+    """A coordinator that moved or is loading is looked up and asked again; an error no retry cures reaches the
+    caller with the broker's message (a stale generation also makes the next poll rejoin); a coordinator that
+    never answers ends in REQUEST_TIMED_OUT after default.api.timeout.ms, naming the last error."""
+    for p in range(6):
+        await cluster.produce("events", p, [Record(None, b"x")] * 2)
+    first = TopicPartition("events", 0)
+    async with member(cluster, "a", enable_auto_commit=False, default_api_timeout_ms=20000) as a:
+        a.subscribe(["events"])
+        seen = 0
+        with trio.fail_after(30):
+            while seen < 12:
+                seen += len(await a.poll(0.5))
+        moved = cluster.fail_requests("OffsetCommit", errors.NOT_COORDINATOR, times=2)
+        await a.commit()
+        assert moved.hits == 2
+        loading = cluster.fail_requests("OffsetFetch", errors.COORDINATOR_LOAD_IN_PROGRESS, times=2)
+        assert {tp: o.offset for tp, o in (await a.committed(ALL)).items() if o is not None} == dict.fromkeys(ALL, 2)
+        assert loading.hits == 2
+        cluster.fail_requests("OffsetFetch", errors.INVALID_GROUP_ID, message="no such group here")
+        with pytest.raises(errors.InvalidGroupIdError, match="no such group here"):
+            await a.committed([first])
+
+        cluster.fail_requests("OffsetCommit", errors.ILLEGAL_GENERATION, message="generation 0 is over")
+        with pytest.raises(errors.IllegalGenerationError, match="commit of events-0 .* generation 0 is over"):
+            await a.commit({first: 1})
+        with trio.fail_after(30):  # rejoins, and holds every partition again
+            while not (a.assignment() == ALL and await a.poll(0.1) == []):
+                pass
+        await a.commit({first: 1})
+        assert (await a.committed([first]))[first].offset == 1  # type: ignore[union-attr]
+
+        gone = cluster.fail_requests("OffsetCommit", errors.COORDINATOR_NOT_AVAILABLE, times=None)
+        started = trio.current_time()
+        with pytest.raises(errors.RequestTimedOutError, match="after 20000 ms; last error: COORDINATOR_NOT_AVAILABLE"):
+            await a.commit({first: 2})
+        assert trio.current_time() - started == pytest.approx(20, abs=0.5) and gone.hits > 1
+        gone.remove()
+        await a.commit({first: 2})
+        assert (await a.committed([first]))[first].offset == 2  # type: ignore[union-attr]
+
+
+async def test_an_unsubscribed_consumer_leaves_the_group_and_its_partitions_move(autojump_clock: Any,
+                                                                                cluster: Cluster) -> None:
+    async with member(cluster, "a") as a, member(cluster, "b") as b:
+        a.subscribe(["events"])
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        await a.unsubscribe()
+        assert a.assignment() == set() and a.subscription() == set()
+        await poll_until([a, b], lambda: b.assignment() == ALL, timeout=3)  # a left: no wait for its session to end
+        assert a.assignment() == set()  # polling did not make it rejoin
+        async with Admin(cluster) as admin:
+            described = (await admin.describe_groups(["g"]))["g"]
+        assert described.state == "Stable" and [m.client_id for m in described.members] == ["b"]
+        a.assign([TopicPartition("events", 0)])  # by hand now, as Kafka allows after unsubscribe()
+        assert a.assignment() == {TopicPartition("events", 0)}
 
 
 async def test_a_group_over_tcp(autojump_clock: Any, cluster: Cluster) -> None:
