@@ -14,8 +14,10 @@ from kafkalite.client import (
     Admin, Consumer, LogTruncationError, NoOffsetForPartitionError, OffsetAndMetadata, Producer,
 )
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import CorruptMessageError, InvalidTopicError, NetworkExceptionError, \
-    OffsetOutOfRangeError, UnknownServerError, UnknownTopicOrPartitionError
+from kafkalite.common.errors import (
+    CorruptMessageError, InvalidGroupIdError, InvalidTopicError, NetworkExceptionError, OffsetOutOfRangeError,
+    UnknownServerError, UnknownTopicOrPartitionError,
+)
 from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.common.types import TopicPartition
 
@@ -480,6 +482,10 @@ async def test_an_unreachable_bootstrap_server_is_named_by_poll(autojump_clock: 
     (lambda c: c.seek(TopicPartition("other", 0), 5), ValueError, "seek\\(\\): other-0 is not assigned"),
     (lambda c: c.seek_to_beginning(TP), TypeError, "seek_to_beginning\\(\\) takes a collection of TopicPartition"),
     (lambda c: c.seek_to_end([TopicPartition("other", 0)]), ValueError, "other-0 is not assigned"),
+    (lambda c: c.highwater(TopicPartition("other", 0)), ValueError, r"highwater\(\): other-0 is not assigned"),
+    (lambda c: c.highwater("events"), TypeError, r"highwater\(\) takes a TopicPartition\(topic, partition\)"),
+    (lambda c: c.commit_async(), InvalidGroupIdError, r"commit_async\(\) needs a group.id"),
+    (lambda c: c.subscribe(["events"]), InvalidGroupIdError, r"subscribe\(\) needs a group.id"),
 ])
 def test_wrong_arguments_say_what_was_expected(call: Any, error: type, message: str) -> None:
     consumer = Consumer("127.0.0.1:9")  # never connected: arguments are checked before anything is sent
@@ -487,6 +493,26 @@ def test_wrong_arguments_say_what_was_expected(call: Any, error: type, message: 
     with pytest.raises(error, match=message):
         call(consumer)
     assert consumer.assignment() == {TP}
+
+
+def test_an_empty_group_id_is_refused() -> None:
+    with pytest.raises(InvalidGroupIdError, match="group.id must not be empty"):
+        Consumer("127.0.0.1:9", {"group.id": ""})
+
+
+async def test_highwater_is_what_the_last_fetch_reported(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    await fill(cluster, 5)
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([TP])
+        assert consumer.highwater(TP) is None  # no fetch has returned yet
+        read = []
+        while len(read) < 5:
+            read += await consumer.poll(5)
+        assert consumer.highwater(TP) == 5
+        await cluster.produce("events", 0, [Record(None, b"more")] * 3)
+        while len(read) < 8:
+            read += await consumer.poll(5)
+        assert consumer.highwater(TP) == 8
 
 
 async def test_beginning_end_and_time_offsets_are_what_the_leaders_answer(
