@@ -3,6 +3,7 @@ client sees, what the broker did, which requests a fault takes and which it leav
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import AsyncIterator
 
@@ -66,6 +67,28 @@ async def test_a_dropped_connection_is_retried_and_an_idempotent_producer_writes
         assert await send(producer, b"b") == 1
     assert fault.hits == 1
     assert await values(cluster) == [(0, b"a"), (1, b"b")]
+
+
+async def test_a_producer_retries_init_producer_id_and_without_one_produces_without_idempotence(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """InitProducerId answered with an error a retry may cure is asked again; answered UNSUPPORTED_VERSION, as by a
+    broker that grants no producer ids, the producer says so and goes on without idempotence rather than not at
+    all: its batches carry no producer id."""
+    loading = cluster.fail_requests("InitProducerId", errors.COORDINATOR_LOAD_IN_PROGRESS, times=2)
+    async with Producer(cluster) as producer:
+        assert await send(producer, b"a") == 0
+        assert producer.idempotent and producer.producer_id >= 0
+        granted = producer.producer_id
+    assert loading.hits == 2
+    refused = cluster.fail_requests("InitProducerId", errors.UNSUPPORTED_VERSION, message="not here")
+    with caplog.at_level(logging.WARNING, logger="kafkalite.client.producer"):
+        async with Producer(cluster) as producer:
+            assert await send(producer, b"b") == 1
+            assert not producer.idempotent and producer.producer_id == -1
+    assert refused.hits == 1
+    assert "do not grant producer ids (UNSUPPORTED_VERSION: not here); producing without idempotence" in caplog.text
+    log = cluster.log_manager(cluster.leader_for(TOPIC, 0)).get_log(TP)  # type: ignore[union-attr]
+    assert [(b.base_offset, b.producer_id) for b in log.read(0, 1 << 20)] == [(0, granted), (1, -1)]
 
 
 async def test_a_lost_acknowledgement_duplicates_a_record_without_idempotence(cluster: Cluster) -> None:
