@@ -304,3 +304,30 @@ async def test_a_new_groups_first_rebalance_waits_the_initial_delay_for_more_mem
             assert {(r.error_code, r.generation_id) for _, r in answers.values()} == {(0, 1)}, group_id
             [leader_answer] = [r for _, r in answers.values() if r.members]
             assert sorted(m.member_id for m in leader_answer.members) == sorted(members), group_id
+
+
+async def test_a_member_that_never_returns_with_its_member_id_holds_a_rebalance_only_for_its_session(
+        autojump_clock: Any, cluster: Cluster) -> None:
+    """KIP-394: a join without a member id gets one (MEMBER_ID_REQUIRED) and the member is pending until it joins
+    with it. A rebalance waits for pending members too, but one that never comes back is forgotten when its session
+    timeout runs out, and the rebalance completes then without it."""
+    coordinator, first = await stable_member(cluster)
+    asked_at = trio.current_time()
+    vanished = await send(cluster, coordinator, join_request("g", session_timeout_ms=10000))
+    assert vanished.error_code == errors.MEMBER_ID_REQUIRED.code
+    await trio.sleep(1)
+    second = (await send(cluster, coordinator, join_request("g"))).member_id
+    answers: dict[str, Any] = {}
+
+    async def join(member_id: str) -> None:
+        answers[member_id] = (await send(cluster, coordinator, join_request("g", member_id)), trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(join, second)
+        await trio.sleep(0.5)
+        nursery.start_soon(join, first)  # every member has rejoined now; only the pending one is missing
+    for member_id, (answer, at) in answers.items():
+        assert (answer.error_code, answer.generation_id) == (0, 2), member_id
+        assert at - asked_at == pytest.approx(10, abs=0.01), member_id  # the pending member's session timeout
+    assert sorted(m.member_id for m in answers[answers[first][0].leader][0].members) == sorted([first, second])
+    assert state(cluster, coordinator) == ("CompletingRebalance", 2, sorted([first, second]))
