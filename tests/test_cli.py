@@ -439,3 +439,33 @@ def test_groups_consume_describe_reset_and_delete(server: list[str], capsys: pyt
     assert code == 0 and "deleted group cli-g" in out
     code, _, err = run(capsys, "groups", "delete", "cli-g", *server)
     assert code == 1 and "GROUP_ID_NOT_FOUND" in err
+
+
+def test_groups_reset_offsets_to_an_offset_a_shift_a_datetime_or_the_end(
+        server: list[str], cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    run(capsys, "topics", "create", "cli-reset", "--partitions", "1", "--replication-factor", "3", *server)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{i}\n" for i in range(6))))
+    run(capsys, "produce", "cli-reset", *server)
+
+    def committed() -> int:
+        with cluster.admin() as admin:
+            [offset] = admin.list_group_offsets("cli-r").values()
+        return int(offset.committed)
+
+    reset = ("groups", "reset-offsets", "cli-r")
+    code, _, err = run(capsys, *reset, "--to-earliest", *server)
+    assert code == 1 and "group cli-r has no offsets; name the topics with --topic" in err
+    for how, expected in [(["--to-offset", "4"], 4), (["--shift-by", "-3"], 1),
+                          (["--to-datetime", "2000-01-01T00:00:00"], 0),  # naive: UTC; every record is later
+                          (["--to-datetime", "2100-01-01T00:00:00+02:00"], 6),  # no record that late: the end
+                          (["--shift-by", "-10"], 0),  # not below the log start
+                          (["--to-latest"], 6)]:
+        code, out, _ = run(capsys, *reset, "--topic", "cli-reset", *how, "--execute", *server)
+        assert code == 0 and "new offsets" in out, how
+        assert committed() == expected, how
+    code, out, _ = run(capsys, *reset, "--topic", "cli-reset", "--to-offset", "2", *server)
+    assert code == 0 and "dry run" in out and committed() == 6
+    code, _, err = run(capsys, *reset, "--topic", "cli-reset", "--to-datetime", "yesterday", *server)
+    assert code == 1 and "--to-datetime 'yesterday' is not an ISO date and time" in err
+
