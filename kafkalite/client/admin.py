@@ -47,6 +47,8 @@ _T = TypeVar("_T")
 
 OFFSET_SPECS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max_timestamp": MAX_TIMESTAMP}
 ELECTION_TYPES = {"preferred": PREFERRED_ELECTION, "unclean": UNCLEAN_ELECTION}
+_COORDINATOR_MOVED = frozenset({errors.NOT_COORDINATOR.code, errors.COORDINATOR_NOT_AVAILABLE.code,
+                                errors.COORDINATOR_LOAD_IN_PROGRESS.code})
 
 
 @dataclass(slots=True)
@@ -144,11 +146,21 @@ class _GroupAdmin:
         self._transport.add_node(MetadataBroker(response.node_id, response.host, response.port))
         return response.node_id
 
-    async def _ask_coordinator(self, group_id: str, request: Request, what: str) -> tuple[int, Any]:
+    async def _ask_coordinator(self, group_id: str, request: Request, what: str,
+                               entries: Callable[[Any], Iterable[Any]] = lambda _: ()) -> tuple[int, Any]:
+        """(coordinator, response), asking the group's coordinator found afresh until default.api.timeout.ms.
+
+        An answer that the coordinator moved or is still loading the group is asked again, whether the whole
+        response says it or one of its `entries` (DescribeGroups and DeleteGroups answer per group, OffsetCommit
+        per partition), as Kafka's admin client does: a group read just after its coordinator failed over meets
+        several in a row."""
         async def attempt() -> tuple[int, Any]:
             coordinator = await self._coordinator_of(group_id)
             response = await self._transport.send(coordinator, request)
             errors.raise_for(getattr(response, "error_code", 0), getattr(response, "error_message", None))
+            for entry in entries(response):
+                if entry.error_code in _COORDINATOR_MOVED:
+                    errors.raise_for(entry.error_code, entry.error_message)
             return coordinator, response
 
         return await self._with_retries(attempt, what)  # type: ignore[no-any-return]
@@ -172,13 +184,8 @@ class _GroupAdmin:
         described = {}
         for group_id in topic_names(group_ids, "describe_groups()"):
             coordinator, response = await self._ask_coordinator(group_id, DescribeGroupsRequest([group_id]),
-                                                                "describe_groups")
-            response = cast(DescribeGroupsResponse, response)
-            group = response.groups[0]
-            if group.error_code in (errors.NOT_COORDINATOR.code, errors.COORDINATOR_LOAD_IN_PROGRESS.code):
-                coordinator, response = await self._ask_coordinator(group_id, DescribeGroupsRequest([group_id]),
-                                                                    "describe_groups")
-                group = response.groups[0]
+                                                                "describe_groups", lambda r: r.groups)
+            group = cast(DescribeGroupsResponse, response).groups[0]
             errors.raise_for(group.error_code, group.error_message)
             described[group_id] = GroupDescription(group_id, group.group_state, group.protocol_type,
                                                    group.protocol_data, tuple(
@@ -191,7 +198,8 @@ class _GroupAdmin:
     async def delete_groups(self, group_ids: Sequence[str]) -> None:
         """Delete empty groups with their offsets (NON_EMPTY_GROUP while a group has members)."""
         for group_id in topic_names(group_ids, "delete_groups()"):
-            _, response = await self._ask_coordinator(group_id, DeleteGroupsRequest([group_id]), "delete_groups")
+            _, response = await self._ask_coordinator(group_id, DeleteGroupsRequest([group_id]), "delete_groups",
+                                                      lambda r: r.results)
             result = cast(DeleteGroupsResponse, response).results[0]
             errors.raise_for(result.error_code, result.error_message)
 
@@ -211,7 +219,7 @@ class _GroupAdmin:
         await self._require_empty(group_id)
         request = OffsetCommitRequest(group_id, NO_GENERATION, "", [
             OffsetCommitPartition(tp.topic, tp.partition, offset) for tp, offset in sorted(wanted.items())])
-        _, response = await self._ask_coordinator(group_id, request, "alter_group_offsets")
+        _, response = await self._ask_coordinator(group_id, request, "alter_group_offsets", lambda r: r.partitions)
         for result in cast(OffsetCommitResponse, response).partitions:
             if result.error_code == errors.UNKNOWN_MEMBER_ID.code:  # members joined since the check
                 raise errors.NonEmptyGroupError(f"group {group_id} has active members; stop them first")

@@ -441,6 +441,35 @@ async def test_an_unsubscribed_consumer_leaves_the_group_and_its_partitions_move
         assert a.assignment() == {TopicPartition("events", 0)}
 
 
+async def test_group_admin_calls_ride_out_a_coordinator_that_moved_or_is_loading(autojump_clock: Any,
+                                                                                 cluster: Cluster) -> None:
+    """As Kafka's admin client: NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS, on the whole answer or on one group
+    or partition of it, are asked again of the coordinator found afresh, however many come in a row (a group read
+    just after its coordinator failed over), until default.api.timeout.ms; then REQUEST_TIMED_OUT names the last."""
+    first = TopicPartition("events", 0)
+    async with member(cluster, "a") as a:
+        a.subscribe(["events"])
+        await poll_until([a], lambda: a.assignment() == ALL)
+    async with Admin(cluster, {"default.api.timeout.ms": 20000}) as admin:
+        calls = [("DescribeGroups", lambda: admin.describe_groups(["g"])),  # per group
+                 ("OffsetCommit", lambda: admin.alter_group_offsets("g", {first: 2})),  # per partition
+                 ("OffsetFetch", lambda: admin.list_group_offsets("g"))]  # on the whole answer
+        for api, call in calls:
+            moved = cluster.fail_requests(api, errors.NOT_COORDINATOR, times=3)
+            await call()
+            assert moved.hits == 3, api
+        loading = cluster.fail_requests("DescribeGroups", errors.COORDINATOR_LOAD_IN_PROGRESS, times=2)
+        assert (await admin.describe_groups(["g"]))["g"].state == "Empty" and loading.hits == 2
+        assert (await admin.list_group_offsets("g"))[first].committed == 2
+        gone = cluster.fail_requests("DeleteGroups", errors.NOT_COORDINATOR, times=None)
+        with pytest.raises(errors.RequestTimedOutError,
+                           match="delete_groups timed out after 20000 ms; last error: NOT_COORDINATOR"):
+            await admin.delete_groups(["g"])
+        gone.remove()
+        await admin.delete_groups(["g"])
+        assert (await admin.describe_groups(["g"]))["g"].state == "Dead"
+
+
 async def test_a_group_over_tcp(autojump_clock: Any, cluster: Cluster) -> None:
     servers = cluster.bootstrap_servers
     async with member(servers, "a") as a, member(servers, "b") as b:
