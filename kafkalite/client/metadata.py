@@ -6,7 +6,11 @@ not in it, and never more often than once per retry.backoff.ms: during an electi
 same way, and refreshing in a tight loop would only add load while the controller works. Concurrent refreshes
 are coalesced into one request. Nothing goes wrong when a topic grows, so, as in Kafka's clients, the view is
 also refreshed once it is metadata.max.age.ms old: that is how a long-lived producer learns of partitions
-added since it started and hashes keys over all of them.
+added since it started and hashes keys over all of them. An answer that leaves a tracked topic incomplete (an
+error a retry may cure, such as LEADER_NOT_AVAILABLE for a topic being created or UNKNOWN_TOPIC_OR_PARTITION for
+one not created yet, or partitions missing) brings the next refresh forward to retry.backoff.ms, doubling with
+each such answer in a row up to a second, as Kafka's clients ask again for metadata they found invalid (up to
+their retry.backoff.max.ms). A consumer subscribed to a topic created after it joined sees it within a second.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from kafkalite.network.requests import (
 )
 
 log = logging.getLogger(__name__)
+
+INCOMPLETE_REFRESH_MAX_S = 1.0
+"""The longest wait before asking again for a tracked topic the last answers left incomplete (Kafka's clients'
+default retry.backoff.max.ms)."""
 
 STALE_METADATA_ERRORS: frozenset[int] = frozenset(e.code for e in (
     errors.NOT_LEADER_OR_FOLLOWER, errors.LEADER_NOT_AVAILABLE, errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -86,6 +94,8 @@ class ClusterMetadata:
         self._wanted: set[str] = set()
         self._last_refresh = -float("inf")
         self._refreshing: trio.Event | None = None
+        self._incomplete_answers = 0  # in a row: answers that left a tracked topic incomplete
+        self._sooner = trio.Event()  # set when an answer brings the periodic refresh forward
 
     def add_topics(self, topics: Iterable[str]) -> bool:
         """Track `topics` from now on; True if any was new, so the caller knows a refresh is due."""
@@ -124,8 +134,13 @@ class ClusterMetadata:
         started = trio.current_time()
         while True:
             due = max(self._updated_at, started) + self.max_age_s
+            if self._incomplete_answers:
+                due = min(due, self._updated_at + min(self.retry_backoff_s * 2 ** (self._incomplete_answers - 1),
+                                                      INCOMPLETE_REFRESH_MAX_S))
             if trio.current_time() < due:
-                await trio.sleep_until(due)
+                self._sooner = sooner = trio.Event()
+                with trio.move_on_at(due):
+                    await sooner.wait()
                 continue
             try:
                 await self.refresh()
@@ -170,13 +185,21 @@ class ClusterMetadata:
         if response.brokers:  # an empty list is a broker without metadata yet, not an empty cluster
             self.brokers = {broker.node_id: broker for broker in response.brokers}
             self.transport.update_brokers(response.brokers)
+        incomplete = False
         for topic in response.topics:
             if topic.error_code == errors.NONE.code:
-                self.topics[topic.name] = self._no_older_leaders(TopicMetadata.from_response(topic))
+                found = self.topics[topic.name] = self._no_older_leaders(TopicMetadata.from_response(topic))
                 self.topic_errors.pop(topic.name, None)
+                incomplete = incomplete or found.partition_count is None
             else:
                 self.topics.pop(topic.name, None)
-                self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
+                error = self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
+                incomplete = incomplete or error.retriable
+        if incomplete and self._wanted:
+            self._incomplete_answers += 1
+            self._sooner.set()
+        else:
+            self._incomplete_answers = 0
 
     def _no_older_leaders(self, fresh: TopicMetadata) -> TopicMetadata:
         """Keep what the client knew of a partition whose answer names an older leader epoch (KIP-320): a broker

@@ -276,6 +276,46 @@ async def test_a_pattern_subscription_picks_up_a_topic_created_later(autojump_cl
         assert a.subscription() == {"events", "evolved"}
 
 
+@pytest.mark.parametrize("auto_create", [True, False])
+async def test_a_subscription_to_a_topic_that_does_not_exist_yet_reads_it_once_it_does(
+        autojump_clock: Any, auto_create: bool) -> None:
+    """The leader assigns what metadata shows when the group forms: nothing, for a topic not created yet or still
+    being created by the consumer's own Metadata request (auto.create.topics.enable). Metadata that left the topic
+    incomplete is asked again within a second, not after metadata.max.age.ms (5 minutes), so the group rebalances
+    and reads the topic as soon as it exists, as with Kafka's consumer."""
+    config = {**GROUP_CLUSTER_CONFIG, "auto.create.topics.enable": auto_create}
+    async with Cluster(brokers=3, config=config, seed=5) as cluster, member(cluster, "a") as a:
+        a.subscribe(["later"])
+        assert await a.poll(2) == [] and a.assignment() == set()
+        assert ("later" in cluster.topics()) == auto_create
+        if not auto_create:
+            await cluster.create_topic("later", partitions=1, replication_factor=3)  # as num.partitions makes it
+        await cluster.wait_until(lambda: cluster.leader_for("later", 0) >= 0)
+        await cluster.produce("later", 0, [Record(None, b"first")])
+        created = trio.current_time()
+        with trio.fail_after(30):
+            while not (records := await a.poll(0.5)):
+                pass
+        assert [(r.partition, r.offset, r.value) for r in records] == [(0, 0, b"first")]
+        assert trio.current_time() - created < 2.5  # a metadata refresh, a rebalance and a fetch
+        assert a.assignment() == {TopicPartition("later", 0)}
+
+
+async def test_a_metadata_answer_that_fails_the_topic_delays_the_assignment_only_briefly(autojump_clock: Any,
+                                                                                          cluster: Cluster) -> None:
+    """LEADER_NOT_AVAILABLE in the answer the leader assigns from gives an empty assignment; the topic is asked for
+    again after retry.backoff.ms, and the group rebalances onto every partition."""
+    await cluster.produce("events", 0, [Record(None, b"x")])
+    fault = cluster.fail_requests("Metadata", errors.LEADER_NOT_AVAILABLE, topics=["events"], times=2)
+    async with member(cluster, "a") as a:
+        a.subscribe(["events"])
+        with trio.fail_after(5):
+            while not (records := await a.poll(0.5)):
+                pass
+        assert [(r.partition, r.value) for r in records] == [(0, b"x")] and a.assignment() == ALL
+    assert fault.hits == 2
+
+
 async def test_a_closing_consumer_commits_its_positions(autojump_clock: Any, cluster: Cluster) -> None:
     for p in range(6):
         await cluster.produce("events", p, [Record(None, b"x")] * 3)
