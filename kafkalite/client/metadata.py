@@ -190,12 +190,13 @@ class ClusterMetadata:
             if topic.error_code == errors.NONE.code:
                 found = self.topics[topic.name] = self._no_older_leaders(TopicMetadata.from_response(topic))
                 self.topic_errors.pop(topic.name, None)
-                incomplete = incomplete or found.partition_count is None
+                complete = found.partition_count is not None
             else:
                 self.topics.pop(topic.name, None)
                 error = self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
-                incomplete = incomplete or error.retriable
-        if incomplete and self._wanted:
+                complete = not error.retriable  # an illegal name, say: asking again cannot help
+            incomplete = incomplete or (not complete and topic.name in self._wanted)
+        if incomplete:
             self._incomplete_answers += 1
             self._sooner.set()
         else:
