@@ -148,6 +148,32 @@ def coordinator_broker(cluster: Cluster, group_id: str) -> int:
     raise AssertionError(f"no broker coordinates {group_id}")
 
 
+async def test_a_second_consumer_with_the_same_instance_id_fences_the_first(autojump_clock: Any,
+                                                                          cluster: Cluster) -> None:
+    """KIP-345: two consumers started with one group.instance.id (a copy-pasted config): the second takes the
+    first's place and partitions without a rebalance; the first learns it at its next heartbeat, and its poll()
+    raises FENCED_INSTANCE_ID naming the id, as Kafka's consumer raises FencedInstanceIdException."""
+    async with member(cluster, "a", group_instance_id="i-1") as a:
+        a.subscribe(["events"])
+        await poll_until([a], lambda: a.assignment() == ALL)
+        async with member(cluster, "b", group_instance_id="i-1") as b:
+            b.subscribe(["events"])
+            await poll_until([b], lambda: b.assignment() == ALL)
+            with pytest.raises(errors.FencedInstanceIdError, match="group.instance.id i-1 is used by another"):
+                with trio.fail_after(30):
+                    while True:
+                        await a.poll(0.5)
+            assert a.assignment() == set() and b.assignment() == ALL
+            async with Admin(cluster) as admin:
+                described = (await admin.describe_groups(["g"]))["g"]
+            assert described.state == "Stable" and [m.group_instance_id for m in described.members] == ["i-1"]
+            await cluster.produce("events", 3, [Record(None, b"for b")])
+            with trio.fail_after(30):
+                while not (records := await b.poll(0.5)):
+                    pass
+            assert [(r.partition, r.value) for r in records] == [(3, b"for b")]
+
+
 async def test_commits_survive_killing_the_coordinator_and_the_group_reforms(autojump_clock: Any,
                                                                              cluster: Cluster) -> None:
     async with member(cluster, "a", enable_auto_commit=False) as a, \
