@@ -175,6 +175,7 @@ class ConsumerCoordinator:
         self._listeners: dict[str, Listener | None] = {}
         self._assigned_counts: dict[str, int] = {}  # partition counts the last assignment was made for
         self._next_auto_commit: float | None = None  # from the first poll on
+        self._auto_committing = False
         self._last_poll = 0.0
         self._polling = 0
         self._pending_error: KafkaError | None = None
@@ -250,9 +251,28 @@ class ConsumerCoordinator:
         now = trio.current_time()
         if self._next_auto_commit is None:
             self._next_auto_commit = now + self._auto_commit_interval_s
-        elif self._auto_commit and now >= self._next_auto_commit:
+        elif self._auto_commit and now >= self._next_auto_commit and not self._auto_committing:
             self._next_auto_commit = now + self._auto_commit_interval_s
-            await self._commit_quietly("auto-commit")
+            self._auto_commit_in_background()
+
+    def _auto_commit_in_background(self) -> None:
+        """Commit the positions as they are now, without holding up the poll that found the commit due, as Kafka's
+        consumer auto-commits asynchronously: a coordinator slow to answer (failing over, loading) must not keep
+        records from the application, nor a short poll timeout cancel every commit before it is answered. The
+        commit takes its place in the order of commits now; one at a time is in flight."""
+        assert self._nursery is not None, "the consumer is not open"
+        positions, ticket = self._consumer._consumed_positions(), self._commit_order.take()
+        self._auto_committing = True
+
+        async def auto_commit() -> None:
+            try:
+                await self.commit(positions, ticket)
+            except KafkaError as exc:
+                log.warning("%s: auto-commit of %s failed: %s", self._transport.name, self.group_id, exc)
+            finally:
+                self._auto_committing = False
+
+        self._nursery.start_soon(auto_commit)
 
     def _check_partition_counts(self) -> None:
         """The leader asks for a new assignment when a subscribed topic gained partitions (or appeared)."""

@@ -342,6 +342,38 @@ async def test_a_metadata_answer_that_fails_the_topic_delays_the_assignment_only
     assert fault.hits == 2
 
 
+async def test_auto_commit_commits_every_interval_without_holding_up_poll(autojump_clock: Any,
+                                                                          cluster: Cluster) -> None:
+    """enable.auto.commit: poll() commits the positions every auto.commit.interval.ms, in the background as Kafka's
+    consumer does. A coordinator slow to answer holds up neither the records nor poll()'s timeout; the commit lands
+    when it answers, and the next one goes out after it."""
+    first = TopicPartition("events", 0)
+
+    async def committed() -> int | None:
+        found = (await a.committed([first]))[first]
+        return None if found is None else found.offset
+
+    await cluster.produce("events", 0, [Record(None, b"a")])
+    async with member(cluster, "a", auto_commit_interval_ms=1000) as a:
+        a.subscribe(["events"])
+        with trio.fail_after(30):
+            while not await a.poll(0.5):
+                pass
+            while await committed() != 1:
+                await a.poll(0.5)
+        held = cluster.fail_requests("OffsetCommit", delay=4)  # within the session: heartbeats queue behind it
+        await cluster.produce("events", 0, [Record(None, b"b")])
+        await trio.sleep(1)  # an auto-commit is due at the next poll
+        started = trio.current_time()
+        records = await a.poll(0.5)
+        assert [r.value for r in records] == [b"b"] and trio.current_time() - started < 0.1
+        assert held.hits == 1  # the due commit went out, and waits for the coordinator
+        with trio.fail_after(60):
+            while await committed() != 2:
+                await a.poll(0.5)
+        assert trio.current_time() - started >= 4  # after the held one
+
+
 async def test_a_closing_consumer_commits_its_positions(autojump_clock: Any, cluster: Cluster) -> None:
     for p in range(6):
         await cluster.produce("events", p, [Record(None, b"x")] * 3)
