@@ -254,24 +254,9 @@ class Consumer:
         last made is the one kept, as with Kafka's commitAsync."""
         coordinator = self._group_coordinator("commit_async()")
         taken = _offsets(offsets, "commit_async()")
-        if taken is None:
-            taken = self._consumed_positions()
         if self._nursery is None:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
-        ticket = coordinator.commit_ticket()
-
-        async def commit() -> None:
-            error: KafkaError | None = None
-            try:
-                await coordinator.commit(taken, ticket)
-            except KafkaError as exc:
-                error = exc
-                if on_complete is None:
-                    log.warning("%s: asynchronous commit failed: %s", self._transport.name, exc)
-            if on_complete is not None:
-                on_complete(error)
-
-        self._nursery.start_soon(commit)
+        coordinator.commit_in_background(taken, on_complete)
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offset of each partition, None where nothing is committed."""

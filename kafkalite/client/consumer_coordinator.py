@@ -256,23 +256,17 @@ class ConsumerCoordinator:
             self._auto_commit_in_background()
 
     def _auto_commit_in_background(self) -> None:
-        """Commit the positions as they are now, without holding up the poll that found the commit due, as Kafka's
+        """Commit the positions as they are now without holding up the poll that found the commit due, as Kafka's
         consumer auto-commits asynchronously: a coordinator slow to answer (failing over, loading) must not keep
-        records from the application, nor a short poll timeout cancel every commit before it is answered. The
-        commit takes its place in the order of commits now; one at a time is in flight."""
-        assert self._nursery is not None, "the consumer is not open"
-        positions, ticket = self._consumer._consumed_positions(), self._commit_order.take()
+        records from the application, nor a short poll timeout cancel every commit before it is answered. One
+        auto-commit is in flight at a time."""
         self._auto_committing = True
+        self.commit_in_background(None, self._auto_commit_done)
 
-        async def auto_commit() -> None:
-            try:
-                await self.commit(positions, ticket)
-            except KafkaError as exc:
-                log.warning("%s: auto-commit of %s failed: %s", self._transport.name, self.group_id, exc)
-            finally:
-                self._auto_committing = False
-
-        self._nursery.start_soon(auto_commit)
+    def _auto_commit_done(self, error: KafkaError | None) -> None:
+        self._auto_committing = False
+        if error is not None:
+            log.warning("%s: auto-commit of %s failed: %s", self._transport.name, self.group_id, error)
 
     def _check_partition_counts(self) -> None:
         """The leader asks for a new assignment when a subscribed topic gained partitions (or appeared)."""
@@ -551,14 +545,31 @@ class ConsumerCoordinator:
         except KafkaError as exc:
             log.warning("%s: %s of %s failed: %s", self._transport.name, what, self.group_id, exc)
 
-    def commit_ticket(self) -> int:
-        """A place in the order of commits, for one made now and sent later (`commit_async`)."""
-        return self._commit_order.take()
+    def commit_in_background(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+                             on_complete: Callable[[KafkaError | None], Any] | None) -> None:
+        """Commit `offsets` (None: the positions as they are now) without waiting, in the place among commits
+        that this call gives it; then `on_complete(None)` or `on_complete(error)`, or a failure is logged."""
+        assert self._nursery is not None, "the consumer is not open"
+        taken = self._consumer._consumed_positions() if offsets is None else offsets
+        ticket = self._commit_order.take()
+
+        async def commit() -> None:
+            error: KafkaError | None = None
+            try:
+                await self.commit(taken, ticket)
+            except KafkaError as exc:
+                error = exc
+                if on_complete is None:
+                    log.warning("%s: asynchronous commit failed: %s", self._transport.name, exc)
+            if on_complete is not None:
+                on_complete(error)
+
+        self._nursery.start_soon(commit)
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None, ticket: int | None = None
                      ) -> None:
         """Commit `offsets` (None: every assigned partition's position, as they are now); retried until
-        default.api.timeout.ms, after every commit made before it (`ticket`: its place, if taken earlier).
+        default.api.timeout.ms, after every commit made before it (`ticket`: its place, taken when it was made).
 
         Raises, without retrying, what a retry cannot cure: the group rebalanced or dropped this member
         (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), or a partition does not exist.

@@ -425,7 +425,7 @@ async def test_commit_async_commits_the_positions_of_the_call_and_reports_each_o
         a.commit_async({nowhere: 1}, on_complete=outcomes.append)
         await outcome(4)
         assert isinstance(outcomes[3], errors.UnknownTopicOrPartitionError)
-        with caplog.at_level(logging.WARNING, logger="kafkalite.client.consumer"):
+        with caplog.at_level(logging.WARNING, logger="kafkalite.client.consumer_coordinator"):
             a.commit_async({nowhere: 1})
             with trio.fail_after(30):
                 while "asynchronous commit failed" not in caplog.text:
