@@ -290,6 +290,27 @@ def test_admin_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     wait_for(lambda: "admin-ck" not in cluster.topics(), "the topic to be deleted")
 
 
+def test_list_topics_with_confluent_kafka(cluster: EmbeddedCluster, topic: str) -> None:
+    """`list_topics()` from confluent-kafka's admin client, producer and consumer: every topic, each partition's
+    leader, replicas and ISR, the brokers and the controller; and one topic by name. Asking for every topic,
+    librdkafka sends bytes after the request body, which Kafka ignores (tests/network/test_kafka_wire.py)."""
+    bootstrap = cluster.kafka_bootstrap_servers
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "list-topics"})
+    try:
+        for client in (AdminClient({"bootstrap.servers": bootstrap}),
+                       confluent_kafka.Producer({"bootstrap.servers": bootstrap}), consumer):
+            listed = client.list_topics(timeout=DEADLINE)
+            assert set(cluster.topics()) <= set(listed.topics)
+            assert set(listed.brokers) == {1, 2, 3} and listed.controller_id == cluster.controller_id
+            [partition] = listed.topics[topic].partitions.values()
+            state = cluster.partition_state(topic, 0)
+            assert (partition.leader, sorted(partition.replicas), sorted(partition.isrs)) == (
+                state.leader, [1, 2, 3], sorted(state.isr))
+            assert list(client.list_topics(topic, timeout=DEADLINE).topics) == [topic]
+    finally:
+        consumer.close()
+
+
 def test_incremental_alter_configs_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     """SET, DELETE, APPEND and SUBTRACT; what is not named keeps its override; each bad resource gets its own error
     code and message while the good one in the same request is applied."""

@@ -87,11 +87,13 @@ def peek_header(frame: bytes) -> RequestHeader | None:
 
 
 def decode_request(request_type: Any, frame: bytes, version: int) -> tuple[Message, str | None]:
-    """(request, client id) from a whole frame, header included. Raises ValueError for anything malformed,
-    bytes left over after the body included (a length that does not match the request means the stream is out of
-    step); kafka-python raises several types for short or inconsistent input, all of which mean a bad frame.
+    """(request, client id) from a whole frame, header included. Raises ValueError for anything malformed;
+    kafka-python raises several types for short or inconsistent input, all of which mean a bad frame.
 
-    Decodes in two steps, header then body, rather than with `decode`, which does not say where the body ended.
+    Bytes after the body are ignored, as Kafka's RequestContext.parseRequest ignores them: the frame's length
+    prefix, not the body, keeps the stream in step, and clients depend on it. librdkafka's all-topics Metadata
+    (v9 and later: `list_topics()` in confluent-kafka) writes the topic count as four bytes where a one-byte
+    varint belongs, and so sends three more bytes than the body holds.
     """
     try:
         reader = io.BytesIO(frame)
@@ -99,11 +101,9 @@ def decode_request(request_type: Any, frame: bytes, version: int) -> tuple[Messa
         flexible = request_type.flexible_version_q(version)
         decode_body = request_type._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
                                                                 data_class=request_type)
-        request, end = decode_body(memoryview(frame), reader.tell())
+        request, _ = decode_body(memoryview(frame), reader.tell())
     except Exception as exc:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
-    if end != len(frame):
-        raise ValueError(f"{len(frame) - end} bytes follow the request body")
     request._header = header
     return request, header.client_id
 
