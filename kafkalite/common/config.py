@@ -17,6 +17,7 @@ from typing import Any
 from kafkalite.common.errors import InvalidConfigError, InvalidRequestError
 
 _DAY_MS = 24 * 3600 * 1000
+_LONG_MAX = (1 << 63) - 1
 
 
 def _parse_int(value: Any) -> int:
@@ -215,7 +216,22 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
 )
 
 TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
-    ConfigKey("cleanup.policy", "list", "delete", "Retention policy of old segments.", choices=("delete",)),
+    ConfigKey("cleanup.policy", "list", "delete",
+              "delete: retention.ms and retention.bytes delete old segments. compact: records without a key are "
+              "refused and retention deletes nothing; kafkalite's cleaner never runs, so every record is kept, "
+              "which Kafka's guarantee (at least the latest record of each key) allows.",
+              choices=("delete", "compact")),
+    ConfigKey("delete.retention.ms", "long", _DAY_MS,
+              "How long a compacted topic keeps tombstones at least; kafkalite keeps them for good.", at_least=0),
+    ConfigKey("min.compaction.lag.ms", "long", 0, "Stored and described; nothing is compacted.", at_least=0),
+    ConfigKey("max.compaction.lag.ms", "long", _LONG_MAX, "Stored and described; nothing is compacted.",
+              at_least=1),
+    ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, "Stored and described; nothing is compacted.",
+              at_least=0, at_most=1),
+    ConfigKey("compression.type", "string", "producer",
+              "Stored and described; batches are kept as the producer compressed them (Kafka recompresses them "
+              "to any other codec named here).",
+              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigKey("min.insync.replicas", "int", 1, "See the broker property.", at_least=1),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "See the broker property."),
     ConfigKey("segment.bytes", "int", 1 << 30, "Size at which a segment rolls.", at_least=14),
@@ -358,3 +374,13 @@ class TopicConfig(_Config):
     @classmethod
     def for_broker(cls, values: Mapping[str, Any] | None, broker: BrokerConfig) -> TopicConfig:
         return cls(values, defaults=broker.topic_defaults())
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy names compact: records need keys (Kafka's LogValidator)."""
+        return "compact" in self._values["cleanup.policy"].split(",")
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy names delete: retention deletes old segments, and DeleteRecords may move the log start."""
+        return "delete" in self._values["cleanup.policy"].split(",")

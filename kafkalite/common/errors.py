@@ -254,6 +254,7 @@ EligibleLeadersNotAvailableError = ELIGIBLE_LEADERS_NOT_AVAILABLE.exception
 ElectionNotNeededError = ELECTION_NOT_NEEDED.exception
 NoReassignmentInProgressError = NO_REASSIGNMENT_IN_PROGRESS.exception
 InvalidRecordError = INVALID_RECORD.exception
+PolicyViolationError = POLICY_VIOLATION.exception
 UnsupportedForMessageFormatError = UNSUPPORTED_FOR_MESSAGE_FORMAT.exception
 UnsupportedCompressionTypeError = UNSUPPORTED_COMPRESSION_TYPE.exception
 

@@ -181,6 +181,17 @@ class RecordBatch:
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise self.corrupt(exc) from exc
 
+    def keys(self) -> list[bytes | None]:
+        """Each record's key, for a compacted topic's leader, which refuses records without one. A Kafka-format
+        batch is decoded for it and the decoding dropped: keeping it, as `native()` does, would hold the batch
+        twice for as long as the log keeps it. CORRUPT_MESSAGE if the records cannot be read."""
+        if self.kafka_format:
+            return [row[1] for row in kafka_records.decode_records(self.payload, self.attributes, self.record_count)]
+        try:
+            return [key for _, key, _, _ in self.rows()]
+        except (ValueError, TypeError) as exc:
+            raise self.corrupt(exc) from exc
+
     def column_buffers(self) -> ColumnBuffers:
         """The records as column sections over a columnar payload: for readers that build columns (Spark's Arrow
         batches) and take keys and values as contiguous bytes. A batch of another encoding is encoded first

@@ -7,8 +7,8 @@ or the group was deleted. A new coordinator rebuilds its groups by replaying the
 the last record for each key wins.
 
 Keys and values are msgpack, with Kafka's key versions (1 for an offset, 2 for a group) as their first field so
-both kinds share one partition unambiguously. kafkalite logs have no compaction, so the offsets topic keeps
-every record (retention.ms=-1) and a load replays all of them.
+both kinds share one partition unambiguously. The offsets topic is compacted, as Kafka's; kafkalite's
+cleaner never runs, so it keeps every record and a load replays all of them.
 
 Which partition holds a group is Kafka's formula, `abs(groupId.hashCode) % partitions` with Java's String
 hash, so any tool that knows Kafka finds the same coordinator.

@@ -567,12 +567,13 @@ class KafkaApis:
 
     async def _create_offsets_topic(self, context: RequestContext) -> None:
         """`__consumer_offsets` with offsets.topic.num.partitions, and offsets.topic.replication.factor capped
-        at the live brokers; kept forever (retention.ms=-1), since kafkalite has no compaction to bound it."""
+        at the live brokers; compacted, as in Kafka, which for kafkalite's logs means kept whole: nothing is
+        cleaned, and retention deletes nothing from a compacted topic."""
         config = self.replica_manager.config
         partitions = config["offsets.topic.num.partitions"]
         replication = min(config["offsets.topic.replication.factor"], len(self.metadata_cache.get_alive_broker_ids()))
         request = CreateTopicsRequest([CreatableTopic(GROUP_METADATA_TOPIC_NAME, partitions, max(replication, 1),
-                                                      configs={"retention.ms": "-1"})],
+                                                      configs={"cleanup.policy": "compact"})],
                                       timeout_ms=config["offsets.commit.timeout.ms"])
         response: CreateTopicsResponse = await self.forward_to_controller(request, context)  # type: ignore
         result = response.topics[0]

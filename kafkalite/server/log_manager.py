@@ -36,8 +36,10 @@ def log_config_for(topic_config: TopicConfig) -> LogConfig:
     last_topic_config, last = _last_log_config
     if last_topic_config is topic_config:
         return last
+    deletes = topic_config.delete  # a compacted topic's retention deletes nothing, as Kafka's deleteOldSegments
     config = LogConfig(segment_bytes=topic_config["segment.bytes"], segment_ms=topic_config["segment.ms"],
-                       retention_ms=topic_config["retention.ms"], retention_bytes=topic_config["retention.bytes"],
+                       retention_ms=topic_config["retention.ms"] if deletes else -1,
+                       retention_bytes=topic_config["retention.bytes"] if deletes else -1,
                        max_message_bytes=topic_config["max.message.bytes"])
     config = _log_configs.setdefault(config, config)
     _last_log_config = (topic_config, config)

@@ -23,11 +23,13 @@ from kafkalite.common.clock import now_ms
 from kafkalite.common.config import TopicConfig
 from kafkalite.common.errors import (
     FencedLeaderEpochError,
+    InvalidRecordError,
     InvalidRequestError,
     MessageTooLargeError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     UnknownLeaderEpochError,
 )
 from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
@@ -302,6 +304,9 @@ class Partition:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
             batch.validate(deep=True)
+            if self.topic_config.compact and None in batch.keys():
+                raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
+                                         f"{self.topic_partition}.")
         self._catch_up_idle_followers()
         offsets = []
         log_append_time = NO_TIMESTAMP
@@ -345,6 +350,9 @@ class Partition:
         followers learn the new log start from their next fetch response at once.
         """
         self.ensure_leader()
+        if not self.topic_config.delete:
+            raise PolicyViolationError(f"Records of partition {self.topic_partition} can not be deleted due to the "
+                                       f"configured policy")
         target = self._high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0:
             raise OffsetOutOfRangeError(f"the offset {offset} for partition {self.topic_partition} is not valid: "

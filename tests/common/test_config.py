@@ -74,10 +74,12 @@ def test_incremental_ops_change_only_the_properties_they_name() -> None:
     assert TopicConfig({"cleanup.policy": " delete "})["cleanup.policy"] == "delete"
     emptied = TopicConfig().altered([("cleanup.policy", ConfigOp.SUBTRACT, "delete")])
     assert emptied == {"cleanup.policy": ""}
-    with pytest.raises(InvalidConfigError, match="cleanup.policy: must be a list of one or more of delete"):
+    with pytest.raises(InvalidConfigError, match="cleanup.policy: must be a list of one or more of delete, compact"):
         TopicConfig(emptied)
-    with pytest.raises(InvalidConfigError, match="cleanup.policy: must be a list of one or more of delete"):
-        TopicConfig(TopicConfig().altered([("cleanup.policy", ConfigOp.APPEND, "compact")]))
+    both = TopicConfig(TopicConfig().altered([("cleanup.policy", ConfigOp.APPEND, "compact")]))
+    assert (both["cleanup.policy"], both.delete, both.compact) == ("delete,compact", True, True)
+    compacted = TopicConfig(both.altered([("cleanup.policy", ConfigOp.SUBTRACT, "delete")]))
+    assert (compacted["cleanup.policy"], compacted.delete, compacted.compact) == ("compact", False, True)
 
 
 @pytest.mark.parametrize(("ops", "error", "message"), [
