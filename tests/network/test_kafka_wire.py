@@ -403,6 +403,27 @@ async def test_a_kafka_batch_with_a_valid_crc_over_malformed_records_can_be_soug
                 assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(1, b"after")]
 
 
+async def test_a_compacted_topic_reads_every_record_of_a_kafka_batch_and_refuses_what_it_cannot_read() -> None:
+    """A compacted topic's leader needs each record's key, so it parses a Kafka client's batch as Kafka's
+    LogValidator parses every batch: a valid CRC over malformed records is CORRUPT_MESSAGE and nothing is stored; a
+    record without a key is INVALID_RECORD; keyed records after either are stored at the next offset."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=9) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config={"cleanup.policy": "compact"})
+            port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            lying = bytearray(kafka_batch(b"lie"))
+            lying[61] += 2  # as above: the first record claims a byte more than it holds, under a valid CRC
+            struct.pack_into(">I", lying, 17, crc32c(bytes(lying[21:])))
+            keyless = RecordBatch.from_records([Record(None, b"no key", 1_700_000_000_000)]).to_kafka_bytes()
+            expected = [errors.CORRUPT_MESSAGE.code, errors.INVALID_RECORD.code, errors.NONE.code]
+            for batch, code in zip((bytes(lying), keyless, kafka_batch(b"kept")), expected):
+                [answer] = await exchange(port, produce_frame(batch))
+                partition = ProduceResponse.decode(answer[4:], version=7).responses[0].partition_responses[0]
+                assert partition.error_code == code
+            assert partition.base_offset == 0
+            assert [(r.key, r.value) for _, r in await cluster.fetch(TOPIC, 0, 0)] == [(b"k", b"kept")]
+
+
 async def test_a_reassignment_that_may_not_change_the_replication_factor_keeps_it() -> None:
     """Version 1 (KIP-860): with allow_replication_factor_change false, a target of another size is
     INVALID_REPLICATION_FACTOR with a message and nothing moves; one of the same size moves."""
