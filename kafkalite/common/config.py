@@ -233,6 +233,13 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
               "to any other codec named here).",
               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigKey("min.insync.replicas", "int", 1, "See the broker property.", at_least=1),
+    *(ConfigKey(name, kind, default, "A setting of Kafka's files on disk, stored and described: kafkalite's logs are "
+                "in memory, so it changes nothing.", at_least=at_least)
+      for name, kind, default, at_least in [
+          ("segment.index.bytes", "int", 10 * 1024 * 1024, 4), ("index.interval.bytes", "int", 4096, 0),
+          ("segment.jitter.ms", "long", 0, 0), ("file.delete.delay.ms", "long", 60000, 0),
+          ("flush.messages", "long", _LONG_MAX, 1), ("flush.ms", "long", _LONG_MAX, 0),
+          ("preallocate", "boolean", False, None)]),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "See the broker property."),
     ConfigKey("segment.bytes", "int", 1 << 30, "Size at which a segment rolls.", at_least=14),
     ConfigKey("segment.ms", "long", 7 * _DAY_MS, "Age at which a segment rolls.", at_least=1),

@@ -170,6 +170,30 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
             await admin.describe_configs(["missing"])
 
 
+async def test_every_topic_config_of_kafkas_that_kafkalite_keeps_round_trips(autojump_clock: Any, cluster: Cluster,
+                                                                               bootstrap: Any) -> None:
+    """A topic created with configs copied from a production topic: the ones about files on disk, which an
+    in-memory log has no use for, are validated with Kafka's ranges, kept and described like the others."""
+    copied = {"segment.index.bytes": "2097152", "index.interval.bytes": "8192", "segment.jitter.ms": "60000",
+              "file.delete.delay.ms": "1000", "flush.messages": "10000", "flush.ms": "1000", "preallocate": "true",
+              "compression.type": "zstd", "retention.ms": "600000"}
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic("copied", 1, 3, copied)])
+        described = (await admin.describe_configs(["copied"]))[("topic", "copied")]
+        assert {name: entry.value for name, entry in described.items() if not entry.is_default} == copied
+        assert (described["flush.ms"].value, described["preallocate"].value) == ("1000", "true")
+        assert (described["flush.messages"].is_default, described["segment.index.bytes"].is_default) == (False, False)
+        for name, bad, message in [("segment.index.bytes", "3", "must be at least 4"),
+                                   ("flush.messages", "0", "must be at least 1"),
+                                   ("preallocate", "yes", "expected true or false"),
+                                   ("compression.type", "brotli", "must be one of uncompressed, zstd, lz4")]:
+            with pytest.raises(errors.InvalidConfigError, match=f"configuration {name}: {message}"):
+                await admin.create_topics([NewTopic("refused", 1, 3, {name: bad})])
+        assert "refused" not in await admin.list_topics()
+        await cluster.produce("copied", 0, [Record(None, b"x")])  # a topic like any other
+        assert [r.value for _, r in await cluster.fetch("copied", 0, 0)] == [b"x"]
+
+
 async def test_incremental_alter_changes_only_the_named_configs(autojump_clock: Any, cluster: Cluster,
                                                                  bootstrap: Any) -> None:
     """IncrementalAlterConfigs: the other overrides stay, None deletes one, and alters of different properties
