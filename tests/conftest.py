@@ -49,3 +49,18 @@ def _run_on_autojump_clock(item: pytest.Function, async_fn: Callable[..., Awaita
     if clock is None:
         clock = item.funcargs["autojump_clock"]
     return run_with_watchdog(async_fn, *args, clock=clock, **options)
+
+
+class SchedulingRounds:
+    """How many scheduling rounds the other tasks got while the code under test ran: for tests of when it yields.
+
+    `run` checkpoints in a loop, so virtual time stands still while it runs: cancel it before anything waits on
+    the clock."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def run(self) -> None:
+        while True:
+            await trio.lowlevel.checkpoint()
+            self.count += 1

@@ -471,12 +471,18 @@ class Producer:
         if stamped and (timestamp is not None or batch.timestamps is not None):  # not a new batch left plain
             batch.add_timestamp(NO_TIMESTAMP if timestamp is None else timestamp)
         batch.size += size
-        if batch.size >= self._batch_size or (started and self._may_send_now(batch)):
+        drained = batch.size >= self._batch_size or (started and self._may_send_now(batch))
+        if drained:
             self._drain_now()
         elif started and batch.created + self._linger_s < self._next_check:
             self._wakeup.set()  # the sender's timer must come by the time this batch has lingered
         handle = _new_handle(RecordHandle, (batch, len(rows) - 1))
-        if started:  # let the sender run while records keep coming, as Kafka's sender thread would
+        if started and (drained or self._wakeup.is_set() or trio.current_time() >= self._next_check):
+            # Something is there to send (a batch made ready here, or one that has lingered) or the sender's timer
+            # must be set: let the sender and the brokers run while records keep coming, as Kafka's sender thread
+            # would. Not for every batch opened: a keyed producer over hundreds of partitions opens one per record
+            # after each drain, and yielding for each let the brokers in so often that linger.ms ran out after a
+            # few records a batch.
             await trio.lowlevel.checkpoint()
         return handle
 

@@ -19,6 +19,8 @@ from kafkalite.common.records import RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.testing.checks import metadata_agrees
 
+from tests.conftest import SchedulingRounds
+
 from .conftest import consume
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
@@ -76,6 +78,33 @@ async def test_a_full_batch_goes_without_lingering(autojump_clock: Any, cluster:
         with trio.fail_after(10):
             await handles[0]
         await producer.flush()
+
+
+async def test_send_lets_the_cluster_run_when_it_made_a_batch_ready_not_for_every_batch_it_opens(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """A send that fills a batch yields, so the brokers take it while records keep coming; one that opens a batch
+    that will linger does not, once the sender's timer is set for it. A keyed producer over hundreds of partitions
+    opens one per record after every drain: yielding for each let the brokers in so often that linger.ms ran out
+    after a few records a batch (benchmarks/scale.py's keyed produce)."""
+    await cluster.create_topic("full", partitions=1, replication_factor=1)
+    await cluster.create_topic("spread", partitions=64, replication_factor=1)
+    rounds = SchedulingRounds()
+    async with Producer(bootstrap, linger_ms=3_600_000, batch_size=1000) as producer:
+        for topic in ("full", "spread"):  # metadata first: a send waits for it, over TCP for many rounds
+            await producer.metadata.wait_for_partition_count(topic, 10)
+        async with trio.open_nursery() as nursery:  # a spinning task stops the clock: cancelled before any wait
+            nursery.start_soon(rounds.run)
+            await trio.lowlevel.checkpoint()
+            full = [await producer.send("full", bytes(100), partition=0) for _ in range(200)]
+            after_full = rounds.count
+            spread = [await producer.send("spread", b"v", key=b"%d" % i) for i in range(640)]
+            after_spread = rounds.count - after_full
+            nursery.cancel_scope.cancel()
+        assert after_full >= 20 and any(handle.done() for handle in full)  # a yield per full batch: some acked
+        assert len({metadata.partition for metadata in [await handle for handle in full]}) == 1
+        assert after_spread <= 2  # 64 batches opened; only the first one's timer needed the sender
+        await producer.flush()
+        assert {(await handle).partition for handle in spread} == set(range(64))
 
 
 def stored_batches(cluster: Cluster, topic: str) -> list[RecordBatch]:
