@@ -181,17 +181,6 @@ class RecordBatch:
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise self.corrupt(exc) from exc
 
-    def keys(self) -> list[bytes | None]:
-        """Each record's key, for a compacted topic's leader, which refuses records without one. A Kafka-format
-        batch is decoded for it and the decoding dropped: keeping it, as `native()` does, would hold the batch
-        twice for as long as the log keeps it. CORRUPT_MESSAGE if the records cannot be read."""
-        if self.kafka_format:
-            return [row[1] for row in kafka_records.decode_records(self.payload, self.attributes, self.record_count)]
-        try:
-            return [key for _, key, _, _ in self.rows()]
-        except (ValueError, TypeError) as exc:
-            raise self.corrupt(exc) from exc
-
     def column_buffers(self) -> ColumnBuffers:
         """The records as column sections over a columnar payload: for readers that build columns (Spark's Arrow
         batches) and take keys and values as contiguous bytes. A batch of another encoding is encoded first
@@ -318,9 +307,10 @@ class RecordBatch:
             pos = end
         return batches
 
-    def validate(self, *, deep: bool = False) -> None:
+    def validate(self, *, deep: bool = False, keyed_for: str | None = None) -> None:
         """Check the crc (cheap, no decoding); `deep` also checks every record against the header, as Kafka's
-        LogValidator checks what producers send before the leader appends it.
+        LogValidator checks what producers send before the leader appends it. `keyed_for` names the compacted
+        topic partition the batch is for: a record without a key is INVALID_RECORD there, as in Kafka.
 
         CORRUPT_MESSAGE (CorruptMessageError) for a wrong crc or a payload that is not a list of records;
         INVALID_RECORD (InvalidRecordError) naming the first record that breaks a rule: the count the header
@@ -331,7 +321,8 @@ class RecordBatch:
         A Kafka-format batch gets the crc check only, deep or not: its records were framed by the client library
         that checksummed them, and walking them in Python on every produce would cost more than the rest of the
         produce path. They are decoded when a native reader first asks (`native()`), which reports a malformed
-        one as CORRUPT_MESSAGE.
+        one as CORRUPT_MESSAGE. For `keyed_for` its records are decoded, and the decoding dropped: kept, as
+        `native()` keeps it, it would hold the batch twice for as long as the log keeps it.
         """
         expected = _checksum(self.payload, self.attributes, self.record_count, self.first_timestamp,
                              self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
@@ -340,13 +331,21 @@ class RecordBatch:
             raise CorruptMessageError(
                 f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
                 f"computed {expected})")
+        keys: Sequence[object] | None = None  # decoded by the deep check, or for `keyed_for` alone
         if deep and not self.kafka_format:
-            if columnar.is_columnar(self.payload):
-                self._validate_columnar()
-            else:
-                self._validate_rows(self.rows())
+            keys = self._validate_columnar() if columnar.is_columnar(self.payload) else self._validate_rows(self.rows())
+        if keyed_for is None:
+            return
+        if keys is None:
+            rows = kafka_records.decode_records(self.payload, self.attributes, self.record_count) \
+                if self.kafka_format else self.rows()
+            keys = [row[1] for row in rows]
+        if None in keys:
+            raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
+                                     f"{keyed_for}.")
 
-    def _validate_columnar(self) -> None:
+    def _validate_columnar(self) -> tuple[object, ...]:
+        """The checks of a columnar payload; returns its keys."""
         try:
             buffers = columnar.sections(self.payload)
             columns = columnar.decode(buffers)
@@ -357,8 +356,10 @@ class RecordBatch:
         self._validate_columns(*columns)
         if not columnar.consistent(buffers, columns[1], columns[2]):
             raise self.corrupt(ValueError("the key or value bounds or null masks do not match the keys and values"))
+        return columns[1]
 
-    def _validate_rows(self, rows: object) -> None:
+    def _validate_rows(self, rows: object) -> tuple[object, ...]:
+        """The checks of a payload of rows; returns its keys."""
         if type(rows) is not tuple:
             raise self.corrupt(TypeError(f"the payload is a {type(rows).__name__}, not a list of records"))
         if len(rows) != self.record_count:
@@ -371,7 +372,9 @@ class RecordBatch:
             index = next(i for i, row in enumerate(rows) if type(row) is not tuple or len(row) != 4)
             raise self._invalid(f"record {index} is not a (timestamp delta, key, value, headers) row: "
                                 f"{rows[index]!r:.80}")
-        self._validate_columns(*zip(*rows))
+        columns = tuple(zip(*rows))
+        self._validate_columns(*columns)
+        return columns[1]
 
     def _validate_columns(self, deltas: tuple[object, ...], keys: tuple[object, ...], values: tuple[object, ...],
                           headers: tuple[object, ...]) -> None:

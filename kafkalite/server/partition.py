@@ -23,7 +23,6 @@ from kafkalite.common.clock import now_ms
 from kafkalite.common.config import TopicConfig
 from kafkalite.common.errors import (
     FencedLeaderEpochError,
-    InvalidRecordError,
     InvalidRequestError,
     MessageTooLargeError,
     NotEnoughReplicasError,
@@ -299,14 +298,12 @@ class Partition:
         if not batches:
             raise InvalidRequestError(f"produce request for {self.topic_partition} carries no record batch")
         max_bytes = self.topic_config["max.message.bytes"]
+        keyed_for = str(self.topic_partition) if self.topic_config.compact else None
         for batch in batches:
             if batch.size_in_bytes > max_bytes:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
-            batch.validate(deep=True)
-            if self.topic_config.compact and None in batch.keys():
-                raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
-                                         f"{self.topic_partition}.")
+            batch.validate(deep=True, keyed_for=keyed_for)
         self._catch_up_idle_followers()
         offsets = []
         log_append_time = NO_TIMESTAMP
