@@ -1,8 +1,10 @@
-"""Arrow batches from fetched record batches, without Spark: the columns Spark gets, exact to the record."""
+"""Arrow batches from fetched record batches, without Spark: the columns Spark gets, exact to the record; and what
+a reader does when the records it owes do not come."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import datetime, timezone
 
 import msgpack
@@ -11,7 +13,12 @@ import pytest
 from kafkalite.client import FetchedBatch
 from kafkalite.common.errors import CorruptMessageError
 from kafkalite.common.records import Record, RecordBatch, _checksum
-from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, to_arrow
+from kafkalite.embedded import EmbeddedCluster
+from kafkalite.spark import KafkaliteDataSource
+from kafkalite.spark.planning import OffsetRange
+from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, DataLossError, to_arrow
+
+from .conftest import numbered, produce
 
 pytestmark = pytest.mark.spark
 
@@ -94,3 +101,24 @@ def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() ->
     forged = RecordBatch(20, -1, -1, -1, -1, 2, 0, 0, 0, 0, bytes(payload))
     with pytest.raises(CorruptMessageError, match="t-3: records at offsets 20 to 21 cannot be decoded"):
         to_arrow([FetchedBatch("t", 3, 20, forged)], 22, include_headers=False)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_owed_but_not_fetched_in_time_are_data_loss_after_those_read_are_handed_over(
+        cluster: EmbeddedCluster, fail_on_data_loss: bool) -> None:
+    """A range planned up to offset 40 of a partition that now ends at 30 (truncated since, say): the poll at 30
+    times out. Without failOnDataLoss the 30 records read before it reach Spark and the task ends; with it, the
+    task fails naming the partition, the offset and the option that bounds the wait."""
+    topic = f"owed-{str(fail_on_data_loss).lower()}"
+    cluster.create_topic(topic, 1, 3)
+    produce(cluster, topic, numbered(1, 30))
+    source = KafkaliteDataSource({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+                                  "failondataloss": str(fail_on_data_loss).lower(),  # lower-cased, as from Spark
+                                  "kafkaconsumer.polltimeoutms": "300"})
+    read = source.streamReader(None).read(OffsetRange(topic, 0, 0, 40))
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match=re.escape(f"Cannot fetch offset 30 of {topic}-0 (the range to read "
+                                                          f"ends at 40) within kafkaConsumer.pollTimeoutMs=300")):
+            list(read)
+    else:
+        assert [row["value"] for batch in read for row in batch.to_pylist()] == [b"0:%d" % i for i in range(30)]
