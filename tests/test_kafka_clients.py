@@ -337,6 +337,24 @@ def test_a_compacted_topic_with_confluent_kafka(cluster: EmbeddedCluster) -> Non
         (b"k", b"v1"), (b"k", None), (b"k", b"v2")]
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_record_older_than_the_topic_allows_is_refused_to_every_client(cluster: EmbeddedCluster, client: str) -> None:
+    """INVALID_TIMESTAMP, non-retriable: the client fails the send; the records before and after it are kept. The
+    gzip batches are decompressed to read each record's timestamp."""
+    topic = f"timestamps-{client}"
+    hour = 3_600_000
+    cluster.create_topic(topic, 1, 3, {"message.timestamp.before.max.ms": hour, "message.timestamp.after.max.ms": hour})
+    now = int(time.time() * 1000)  # the cluster runs on the real clock here
+    produce(client, cluster.kafka_bootstrap_servers, topic, [(b"k", b"before", [], now)], compression="gzip")
+    with pytest.raises(Exception, match="INVALID_TIMESTAMP|InvalidTimestamp"):
+        produce(client, cluster.kafka_bootstrap_servers, topic, [(b"k", b"stale", [], now - 2 * hour)],
+                compression="gzip")
+    produce(client, cluster.kafka_bootstrap_servers, topic, [(b"k", b"after", [], now + hour // 2)],
+            compression="gzip")
+    assert [(offset, r.value, r.timestamp) for offset, r in native_read(cluster, topic, 2)] == [
+        (0, b"before", now), (1, b"after", now + hour // 2)]
+
+
 def test_incremental_alter_configs_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     """SET, DELETE, APPEND and SUBTRACT; what is not named keeps its override; each bad resource gets its own error
     code and message while the good one in the same request is applied."""

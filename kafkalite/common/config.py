@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from enum import IntEnum
 from typing import Any
 
@@ -250,6 +251,16 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("max.message.bytes", "int", 1048588, "Largest record batch accepted.", at_least=0),
     ConfigKey("message.timestamp.type", "string", "CreateTime", "Which timestamp records keep.",
               choices=("CreateTime", "LogAppendTime")),
+    ConfigKey("message.timestamp.before.max.ms", "long", _LONG_MAX,
+              "How far behind the leader's clock a record's own timestamp may be (CreateTime topics), else the "
+              "produce fails with INVALID_TIMESTAMP.", at_least=0),
+    ConfigKey("message.timestamp.after.max.ms", "long", _LONG_MAX,
+              "How far ahead of the leader's clock a record's own timestamp may be (CreateTime topics), else the "
+              "produce fails with INVALID_TIMESTAMP. Kafka 4.0 made one hour the default; kafkalite keeps 3.x's, "
+              "unlimited, so that tests may write records of any time.", at_least=0),
+    ConfigKey("message.timestamp.difference.max.ms", "long", _LONG_MAX,
+              "Kafka's older bound on both sides (deprecated in 3.6): before.max.ms and after.max.ms take it while "
+              "they are at their default, as in Kafka.", at_least=0),
 )
 
 # Where a topic config takes its default when the topic does not override it: Kafka's broker-level names.
@@ -386,6 +397,28 @@ class TopicConfig(_Config):
     def compact(self) -> bool:
         """cleanup.policy names compact: records need keys (Kafka's LogValidator)."""
         return "compact" in self._values["cleanup.policy"].split(",")
+
+    def timestamp_bounds(self, clock: Callable[[], int]) -> tuple[int, int] | None:
+        """The range a produced record's own timestamp must lie in, from the leader's `clock` (epoch ms), read only
+        if there is a range: None when the topic keeps log append times or limits neither side."""
+        limits = self._timestamp_limits
+        if limits is None:
+            return None
+        now = clock()
+        return now - limits[0], min(now + limits[1], _LONG_MAX)
+
+    @cached_property
+    def _timestamp_limits(self) -> tuple[int, int] | None:
+        """(before, after) the leader's clock, each falling back to message.timestamp.difference.max.ms while at
+        its default, as in Kafka's LogConfig; worked out once, as every produce asks."""
+        values = self._values
+        if values["message.timestamp.type"] != "CreateTime":
+            return None
+        difference = values["message.timestamp.difference.max.ms"]
+        limits = tuple(difference if limit == _LONG_MAX else limit
+                       for limit in (values["message.timestamp.before.max.ms"],
+                                     values["message.timestamp.after.max.ms"]))
+        return None if limits == (_LONG_MAX, _LONG_MAX) else limits  # type: ignore[return-value]
 
     @property
     def delete(self) -> bool:

@@ -27,7 +27,12 @@ import msgpack
 
 from kafkalite.common import columnar, kafka_records
 from kafkalite.common.columnar import ColumnBuffers
-from kafkalite.common.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
+from kafkalite.common.errors import (
+    CorruptMessageError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    UnsupportedForMessageFormatError,
+)
 from kafkalite.common.kafka_records import Row
 
 RECORD_BATCH_OVERHEAD = 61
@@ -307,10 +312,13 @@ class RecordBatch:
             pos = end
         return batches
 
-    def validate(self, *, deep: bool = False, keyed_for: str | None = None) -> None:
+    def validate(self, *, deep: bool = False, keyed_for: str | None = None,
+                 timestamps_within: tuple[int, int] | None = None) -> None:
         """Check the crc (cheap, no decoding); `deep` also checks every record against the header, as Kafka's
         LogValidator checks what producers send before the leader appends it. `keyed_for` names the compacted
         topic partition the batch is for: a record without a key is INVALID_RECORD there, as in Kafka.
+        `timestamps_within` bounds the records' own timestamps (message.timestamp.before.max.ms and after.max.ms
+        around the leader's clock): one outside is INVALID_TIMESTAMP, in Kafka's words.
 
         CORRUPT_MESSAGE (CorruptMessageError) for a wrong crc or a payload that is not a list of records;
         INVALID_RECORD (InvalidRecordError) naming the first record that breaks a rule: the count the header
@@ -321,8 +329,8 @@ class RecordBatch:
         A Kafka-format batch gets the crc check only, deep or not: its records were framed by the client library
         that checksummed them, and walking them in Python on every produce would cost more than the rest of the
         produce path. They are decoded when a native reader first asks (`native()`), which reports a malformed
-        one as CORRUPT_MESSAGE. For `keyed_for` its records are decoded, and the decoding dropped: kept, as
-        `native()` keeps it, it would hold the batch twice for as long as the log keeps it.
+        one as CORRUPT_MESSAGE. For `keyed_for` or `timestamps_within` its records are decoded, and the decoding
+        dropped: kept, as `native()` keeps it, it would hold the batch twice for as long as the log keeps it.
         """
         expected = _checksum(self.payload, self.attributes, self.record_count, self.first_timestamp,
                              self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
@@ -331,21 +339,37 @@ class RecordBatch:
             raise CorruptMessageError(
                 f"record batch at offset {self.base_offset} is corrupt (stored crc {self.crc}, "
                 f"computed {expected})")
-        keys: Sequence[object] | None = None  # decoded by the deep check, or for `keyed_for` alone
+        columns: tuple[Sequence[object], Sequence[object]] | None = None  # (timestamp deltas, keys)
         if deep and not self.kafka_format:
-            keys = self._validate_columnar() if columnar.is_columnar(self.payload) else self._validate_rows(self.rows())
-        if keyed_for is None:
+            columns = self._validate_columnar() if columnar.is_columnar(self.payload) \
+                else self._validate_rows(self.rows())
+        if keyed_for is None and timestamps_within is None:
             return
-        if keys is None:
+        if columns is None:
             rows = kafka_records.decode_records(self.payload, self.attributes, self.record_count) \
                 if self.kafka_format else self.rows()
-            keys = [row[1] for row in rows]
-        if None in keys:
+            columns = [row[0] for row in rows], [row[1] for row in rows]
+        deltas, keys = columns
+        if keyed_for is not None and None in keys:
             raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition "
                                      f"{keyed_for}.")
+        if timestamps_within is not None:
+            self._check_timestamps(deltas, *timestamps_within)
 
-    def _validate_columnar(self) -> tuple[object, ...]:
-        """The checks of a columnar payload; returns its keys."""
+    def _check_timestamps(self, deltas: Sequence[object], low: int, high: int) -> None:
+        """Every record's timestamp (but NO_TIMESTAMP) within [low, high]: min and max first, a loop to name the
+        first record outside only when there is one."""
+        first = self.first_timestamp
+        if first + min(deltas) >= low and first + max(deltas) <= high:  # type: ignore[call-overload, operator]
+            return
+        for index, delta in enumerate(deltas):
+            timestamp = first + delta  # type: ignore[operator]
+            if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+                raise InvalidTimestampError(f"Timestamp {timestamp} of message with offset {self.base_offset + index} "
+                                            f"is out of range. The timestamp should be within [{low}, {high}]")
+
+    def _validate_columnar(self) -> tuple[Sequence[object], Sequence[object]]:
+        """The checks of a columnar payload; returns its timestamp deltas and keys."""
         try:
             buffers = columnar.sections(self.payload)
             columns = columnar.decode(buffers)
@@ -356,10 +380,10 @@ class RecordBatch:
         self._validate_columns(*columns)
         if not columnar.consistent(buffers, columns[1], columns[2]):
             raise self.corrupt(ValueError("the key or value bounds or null masks do not match the keys and values"))
-        return columns[1]
+        return columns[0], columns[1]
 
-    def _validate_rows(self, rows: object) -> tuple[object, ...]:
-        """The checks of a payload of rows; returns its keys."""
+    def _validate_rows(self, rows: object) -> tuple[Sequence[object], Sequence[object]]:
+        """The checks of a payload of rows; returns its timestamp deltas and keys."""
         if type(rows) is not tuple:
             raise self.corrupt(TypeError(f"the payload is a {type(rows).__name__}, not a list of records"))
         if len(rows) != self.record_count:
@@ -374,7 +398,7 @@ class RecordBatch:
                                 f"{rows[index]!r:.80}")
         columns = tuple(zip(*rows))
         self._validate_columns(*columns)
-        return columns[1]
+        return columns[0], columns[1]
 
     def _validate_columns(self, deltas: tuple[object, ...], keys: tuple[object, ...], values: tuple[object, ...],
                           headers: tuple[object, ...]) -> None:

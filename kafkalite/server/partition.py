@@ -299,11 +299,12 @@ class Partition:
             raise InvalidRequestError(f"produce request for {self.topic_partition} carries no record batch")
         max_bytes = self.topic_config["max.message.bytes"]
         keyed_for = str(self.topic_partition) if self.topic_config.compact else None
+        timestamps_within = self.topic_config.timestamp_bounds(now_ms)
         for batch in batches:
             if batch.size_in_bytes > max_bytes:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
-            batch.validate(deep=True, keyed_for=keyed_for)
+            batch.validate(deep=True, keyed_for=keyed_for, timestamps_within=timestamps_within)
         self._catch_up_idle_followers()
         offsets = []
         log_append_time = NO_TIMESTAMP

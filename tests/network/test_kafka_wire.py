@@ -403,23 +403,30 @@ async def test_a_kafka_batch_with_a_valid_crc_over_malformed_records_can_be_soug
                 assert [(r.offset, r.value) for r in await consumer.poll(5)] == [(1, b"after")]
 
 
-async def test_a_compacted_topic_reads_every_record_of_a_kafka_batch_and_refuses_what_it_cannot_read() -> None:
-    """A compacted topic's leader needs each record's key, so it parses a Kafka client's batch as Kafka's
-    LogValidator parses every batch: a valid CRC over malformed records is CORRUPT_MESSAGE and nothing is stored; a
-    record without a key is INVALID_RECORD; keyed records after either are stored at the next offset."""
+@pytest.mark.parametrize(("config", "refused", "code"), [
+    ({"cleanup.policy": "compact"}, Record(None, b"no key", 1_700_000_000_000), errors.INVALID_RECORD.code),
+    ({"message.timestamp.before.max.ms": str(5 * 365 * 24 * 3_600_000)}, Record(b"k", b"of 1970", 1_000),
+     errors.INVALID_TIMESTAMP.code),
+])
+async def test_a_topic_that_checks_records_reads_every_record_of_a_kafka_batch_and_refuses_what_it_cannot_read(
+        config: dict[str, str], refused: Record, code: int) -> None:
+    """A compacted topic's leader needs each record's key, and one that bounds timestamps each record's timestamp,
+    so it parses a Kafka client's batch as Kafka's LogValidator parses every batch: a valid CRC over malformed
+    records is CORRUPT_MESSAGE and nothing is stored; a record without a key is INVALID_RECORD, one too old
+    INVALID_TIMESTAMP; records after either are stored at the next offset."""
     with trio.fail_after(SAFETY_TIMEOUT):
         async with Cluster(brokers=3, seed=9) as cluster:
-            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config={"cleanup.policy": "compact"})
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=config)
             port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
             lying = bytearray(kafka_batch(b"lie"))
             lying[61] += 2  # as above: the first record claims a byte more than it holds, under a valid CRC
             struct.pack_into(">I", lying, 17, crc32c(bytes(lying[21:])))
-            keyless = RecordBatch.from_records([Record(None, b"no key", 1_700_000_000_000)]).to_kafka_bytes()
-            expected = [errors.CORRUPT_MESSAGE.code, errors.INVALID_RECORD.code, errors.NONE.code]
-            for batch, code in zip((bytes(lying), keyless, kafka_batch(b"kept")), expected):
+            expected = [errors.CORRUPT_MESSAGE.code, code, errors.NONE.code]
+            for batch, expected_code in zip((bytes(lying), RecordBatch.from_records([refused]).to_kafka_bytes(),
+                                             kafka_batch(b"kept")), expected):
                 [answer] = await exchange(port, produce_frame(batch))
                 partition = ProduceResponse.decode(answer[4:], version=7).responses[0].partition_responses[0]
-                assert partition.error_code == code
+                assert partition.error_code == expected_code
             assert partition.base_offset == 0
             assert [(r.key, r.value) for _, r in await cluster.fetch(TOPIC, 0, 0)] == [(b"k", b"kept")]
 
