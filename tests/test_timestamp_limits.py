@@ -3,7 +3,7 @@ difference.max.ms), on a real three-broker cluster.
 
 A record whose CreateTime timestamp lies further from the leader's clock than the topic allows is INVALID_TIMESTAMP,
 in Kafka's words, and nothing of its request to that partition is appended. Log append times are the broker's own,
-so a LogAppendTime topic checks nothing.
+so a LogAppendTime topic checks nothing, and a batch a producer marked as stamped with one is refused.
 """
 
 from __future__ import annotations
@@ -124,3 +124,18 @@ async def test_the_native_producer_fails_the_send_and_keeps_sending_others() -> 
             sent = await (await producer.send("t", b"current"))
         assert sent.offset == 0
         assert [r.value for _, r in await cluster.fetch("t", 0, 0)] == [b"current"]
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+async def test_a_batch_a_producer_marked_as_log_append_time_is_refused_on_any_topic(timestamp_type: str) -> None:
+    """Only a leader stamps a batch with its clock: a producer's claim to have done so would give consumers the
+    producer's time as the broker's."""
+    async with Cluster(brokers=3, seed=17) as cluster:
+        await cluster.create_topic("t", 1, 3, config={"message.timestamp.type": timestamp_type})
+        stamped = RecordBatch.from_records([Record(None, b"stamped")]).with_log_append_time(1_000)
+        refusal = ("Invalid timestamp type in message at offset 0. Producer should not set timestamp type to "
+                   "LogAppendTime")
+        with pytest.raises(errors.InvalidTimestampError, match=refusal):
+            await cluster.produce("t", 0, stamped)
+        assert await cluster.produce("t", 0, [Record(None, b"plain")]) == 0
+        assert [r.value for _, r in await cluster.fetch("t", 0, 0)] == [b"plain"]

@@ -24,6 +24,7 @@ from kafkalite.common.config import TopicConfig
 from kafkalite.common.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
+    InvalidTimestampError,
     MessageTooLargeError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -31,7 +32,7 @@ from kafkalite.common.errors import (
     PolicyViolationError,
     UnknownLeaderEpochError,
 )
-from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
+from kafkalite.common.records import LOG_APPEND_TIME, NO_TIMESTAMP, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -304,6 +305,9 @@ class Partition:
             if batch.size_in_bytes > max_bytes:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
+            if batch.timestamp_type == LOG_APPEND_TIME:  # only a leader stamps batches so, as Kafka's LogValidator says
+                raise InvalidTimestampError(f"Invalid timestamp type in message at offset {batch.base_offset}. "
+                                            f"Producer should not set timestamp type to LogAppendTime.")
             batch.validate(deep=True, keyed_for=keyed_for, timestamps_within=timestamps_within)
         self._catch_up_idle_followers()
         offsets = []

@@ -81,6 +81,9 @@ BAD_INPUTS: dict[str, tuple[bytes, int | None]] = {
     "random bytes": (random.Random(15).randbytes(4096), CLOSED),
     "bad crc": (bad_crc(produce_frame(kafka_batch(b"corrupt"))), errors.CORRUPT_MESSAGE.code),
     "not a record batch": (produce_frame(b"\x00" * 20), errors.CORRUPT_MESSAGE.code),
+    "a batch the producer marked as stamped by the leader": (produce_frame(RecordBatch.from_records(
+        [Record(b"k", b"stamped", 1_700_000_000_000)]).with_log_append_time(1_700_000_000_000).to_kafka_bytes()),
+        errors.INVALID_TIMESTAMP.code),
 }
 
 
