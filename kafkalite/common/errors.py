@@ -151,6 +151,8 @@ DUPLICATE_SEQUENCE_NUMBER = _define(46, "DUPLICATE_SEQUENCE_NUMBER", False,
                                     "The broker received a duplicate sequence number.")
 INVALID_PRODUCER_EPOCH = _define(47, "INVALID_PRODUCER_EPOCH", False,
                                  "Producer attempted to produce with an old epoch.")
+INVALID_TXN_STATE = _define(48, "INVALID_TXN_STATE", False,
+                            "The producer attempted a transactional operation in an invalid state.")
 SECURITY_DISABLED = _define(54, "SECURITY_DISABLED", False, "Security features are disabled.")
 KAFKA_STORAGE_ERROR = _define(56, "KAFKA_STORAGE_ERROR", True, "Disk error when trying to access log file on disk.")
 UNKNOWN_PRODUCER_ID = _define(59, "UNKNOWN_PRODUCER_ID", False,
@@ -242,6 +244,7 @@ InvalidRequestError = INVALID_REQUEST.exception
 OutOfOrderSequenceNumberError = OUT_OF_ORDER_SEQUENCE_NUMBER.exception
 DuplicateSequenceNumberError = DUPLICATE_SEQUENCE_NUMBER.exception
 InvalidProducerEpochError = INVALID_PRODUCER_EPOCH.exception
+InvalidTxnStateError = INVALID_TXN_STATE.exception
 UnknownProducerIdError = UNKNOWN_PRODUCER_ID.exception
 ReassignmentInProgressError = REASSIGNMENT_IN_PROGRESS.exception
 TopicDeletionDisabledError = TOPIC_DELETION_DISABLED.exception

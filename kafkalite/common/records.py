@@ -46,6 +46,8 @@ LOG_APPEND_TIME = 1
 """Kafka's timestamp types, as consumers (and Spark's `timestampType` column) report them."""
 
 _LOG_APPEND_TIME_ATTRIBUTE = 0x08
+_TRANSACTIONAL_ATTRIBUTE = 0x10
+_CONTROL_ATTRIBUTE = 0x20
 """Kafka's attributes bit for a batch whose records all carry the leader's append time (its max timestamp)."""
 
 Header = tuple[str, bytes | None]
@@ -129,6 +131,16 @@ class RecordBatch:
         """CREATE_TIME (each record keeps the producer's timestamp) or LOG_APPEND_TIME (the leader stamped the
         batch: every record's timestamp is the batch's max timestamp, as in Kafka)."""
         return LOG_APPEND_TIME if self.attributes & _LOG_APPEND_TIME_ATTRIBUTE else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        """Part of a transaction: its records count once the transaction's marker commits them."""
+        return bool(self.attributes & _TRANSACTIONAL_ATTRIBUTE)
+
+    @property
+    def is_control(self) -> bool:
+        """A transaction marker, which only a transaction coordinator writes, never data."""
+        return bool(self.attributes & _CONTROL_ATTRIBUTE)
 
     @classmethod
     def from_records(cls, records: Sequence[Record], *, base_offset: int = 0, partition_leader_epoch: int = -1,

@@ -23,8 +23,10 @@ from kafkalite.common.clock import now_ms
 from kafkalite.common.config import TopicConfig
 from kafkalite.common.errors import (
     FencedLeaderEpochError,
+    InvalidRecordError,
     InvalidRequestError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     MessageTooLargeError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -55,6 +57,23 @@ def _shared(replicas: _ReplicaSet) -> _ReplicaSet:
     sequences of up to replication-factor broker ids) and they are immutable, so tens of thousands of partitions
     need not hold one each."""
     return _replica_sets.setdefault(replicas, replicas)  # type: ignore[return-value]
+
+
+def _check_sent_by_client(batch: RecordBatch) -> None:
+    """Kafka's LogValidator checks of the header of a batch a client sent: what only a broker writes, and what
+    kafkalite does not serve (transactions), is refused in Kafka's words, before any record is read. The group
+    coordinator's own writes pass the same way and set none of these."""
+    if batch.is_control:
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        raise InvalidRecordError(f"Invalid sequence number {batch.base_sequence} in record batch with producerId "
+                                 f"{batch.producer_id}")
+    if batch.is_transactional:
+        raise InvalidTxnStateError(f"a transactional batch of producer {batch.producer_id}: kafkalite has no "
+                                   f"transactions, so no transaction may write to a partition")
+    if batch.timestamp_type == LOG_APPEND_TIME:  # only a leader stamps a batch so
+        raise InvalidTimestampError(f"Invalid timestamp type in message at offset {batch.base_offset}. Producer "
+                                    f"should not set timestamp type to LogAppendTime.")
 
 
 @dataclass(slots=True)
@@ -305,9 +324,7 @@ class Partition:
             if batch.size_in_bytes > max_bytes:
                 raise MessageTooLargeError(
                     f"a batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}")
-            if batch.timestamp_type == LOG_APPEND_TIME:  # only a leader stamps batches so, as Kafka's LogValidator says
-                raise InvalidTimestampError(f"Invalid timestamp type in message at offset {batch.base_offset}. "
-                                            f"Producer should not set timestamp type to LogAppendTime.")
+            _check_sent_by_client(batch)
             batch.validate(deep=True, keyed_for=keyed_for, timestamps_within=timestamps_within)
         self._catch_up_idle_followers()
         offsets = []

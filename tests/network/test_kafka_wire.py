@@ -84,6 +84,9 @@ BAD_INPUTS: dict[str, tuple[bytes, int | None]] = {
     "a batch the producer marked as stamped by the leader": (produce_frame(RecordBatch.from_records(
         [Record(b"k", b"stamped", 1_700_000_000_000)]).with_log_append_time(1_700_000_000_000).to_kafka_bytes()),
         errors.INVALID_TIMESTAMP.code),
+    "a transaction marker from a client": (produce_frame(RecordBatch.from_records(
+        [Record(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", 1_700_000_000_000)], attributes=0x20
+    ).to_kafka_bytes()), errors.INVALID_RECORD.code),
 }
 
 

@@ -95,8 +95,13 @@ async def test_corrupt_batch_is_rejected_and_nothing_of_the_request_is_appended(
 
 def _forged(payload_rows: object, record_count: int | None = None) -> RecordBatch:
     """A batch whose crc matches its (bad) payload, as a buggy or hostile client sends it."""
-    forged = dataclasses.replace(batch("x"), payload=msgpack.packb(payload_rows),
-                                 record_count=record_count if record_count is not None else len(payload_rows))
+    return _claiming(payload=msgpack.packb(payload_rows),
+                     record_count=record_count if record_count is not None else len(payload_rows))
+
+
+def _claiming(**fields: Any) -> RecordBatch:
+    """A batch with these header fields or payload, its crc computed again, as a buggy or hostile client sends it."""
+    forged = dataclasses.replace(batch("x"), **fields)
     return dataclasses.replace(forged, crc=_checksum(forged.payload, forged.attributes, forged.record_count,
                                                      forged.first_timestamp, forged.max_timestamp, forged.producer_id,
                                                      forged.producer_epoch, forged.base_sequence))
@@ -109,11 +114,20 @@ def _forged(payload_rows: object, record_count: int | None = None) -> RecordBatc
      "INVALID_RECORD", "claims 1 records but holds 3"),
     (lambda: _forged([[0, None, 42, []]]), "INVALID_RECORD", "value of type int"),
     (lambda: _forged([[0, 7, b"v", []]]), "INVALID_RECORD", "key of type int"),
+    # what only a broker writes, or kafkalite does not serve, in Kafka's words (LogValidator.validateBatch)
+    (lambda: _claiming(attributes=0x20), "INVALID_RECORD", "Clients are not allowed to write control records"),
+    (lambda: _claiming(producer_id=5, producer_epoch=0),
+     "INVALID_RECORD", "Invalid sequence number -1 in record batch with producerId 5"),
+    (lambda: _claiming(attributes=0x10, producer_id=9, producer_epoch=0, base_sequence=0),
+     "INVALID_TXN_STATE", "kafkalite has no transactions"),
+    (lambda: _claiming(attributes=0x08),
+     "INVALID_TIMESTAMP", "Producer should not set timestamp type to LogAppendTime"),
 ])
 async def test_a_batch_whose_records_break_the_rules_is_refused_with_a_reason_and_nothing_appended(
         topic: Harness, autojump_clock: MockClock, bad: Any, code: str, message: str) -> None:
     """The crc alone let a batch of garbage, or one whose header lies about its records, be acknowledged and
-    replicated; consumers then failed on it. The leader checks every record first (Kafka's LogValidator)."""
+    replicated; consumers then failed on it. The leader checks every record first (Kafka's LogValidator), and
+    refuses a header claiming what only a broker writes (a transaction marker, the log append time)."""
     result = await topic.produce(1, TP, batch("good"), bad())
     assert (errors.for_code(result.error_code).name, message in (result.error_message or "")) == (code, True), \
         result.error_message
