@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from enum import IntEnum
+from functools import cached_property
 from typing import Any
 
 from kafkalite.common.errors import InvalidConfigError, InvalidRequestError

@@ -46,9 +46,10 @@ LOG_APPEND_TIME = 1
 """Kafka's timestamp types, as consumers (and Spark's `timestampType` column) report them."""
 
 _LOG_APPEND_TIME_ATTRIBUTE = 0x08
+"""Kafka's attributes bit for a batch whose records all carry the leader's append time (its max timestamp)."""
 _TRANSACTIONAL_ATTRIBUTE = 0x10
 _CONTROL_ATTRIBUTE = 0x20
-"""Kafka's attributes bit for a batch whose records all carry the leader's append time (its max timestamp)."""
+"""Kafka's attributes bits for a batch in a transaction, and for a transaction marker."""
 
 Header = tuple[str, bytes | None]
 
