@@ -9,6 +9,7 @@ checks nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -79,6 +80,29 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _replica_list(value: str) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: every replica, or some as partition:broker pairs."""
+    if value == "*" or all(re.fullmatch(r"[0-9]+:[0-9]+", item) for item in value.split(",") if item):
+        return None
+    return ("must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
+def _format_version(value: str) -> str | None:
+    if re.fullmatch(r"0\.(8|9|10|11)\.[0-9](\.[0-9])?(-IV[0-9]+)?|[1-3]\.[0-9](\.[0-9])?(-IV[0-9]+)?", value):
+        return None
+    return "must be a Kafka version, such as 2.8 or 3.0-IV1"
+
+
+def _no_remote_storage(value: bool) -> str | None:
+    return ("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log "
+            "storage.") if value else None
+
+
+def _gzip_level(value: int) -> str | None:
+    return None if value == -1 or 1 <= value <= 9 else "must be -1 (the codec's default) or from 1 to 9"
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
     """One property: Kafka's name, its type and default, and the range Kafka accepts."""
@@ -91,6 +115,7 @@ class ConfigKey:
     at_most: float | None = None
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    rule: Callable[[Any], str | None] | None = None  # what else Kafka requires: the problem with a value, or None
 
     def parse(self, value: Any) -> Any:
         try:
@@ -110,6 +135,9 @@ class ConfigKey:
             kind = "a list of one or more of" if self.type == "list" else "one of"
             raise InvalidConfigError(
                 f"Invalid value {value!r} for configuration {self.name}: must be {kind} {', '.join(self.choices)}")
+        problem = self.rule(parsed) if self.rule is not None else None
+        if problem is not None:
+            raise InvalidConfigError(f"Invalid value {value!r} for configuration {self.name}: {problem}")
         return parsed
 
 
@@ -233,6 +261,27 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
               "Stored and described; batches are kept as the producer compressed them (Kafka recompresses them "
               "to any other codec named here).",
               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    *(ConfigKey(f"compression.{codec}.level", "int", default, f"Stored and described, as compression.type is: "
+                f"the level Kafka would recompress {codec} batches at.", at_least=low, at_most=high, rule=rule)
+      for codec, default, low, high, rule in [("gzip", -1, -1, 9, _gzip_level), ("lz4", 9, 1, 17, None),
+                                              ("zstd", 3, -131072, 22, None)]),
+    ConfigKey("message.downconversion.enable", "boolean", True,
+              "Stored and described: kafkalite serves only the v2 record format, so it never down-converts (Kafka "
+              "4.0 does not either)."),
+    *(ConfigKey(f"{side}.replication.throttled.replicas", "list", "",
+                "Stored and described: the replicas Kafka throttles during a reassignment (KIP-73), '*' or "
+                "partition:broker pairs. kafkalite has no throttle rates, so nothing is throttled.",
+                rule=_replica_list) for side in ("leader", "follower")),
+    ConfigKey("remote.storage.enable", "boolean", False,
+              "Tiered storage (KIP-405), which kafkalite does not have: true is refused, as by a Kafka broker "
+              "without remote.log.storage.system.enable.", rule=_no_remote_storage),
+    *(ConfigKey(f"local.retention.{unit}", "long", -2, "Stored and described: the local share of a tiered "
+                "topic's retention, which kafkalite has no use for.", at_least=-2) for unit in ("ms", "bytes")),
+    *(ConfigKey(f"remote.log.{name}", "boolean", False, "Stored and described: a tiered topic's setting, which "
+                "kafkalite has no use for.") for name in ("copy.disable", "delete.on.disable")),
+    ConfigKey("message.format.version", "string", "3.0-IV1",
+              "Stored and described, as Kafka 3.x ignores it: records are always in the v2 format.",
+              rule=_format_version),
     ConfigKey("min.insync.replicas", "int", 1, "See the broker property.", at_least=1),
     *(ConfigKey(name, kind, default, "A setting of Kafka's files on disk, stored and described: kafkalite's logs are "
                 "in memory, so it changes nothing.", at_least=at_least)

@@ -172,11 +172,17 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
 
 async def test_every_topic_config_of_kafkas_that_kafkalite_keeps_round_trips(autojump_clock: Any, cluster: Cluster,
                                                                                bootstrap: Any) -> None:
-    """A topic created with configs copied from a production topic: the ones about files on disk, which an
-    in-memory log has no use for, are validated with Kafka's ranges, kept and described like the others."""
+    """A topic created with configs copied from a production topic: the ones about files on disk, compression
+    levels, the message format, reassignment throttles and tiered storage, which kafkalite has no use for, are
+    validated with Kafka's ranges and rules, kept and described like the others."""
     copied = {"segment.index.bytes": "2097152", "index.interval.bytes": "8192", "segment.jitter.ms": "60000",
               "file.delete.delay.ms": "1000", "flush.messages": "10000", "flush.ms": "1000", "preallocate": "true",
-              "compression.type": "zstd", "retention.ms": "600000"}
+              "compression.type": "zstd", "retention.ms": "600000", "compression.zstd.level": "-5",
+              "compression.gzip.level": "9", "compression.lz4.level": "17", "message.downconversion.enable": "false",
+              "leader.replication.throttled.replicas": "0:1,0:2", "follower.replication.throttled.replicas": "*",
+              "remote.storage.enable": "false", "local.retention.ms": "-1", "local.retention.bytes": "1000",
+              "remote.log.copy.disable": "true", "remote.log.delete.on.disable": "true",
+              "message.format.version": "2.8-IV1"}
     async with Admin(bootstrap) as admin:
         await admin.create_topics([NewTopic("copied", 1, 3, copied)])
         described = (await admin.describe_configs(["copied"]))[("topic", "copied")]
@@ -186,7 +192,15 @@ async def test_every_topic_config_of_kafkas_that_kafkalite_keeps_round_trips(aut
         for name, bad, message in [("segment.index.bytes", "3", "must be at least 4"),
                                    ("flush.messages", "0", "must be at least 1"),
                                    ("preallocate", "yes", "expected true or false"),
-                                   ("compression.type", "brotli", "must be one of uncompressed, zstd, lz4")]:
+                                   ("compression.type", "brotli", "must be one of uncompressed, zstd, lz4"),
+                                   ("compression.gzip.level", "0", "must be -1 .the codec's default. or from 1 to 9"),
+                                   ("compression.zstd.level", "23", "must be at most 22"),
+                                   ("leader.replication.throttled.replicas", "0:1,broker-2",
+                                    "must be the literal '\\*' or a list of replicas in the following format"),
+                                   ("remote.storage.enable", "true",
+                                    "Tiered Storage functionality is disabled in the broker"),
+                                   ("local.retention.bytes", "-3", "must be at least -2"),
+                                   ("message.format.version", "latest", "must be a Kafka version")]:
             with pytest.raises(errors.InvalidConfigError, match=f"configuration {name}: {message}"):
                 await admin.create_topics([NewTopic("refused", 1, 3, {name: bad})])
         assert "refused" not in await admin.list_topics()
