@@ -91,3 +91,15 @@ async def test_the_offsets_topic_is_compacted_as_in_kafka() -> None:
             described: Any = await admin.describe_configs(topics=[GROUP_METADATA_TOPIC_NAME])
             assert described[("topic", GROUP_METADATA_TOPIC_NAME)]["cleanup.policy"].value == "compact"
             assert (await admin.list_group_offsets("g"))[TopicPartition("t", 0)].committed == 0
+
+
+async def test_log_cleanup_policy_in_the_brokers_config_compacts_every_topic_that_does_not_say_otherwise() -> None:
+    async with Cluster(brokers=3, seed=8, config={"log.cleanup.policy": "compact"}) as cluster:
+        await cluster.create_topic("compacted", 1, 3)
+        await cluster.create_topic("deleting", 1, 3, config={"cleanup.policy": "delete"})
+        with pytest.raises(errors.InvalidRecordError, match="Compacted topic cannot accept message without key"):
+            await cluster.produce("compacted", 0, [Record(None, b"no key")])
+        assert await cluster.produce("deleting", 0, [Record(None, b"no key")]) == 0
+        async with Admin(cluster) as admin:
+            described = (await admin.describe_configs(topics=["compacted"]))[("topic", "compacted")]
+        assert described["cleanup.policy"].value == "compact"

@@ -139,3 +139,18 @@ async def test_a_batch_a_producer_marked_as_log_append_time_is_refused_on_any_to
             await cluster.produce("t", 0, stamped)
         assert await cluster.produce("t", 0, [Record(None, b"plain")]) == 0
         assert [r.value for _, r in await cluster.fetch("t", 0, 0)] == [b"plain"]
+
+
+async def test_the_broker_properties_set_the_default_of_every_topic_that_does_not_override_it() -> None:
+    """log.message.timestamp.* in the brokers' config, as in a server.properties: a topic without its own bound
+    takes theirs; one with its own keeps it."""
+    async with Cluster(brokers=3, seed=18, config={"log.message.timestamp.before.max.ms": HOUR}) as cluster:
+        await cluster.create_topic("bounded", 1, 3)
+        await cluster.create_topic("own", 1, 3, config={"message.timestamp.before.max.ms": str(24 * HOUR)})
+        now = now_ms()
+        with pytest.raises(errors.InvalidTimestampError, match=out_of_range(now - 2 * HOUR, 0, now - HOUR,
+                                                                            (1 << 63) - 1)):
+            await cluster.produce("bounded", 0, [Record(None, b"two hours old", now - 2 * HOUR)])
+        assert await cluster.produce("own", 0, [Record(None, b"two hours old", now - 2 * HOUR)]) == 0
+    with pytest.raises(errors.InvalidConfigError, match="log.message.timestamp.after.max.ms: must be at least 0"):
+        Cluster(brokers=1, config={"log.message.timestamp.after.max.ms": -1})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+import dataclasses
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
@@ -322,6 +323,15 @@ TOPIC_DEFAULT_FROM_BROKER: dict[str, str] = {
     "retention.bytes": "log.retention.bytes",
     "max.message.bytes": "message.max.bytes",
 }
+
+# Broker properties that only set a topic config's default, with the topic config's type, range and rules.
+for _topic_key, _broker_key in [("cleanup.policy", "log.cleanup.policy"), ("compression.type", "compression.type"),
+                                *((f"message.timestamp.{name}", f"log.message.timestamp.{name}")
+                                  for name in ("type", "before.max.ms", "after.max.ms", "difference.max.ms"))]:
+    BROKER_CONFIG_KEYS[_broker_key] = dataclasses.replace(
+        TOPIC_CONFIG_KEYS[_topic_key], name=_broker_key,
+        doc=f"The default of the topic config {_topic_key}: {TOPIC_CONFIG_KEYS[_topic_key].doc}")
+    TOPIC_DEFAULT_FROM_BROKER[_topic_key] = _broker_key
 
 
 def _canonical_keys(keys: Mapping[str, ConfigKey]) -> dict[str, str]:
