@@ -9,9 +9,9 @@ checks nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-import dataclasses
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
@@ -452,9 +452,10 @@ class TopicConfig(_Config):
     def for_broker(cls, values: Mapping[str, Any] | None, broker: BrokerConfig) -> TopicConfig:
         return cls(values, defaults=broker.topic_defaults())
 
-    @property
+    @cached_property
     def compact(self) -> bool:
-        """cleanup.policy names compact: records need keys (Kafka's LogValidator)."""
+        """cleanup.policy names compact: records need keys (Kafka's LogValidator). Worked out once, as every
+        produce asks."""
         return "compact" in self._values["cleanup.policy"].split(",")
 
     def timestamp_bounds(self, clock: Callable[[], int]) -> tuple[int, int] | None:
@@ -474,10 +475,9 @@ class TopicConfig(_Config):
         if values["message.timestamp.type"] != "CreateTime":
             return None
         difference = values["message.timestamp.difference.max.ms"]
-        limits = tuple(difference if limit == _LONG_MAX else limit
-                       for limit in (values["message.timestamp.before.max.ms"],
-                                     values["message.timestamp.after.max.ms"]))
-        return None if limits == (_LONG_MAX, _LONG_MAX) else limits  # type: ignore[return-value]
+        before, after = values["message.timestamp.before.max.ms"], values["message.timestamp.after.max.ms"]
+        limits = (difference if before == _LONG_MAX else before, difference if after == _LONG_MAX else after)
+        return None if limits == (_LONG_MAX, _LONG_MAX) else limits
 
     @property
     def delete(self) -> bool:
