@@ -19,6 +19,7 @@ import trio
 
 from kafkalite.cluster import COORDINATION, Cluster
 from kafkalite.common import errors
+from kafkalite.common.config import ConfigOp
 from kafkalite.common.errors import KafkaError
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
@@ -32,15 +33,28 @@ from kafkalite.coordination.kafka_zk import (
     KafkaZkClient,
 )
 from kafkalite.network.requests import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     PREFERRED_ELECTION,
+    TOPIC_RESOURCE,
     UNCLEAN_ELECTION,
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
     AlterPartitionReassignmentsRequest,
+    ConfigResource,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    DescribeConfigsRequest,
     ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
     ReassignablePartition,
 )
@@ -363,12 +377,12 @@ async def test_bad_admin_requests_get_error_codes_and_messages_and_change_nothin
         assert response.error_code == errors.INVALID_REQUEST.code and "election type" in response.error_message
 
         # CreatePartitions: shrinking, too few or too many assignments, unknown topic, validate_only
-        response = await send(CreatePartitionsRequest([
-            CreatePartitionsTopic("t", 1), CreatePartitionsTopic("t", 4, [[1, 2]]),
-            CreatePartitionsTopic("nope", 3), CreatePartitionsTopic("t", 3, [[1, 9]])]))
-        assert [(r.error_code, bool(r.error_message)) for r in response.results] == [
-            (errors.INVALID_PARTITIONS.code, True), (errors.INVALID_REPLICA_ASSIGNMENT.code, True),
-            (errors.UNKNOWN_TOPIC_OR_PARTITION.code, True), (errors.INVALID_REPLICA_ASSIGNMENT.code, True)]
+        for asked, error in [(CreatePartitionsTopic("t", 1), errors.INVALID_PARTITIONS),
+                             (CreatePartitionsTopic("t", 4, [[1, 2]]), errors.INVALID_REPLICA_ASSIGNMENT),
+                             (CreatePartitionsTopic("nope", 3), errors.UNKNOWN_TOPIC_OR_PARTITION),
+                             (CreatePartitionsTopic("t", 3, [[1, 9]]), errors.INVALID_REPLICA_ASSIGNMENT)]:
+            response = await send(CreatePartitionsRequest([asked]))
+            assert [(r.error_code, bool(r.error_message)) for r in response.results] == [(error.code, True)]
         response = await send(CreatePartitionsRequest([CreatePartitionsTopic("t", 5)], validate_only=True))
         assert response.results[0].error_code == errors.NONE.code
         assert len(await cluster.describe_topic("t")) == 2
@@ -395,6 +409,98 @@ async def test_bad_admin_requests_get_error_codes_and_messages_and_change_nothin
         await assert_replicas_agree(cluster, "t")
         assert await read_values(cluster, "t") == [b"v0", b"v1", b"after0"]
         assert sorted(cluster.topics()) == ["t"]
+
+
+async def test_a_topic_or_resource_named_twice_in_one_request_is_refused_and_nothing_changes(
+        autojump_clock: Any) -> None:
+    """A topic twice in CreateTopics, CreatePartitions or DeleteTopics, a config resource twice in AlterConfigs or
+    IncrementalAlterConfigs, a partition twice in ListOffsets: INVALID_REQUEST in Kafka's words at each place it is
+    named, and none of its entries acts; the others in the request do."""
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        await cluster.create_topic("t", partitions=2, replication_factor=2, config={"retention.ms": 60000})
+        await cluster.produce("t", 0, values(2))
+        follower = not_controller(cluster)
+
+        async def send(request: Any, broker_id: int | None = None) -> Any:
+            return await cluster.transport.send("client", broker_id or follower, request)
+
+        def answers(results: Any) -> list[tuple[str, int, str | None]]:
+            return [(r.name, r.error_code, r.error_message) for r in results]
+
+        response = await send(CreateTopicsRequest([CreatableTopic("new", 1, 1), CreatableTopic("ok", 1, 1),
+                                                   CreatableTopic("new", 3, 2)]))
+        twice = (errors.INVALID_REQUEST.code, "Found multiple entries for this topic.")
+        assert answers(response.topics) == [("new", *twice), ("ok", 0, None), ("new", *twice)]
+        response = await send(CreatePartitionsRequest([CreatePartitionsTopic("t", 3), CreatePartitionsTopic("ok", 2),
+                                                       CreatePartitionsTopic("t", 4)]))
+        twice = (errors.INVALID_REQUEST.code, "Duplicate topic in request.")
+        assert answers(response.results) == [("t", *twice), ("ok", 0, None), ("t", *twice)]
+        response = await send(DeleteTopicsRequest(["t", "ok", "t"]))
+        twice = (errors.INVALID_REQUEST.code, "Duplicate topic name.")
+        assert answers(response.responses) == [("t", *twice), ("ok", 0, None), ("t", *twice)]
+        await cluster.wait_until(lambda: cluster.topics() == ["t"], timeout=60)
+        assert len(await cluster.describe_topic("t")) == 2
+
+        for request in (AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, "t", {"retention.ms": "1000"}),
+                                             AlterConfigsResource(TOPIC_RESOURCE, "t", {})]),
+                        IncrementalAlterConfigsRequest([
+                            IncrementalAlterConfigsResource(TOPIC_RESOURCE, "t", [
+                                AlterableConfig("retention.ms", ConfigOp.SET, "1000")]),
+                            IncrementalAlterConfigsResource(TOPIC_RESOURCE, "t", [
+                                AlterableConfig("retention.ms", ConfigOp.DELETE, None)])])):
+            response = await send(request)
+            assert [(r.name, r.error_code, r.error_message) for r in response.results] == \
+                [("t", errors.INVALID_REQUEST.code, "Each resource must appear at most once.")] * 2
+        response = await send(DescribeConfigsRequest([ConfigResource(TOPIC_RESOURCE, "t", ["retention.ms"])]))
+        assert [(c.name, c.value) for c in response.results[0].configs] == [("retention.ms", "60000")]
+
+        leader = cluster.leader_for("t", 0)
+        response = await send(ListOffsetsRequest(CONSUMER_REPLICA_ID, [
+            ListOffsetsPartition("t", 0, LATEST_TIMESTAMP), ListOffsetsPartition("t", 1, LATEST_TIMESTAMP),
+            ListOffsetsPartition("t", 0, EARLIEST_TIMESTAMP)]), leader)
+        assert [(p.partition, p.error_code) for p in response.partitions if p.partition == 0] == \
+            [(0, errors.INVALID_REQUEST.code)] * 2
+        assert await read_values(cluster, "t") == [b"v0", b"v1"]
+
+
+async def test_create_topics_and_alter_configs_refuse_what_kafka_refuses_in_its_words(autojump_clock: Any) -> None:
+    """A null config value, counts given beside an assignment, and a name that differs from an existing topic's
+    only in '.' against '_' (Kafka's metrics would mix them up): refused as Kafka's ZkAdminManager and
+    AdminZkClient refuse them, validate_only too, and nothing is created. A null value in AlterConfigs, which
+    replaces every override, is refused rather than read as "back to the default"."""
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        await cluster.create_topic("a.b", partitions=1, replication_factor=1, config={"retention.ms": 60000})
+
+        async def create(*topics: CreatableTopic, validate_only: bool = False) -> list[tuple[str, int, str | None]]:
+            response = await cluster.transport.send("client", cluster.controller_id,
+                                                    CreateTopicsRequest(list(topics), validate_only=validate_only))
+            return [(r.name, r.error_code, r.error_message) for r in response.topics]
+
+        for validate_only in (True, False):
+            assert await create(CreatableTopic("n", 1, 1, configs={"retention.ms": None, "segment.ms": "1000",
+                                                                   "flush.ms": None}),
+                                CreatableTopic("both", 2, assignments={0: [1], 1: [2]}),
+                                CreatableTopic("a_b", 1, 1), validate_only=validate_only) == [
+                ("n", errors.INVALID_CONFIG.code, "Null value not supported for topic configs: retention.ms,flush.ms"),
+                ("both", errors.INVALID_REQUEST.code, "Both numPartitions or replicationFactor and replicasAssignments "
+                                                      "were set. Both cannot be used at the same time."),
+                ("a_b", errors.INVALID_TOPIC_EXCEPTION.code, "Topic 'a_b' collides with existing topics: a.b")]
+        assert await create(CreatableTopic("x_y", 1, 1), CreatableTopic("x.y", 1, 1)) == [
+            ("x_y", 0, None),
+            ("x.y", errors.INVALID_TOPIC_EXCEPTION.code, "Topic 'x.y' collides with existing topics: x_y")]
+        assert await create(CreatableTopic("a.b", 1, 1)) == [
+            ("a.b", errors.TOPIC_ALREADY_EXISTS.code, "Topic 'a.b' already exists.")]
+        assert await create(CreatableTopic("both-1", assignments={0: [1], 1: [2]})) == [("both-1", 0, None)]
+        await cluster.wait_until(lambda: cluster.topics() == ["a.b", "both-1", "x_y"], timeout=60)
+
+        response = await cluster.transport.send("client", cluster.controller_id, AlterConfigsRequest(
+            [AlterConfigsResource(TOPIC_RESOURCE, "a.b", {"retention.ms": None, "segment.ms": "1000"})]))
+        assert [(r.error_code, r.error_message) for r in response.results] == [
+            (errors.INVALID_REQUEST.code, "Null value not supported for : retention.ms")]
+        response = await cluster.transport.send("client", cluster.controller_id, DescribeConfigsRequest(
+            [ConfigResource(TOPIC_RESOURCE, "a.b", ["retention.ms", "segment.ms"])]))
+        assert [(c.name, c.value, c.is_default) for c in response.results[0].configs] == [
+            ("retention.ms", "60000", False), ("segment.ms", "604800000", True)]
 
 
 async def test_elect_leaders_on_a_topic_being_deleted_is_invalid_topic(autojump_clock: Any) -> None:

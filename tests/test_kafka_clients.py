@@ -290,6 +290,51 @@ def test_admin_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     wait_for(lambda: "admin-ck" not in cluster.topics(), "the topic to be deleted")
 
 
+def test_confluent_kafka_gets_kafkas_answers_to_repeated_and_colliding_topics(cluster: EmbeddedCluster) -> None:
+    """What the KAFKA listener answers where Kafka refuses a request's shape. A name colliding with an existing
+    one is refused; a topic named twice is refused at each entry and not acted on, which librdkafka reports as a
+    malformed response for the whole call (a shorter answer, as Kafka's KRaft controller gives, crashes it) while
+    the other topics of the request go through. A null config value (which confluent-kafka sends as the text
+    'None') is refused by kafka-python's admin below."""
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+    cluster.create_topic("shape.one", 1, 1)
+    cluster.create_topic("shape-grows", 1, 1)
+
+    def outcomes(futures: dict[str, Any]) -> dict[str, tuple[int, str] | None]:
+        answers: dict[str, tuple[int, str] | None] = {}
+        for name, future in futures.items():
+            try:
+                answers[name] = future.result(DEADLINE)
+            except confluent_kafka.KafkaException as exc:
+                answers[name] = (exc.args[0].code(), exc.args[0].str())
+        return answers
+
+    assert outcomes(admin.create_topics([NewTopic("shape_one", 1, 1)], operation_timeout=10)) == {
+        "shape_one": (confluent_kafka.KafkaError.TOPIC_EXCEPTION,
+                      "Topic 'shape_one' collides with existing topics: shape.one")}
+    malformed = confluent_kafka.KafkaError._BAD_MSG
+    answers = outcomes(admin.create_topics([NewTopic("shape-twice", 1, 1), NewTopic("shape-ok", 1, 1),
+                                            NewTopic("shape-twice", 2, 1), NewTopic("shape-more", 1, 1)],
+                                           operation_timeout=10))
+    assert {code for code, _ in answers.values()} == {malformed}  # type: ignore[misc]
+    answers = outcomes(admin.create_partitions([confluent_kafka.admin.NewPartitions(name, count) for name, count in
+                                                [("shape.one", 2), ("shape-grows", 2), ("shape.one", 3)]]))
+    assert {code for code, _ in answers.values()} == {malformed}  # type: ignore[misc]
+    answers = outcomes(admin.delete_topics(["shape-more", "shape-ok", "shape-more"], operation_timeout=10))
+    assert {code for code, _ in answers.values()} == {malformed}  # type: ignore[misc]
+    wait_for(lambda: "shape-ok" not in cluster.topics(), "shape-ok to be deleted")
+    assert {"shape.one", "shape-grows", "shape-more"} <= set(cluster.topics())
+    assert not {"shape-twice", "shape_one"} & set(cluster.topics())
+    assert (len(cluster.describe_topic("shape.one")), len(cluster.describe_topic("shape-grows"))) == (1, 2)
+    kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers)
+    try:
+        with pytest.raises(kafka.errors.InvalidConfigurationError, match="Null value not supported for topic configs"):
+            kafka_admin.create_topics([kafka.admin.NewTopic("shape-null", 1, 1, topic_configs={"retention.ms": None})])
+    finally:
+        kafka_admin.close()
+    assert "shape-null" not in cluster.topics()
+
+
 def test_list_topics_with_confluent_kafka(cluster: EmbeddedCluster, topic: str) -> None:
     """`list_topics()` from confluent-kafka's admin client, producer and consumer: every topic, each partition's
     leader, replicas and ISR, the brokers and the controller; and one topic by name. Asking for every topic,
@@ -392,7 +437,7 @@ def test_incremental_alter_configs_with_confluent_kafka(cluster: EmbeddedCluster
         "a value out of range": op("retention.ms", "-7", AlterConfigOpType.SET),
     }
     expected = [r"cleanup.policy: must be a list of one or more of delete, compact"] * 2 + [
-        "append is not allowed for config key: retention.ms", "Unknown topic configuration 'retention.mss'",
+        "append is not allowed for config key: retention.ms", "Unknown topic config name: retention.mss",
         "retention.ms: must be at least -1"]
     for (what, bad), message in zip(failed.items(), expected):
         error = alter("inc-ck", bad)["inc-ck"]
@@ -1200,6 +1245,12 @@ def test_cooperative_sticky_members_of_confluent_kafka_rebalance_incrementally(c
         assert _owned(first) | _owned(second) == set(range(6))
         revoked = [partitions for name, kind, partitions in events if name == "first" and kind == "revoke"]
         assert revoked and all(len(partitions) == 3 for partitions in revoked if partitions), events
+        admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap_servers})
+        described = admin.describe_consumer_groups(["cooperative"])["cooperative"].result(DEADLINE)
+        assert (described.state, described.partition_assignor) == (confluent_kafka.ConsumerGroupState.STABLE,
+                                                                   "cooperative-sticky")
+        assert sorted((m.client_id, m.host) for m in described.members) == [  # Kafka's form: the address
+            ("first", "/127.0.0.1"), ("second", "/127.0.0.1")]
     finally:
         for consumer in (first, second):
             if consumer is not None:

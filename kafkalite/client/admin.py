@@ -322,7 +322,7 @@ class Admin(_GroupAdmin):
         new_topics = [_checked_new_topic(t) for t in collection(new_topics, "create_topics()", "NewTopic")]
         request = CreateTopicsRequest(
             [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None,
-                            {k: config_text(v) for k, v in t.configs.items()}) for t in new_topics],
+                            {k: _config_value(v) for k, v in t.configs.items()}) for t in new_topics],
             timeout_ms=self.config["request.timeout.ms"], validate_only=validate_only)
 
         async def attempt() -> None:
@@ -355,7 +355,7 @@ class Admin(_GroupAdmin):
             response: CreatePartitionsResponse = await self._send_to_controller(request)
             self._raise_results(response.results)
 
-        await self._with_retries(attempt, "create_partitions")
+        await self._with_retries(attempt, "create_partitions", final=(errors.UnknownTopicOrPartitionError,))
 
     async def elect_leaders(self, election_type: str = "preferred",
                             partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
@@ -438,7 +438,7 @@ class Admin(_GroupAdmin):
                 for k, v in overrides.items()]) for topic, overrides in topics.items()], validate_only)
         else:
             request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
-                k: config_text(v) for k, v in overrides.items()}) for topic, overrides in topics.items()],
+                k: _config_value(v) for k, v in overrides.items()}) for topic, overrides in topics.items()],
                 validate_only)
 
         async def attempt() -> None:
@@ -509,12 +509,13 @@ class Admin(_GroupAdmin):
         async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
             if self.metadata.expired():  # leaders known metadata.max.age.ms ago may have moved
                 await self.metadata.refresh()
+            self._require_partitions(timestamps)
             missing = await list_offsets_once(self._transport, self.metadata, timestamps, found)
             if missing:
                 raise _Retry(errors.NotLeaderOrFollowerError(f"no leader known, or the leader moved, for {missing}"))
             return found
 
-        return await self._with_retries(attempt, "list_offsets")
+        return await self._with_retries(attempt, "list_offsets", final=(errors.UnknownTopicOrPartitionError,))
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Kafka's deleteRecords: delete every record below each partition's offset (-1: below the high
@@ -535,10 +536,7 @@ class Admin(_GroupAdmin):
             if self.metadata.expired():
                 await self.metadata.refresh()
             remaining = [tp for tp in wanted if tp not in low_watermarks]
-            for tp in remaining:
-                if isinstance(self.metadata.topic_errors.get(tp.topic), errors.UnknownTopicOrPartitionError) \
-                        or (tp.topic in self.metadata.topics and not self.metadata.lists(tp)):
-                    raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+            self._require_partitions(remaining)
             stale: list[KafkaError] = []  # leaders moved, or in-sync replicas were slow to follow
             for leader_id, tps in self._by_leader(remaining).items():
                 response: DeleteRecordsResponse = await self._transport.send(leader_id, DeleteRecordsRequest(
@@ -557,6 +555,14 @@ class Admin(_GroupAdmin):
             return low_watermarks
 
         return await self._with_retries(attempt, "delete_records", final=(errors.UnknownTopicOrPartitionError,))
+
+    def _require_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        """UNKNOWN_TOPIC_OR_PARTITION, not a retry, for a partition the metadata says does not exist: Kafka's admin
+        fails such a call at once rather than after default.api.timeout.ms."""
+        for tp in tps:
+            if isinstance(self.metadata.topic_errors.get(tp.topic), errors.UnknownTopicOrPartitionError) \
+                    or (tp.topic in self.metadata.topics and not self.metadata.lists(tp)):
+                raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
 
     def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         """The partitions grouped by the leader the metadata names; a retry while one has no leader known."""
@@ -580,6 +586,12 @@ def _checked_new_topic(topic: Any) -> NewTopic:
                             f"{type(getattr(topic, field_name)).__name__}")
     mapping(topic.configs, f"NewTopic {topic.name!r}", "config names to values")
     return topic
+
+
+def _config_value(value: Any) -> str | None:
+    """A config value as requests carry it; None stays null, which the brokers refuse as Kafka's do, rather than
+    becoming the text 'None'."""
+    return None if value is None else config_text(value)
 
 
 def _offset_spec(spec: Any) -> int:

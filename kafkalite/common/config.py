@@ -356,7 +356,7 @@ class _Config(Mapping[str, Any]):
         for given, value in (values or {}).items():
             name = names.get(given)
             if name is None:
-                raise InvalidConfigError(f"Unknown {self._kind} configuration {given!r}")
+                raise InvalidConfigError(f"Unknown {self._kind} config name: {given}")
             parsed[name] = self._overrides[name] = self._keys[name].parse(value)
         self._values = parsed
 
@@ -390,7 +390,7 @@ class _Config(Mapping[str, Any]):
         for given, code, value in ops:
             name = names.get(given)
             if name is None:
-                raise InvalidConfigError(f"Unknown {self._kind} configuration {given!r}")
+                raise InvalidConfigError(f"Unknown {self._kind} config name: {given}")
             if name in seen:
                 raise InvalidRequestError(f"Error due to duplicate config keys: {name} is named twice")
             seen.add(name)

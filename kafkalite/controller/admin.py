@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig, TopicConfig
@@ -43,6 +45,8 @@ from kafkalite.network.requests import (
 )
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 def _replica_index(first_replica_index: int, second_replica_shift: int, replica_index: int,
@@ -136,15 +140,31 @@ def check_partition_budget(topic: str, count: int, budget: int) -> None:
             f"(max.partitions.per.request)")
 
 
+def _collision_key(topic: str) -> str:
+    return topic.replace(".", "_")
+
+
 def plan_topic(topic: CreatableTopic, config: BrokerConfig, existing_topics: set[str],
                live_brokers: Mapping[int, str | None], rng: random.Random, budget: int | None = None
                ) -> tuple[dict[int, list[int]], dict[str, object]]:
     """(assignment, config overrides) for a new topic, or the Kafka error that says why it cannot be made.
 
-    `budget` is how many partitions the request may still create (default: max.partitions.per.request)."""
+    `budget` is how many partitions the request may still create (default: max.partitions.per.request). The
+    checks come in the order of Kafka's ZkAdminManager and AdminZkClient.validateTopicCreate, in their words."""
     validate_topic_name(topic.name)
     if topic.name in existing_topics:
         raise TopicAlreadyExistsError(f"Topic '{topic.name}' already exists.")
+    nulls = [name for name, value in topic.configs.items() if value is None]
+    if nulls:
+        raise errors.InvalidConfigError(f"Null value not supported for topic configs: {','.join(nulls)}")
+    if topic.assignments and (topic.num_partitions != -1 or topic.replication_factor != -1):
+        raise errors.InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                         "Both cannot be used at the same time.")
+    colliding = [name for name in sorted(existing_topics) if _collision_key(name) == _collision_key(topic.name)] \
+        if "." in topic.name or "_" in topic.name else []
+    if colliding:
+        # Kafka's metrics name a topic with '.' turned to '_', so two names that differ only there would share them
+        raise errors.InvalidTopicError(f"Topic '{topic.name}' collides with existing topics: {', '.join(colliding)}")
     budget = config["max.partitions.per.request"] if budget is None else budget
     overrides = TopicConfig.for_broker(topic.configs, config).overrides
     if topic.assignments:
@@ -237,11 +257,16 @@ class AdminManager:
     # -- requests -------------------------------------------------------------------------------------------------
 
     def create_topics(self, request: CreateTopicsRequest) -> tuple[list[CreatableTopicResult], list[Completion]]:
+        """Plan and write each topic; a name given twice is refused (`_given_once`) in Kafka's words."""
         existing = set(self.zk.get_all_topics()) | self.context.all_topics
         live = self._live_racks()
         results, waiters = [], []
         budget = self.config["max.partitions.per.request"]
-        for topic in request.topics:
+        def refuse(name: str) -> None:
+            results.append(CreatableTopicResult(name, errors.INVALID_REQUEST.code, "Found multiple entries for this "
+                                                                                   "topic."))
+
+        for topic in _given_once(request.topics, lambda topic: topic.name, refuse):
             try:
                 assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng, budget)
                 budget -= len(assignment)
@@ -264,7 +289,12 @@ class AdminManager:
         """Extend topics' assignments (Kafka's way, continuing from the last partition) and let the watch act."""
         results, waiters = [], []
         live = self._live_racks()
-        for topic in request.topics:
+
+        def refuse(name: str) -> None:
+            results.append(CreatePartitionsTopicResult(name, errors.INVALID_REQUEST.code,
+                                                       "Duplicate topic in request."))
+
+        for topic in _given_once(request.topics, lambda topic: topic.name, refuse):
             try:
                 assignment = self._plan_new_partitions(topic, live)
                 if not request.validate_only:
@@ -307,7 +337,12 @@ class AdminManager:
     def delete_topics(self, request: DeleteTopicsRequest) -> tuple[list[DeletableTopicResult], list[Completion]]:
         """Queue topics for deletion by writing `/admin/delete_topics/<topic>`; the watch does the rest."""
         results, waiters = [], []
-        for topic in request.topic_names:  # with deletion disabled every topic gets that answer, as in Kafka
+
+        def refuse(name: str) -> None:
+            results.append(DeletableTopicResult(name, errors.INVALID_REQUEST.code, "Duplicate topic name."))
+
+        # with deletion disabled every topic gets that answer, as in Kafka
+        for topic in _given_once(request.topic_names, lambda name: name, refuse):
             if not self.config["delete.topic.enable"]:
                 results.append(DeletableTopicResult(topic, errors.TOPIC_DELETION_DISABLED.code,
                                                     "Topic deletion is disabled (delete.topic.enable=false)."))
@@ -320,6 +355,22 @@ class AdminManager:
                 waiters.append(self._topics_deleted.setdefault(topic, Completion()))
                 results.append(DeletableTopicResult(topic, errors.NONE.code))
         return results, waiters
+
+
+def _given_once(topics: Sequence[_T], name_of: Callable[[_T], str], refuse: Callable[[str], None]) -> Iterator[_T]:
+    """The request's topics whose name it gives once, in order; each entry of a name given more than once is
+    refused (`refuse(name)` in its place) and none of them acts, since which one was meant would be a guess.
+
+    Kafka's KRaft controller answers such a name once; librdkafka sizes its results by the response's count and
+    indexes them by the request's order, so a shorter answer crashes the client's process (seen with
+    confluent-kafka 2.16). One answer per entry, as Kafka's ZooKeeper-era broker gave CreateTopics, it reports as
+    a malformed response instead."""
+    counts = Counter(name_of(topic) for topic in topics)
+    for topic in topics:
+        if counts[name_of(topic)] == 1:
+            yield topic
+        else:
+            refuse(name_of(topic))
 
 
 def _finish(waiters: dict[str, Completion], topic: str) -> None:

@@ -106,8 +106,9 @@ SYNC_ANSWERS: dict[GroupState, ErrorCode | None] = {
     _DEAD: errors.COORDINATOR_NOT_AVAILABLE,
 }
 
-# OffsetCommit of a group member (generation >= 0), by group state: an error, or None to check member and
-# generation and commit. During PreparingRebalance members may still commit for the generation they consumed in.
+# OffsetCommit of a group member (generation >= 0) whose member id and generation are the group's, by group state:
+# an error, or None to commit. During PreparingRebalance members may still commit for the generation they consumed
+# in. (An Empty group has no member to pass the checks before.)
 COMMIT_ANSWERS: dict[GroupState, ErrorCode | None] = {
     _EMPTY: errors.UNKNOWN_MEMBER_ID,
     _PREPARING: None,
@@ -446,6 +447,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_(_COMPLETING):
             self._reset_and_propagate_assignment_error(group, errors.REBALANCE_IN_PROGRESS)
+        group.pending_sync.clear()
         initial = group.is_(_EMPTY)
         timeout_s = group.max_rebalance_timeout_ms() / 1000
         delay_s = min(self.config["group.initial.rebalance.delay.ms"] / 1000, timeout_s) if initial else timeout_s
@@ -503,8 +505,24 @@ class GroupCoordinator:
             waiter.complete(self._join_answer(group, member))
             member.is_new = False
             self._complete_and_schedule_next_heartbeat(group, member)
+        group.pending_sync = set(group.members)
+        self._start(group, self._expire_pending_sync, group, group.generation_id,
+                    trio.current_time() + group.max_rebalance_timeout_ms() / 1000)
         log.info("broker %d: group %s generation %d with %d members, protocol %s", self.broker_id, group.group_id,
                  group.generation_id, len(group.members), group.protocol_name)
+
+    async def _expire_pending_sync(self, group: GroupMetadata, generation: int, deadline: float) -> None:
+        """Kafka 3's pending-sync expiration: the members of a generation that have sent no SyncGroup within the
+        rebalance timeout are removed, and the group rebalances without them. Heartbeats alone would keep such a
+        member, and with it a group that never gets its assignment, forever."""
+        await trio.sleep_until(deadline)
+        if group.generation_id != generation or not (group.is_(_COMPLETING) or group.is_(_STABLE)) \
+                or not group.pending_sync:
+            return
+        missing = sorted(group.pending_sync)
+        for member_id in missing:
+            group.remove(member_id)
+        self._prepare_rebalance(group, f"members {missing} sent no SyncGroup within the rebalance timeout")
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -588,6 +606,7 @@ class GroupCoordinator:
         refusal = SYNC_ANSWERS[group.state]
         if refusal is not None:
             raise _fail(refusal, f"group {group.group_id} is {group.state.value}")
+        group.pending_sync.discard(member.member_id)
         self._complete_and_schedule_next_heartbeat(group, member)
         if group.is_(_STABLE):
             return self._sync_answer(group, member)
@@ -698,16 +717,22 @@ class GroupCoordinator:
         return OffsetCommitResponse(results)
 
     def _check_member_commit(self, group: GroupMetadata | None, request: OffsetCommitRequest) -> None:
+        """Kafka's validateOffsetCommit, then the state's answer: the member and its generation come first, so a
+        stale member hears ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, which tell it to rejoin, whatever the group
+        is doing meanwhile."""
         if group is None:
-            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no members; commit with "
-                                                  f"generation {NO_GENERATION} from outside group management")
-        refusal = COMMIT_ANSWERS[group.state]
-        if refusal is not None:
-            raise _fail(refusal, f"group {group.group_id} is {group.state.value}")
+            raise _fail(errors.ILLEGAL_GENERATION, f"group {request.group_id} does not exist, so generation "
+                                                   f"{request.generation_id} is not its own; commit with generation "
+                                                   f"{NO_GENERATION} from outside group management")
+        if group.is_(_DEAD):
+            raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id} is {group.state.value}")
         self._member(group, request.member_id, request.group_instance_id)
         if request.generation_id != group.generation_id:
             raise _fail(errors.ILLEGAL_GENERATION, f"generation {request.generation_id} is not the group's "
                                                    f"{group.generation_id}")
+        refusal = COMMIT_ANSWERS[group.state]
+        if refusal is not None:
+            raise _fail(refusal, f"group {group.group_id} is {group.state.value}")
 
     async def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
                              ) -> ErrorCode:
@@ -794,13 +819,14 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return DescribedGroup(errors.NONE.code, group_id, _DEAD.value)
-        protocol = group.protocol_name or ""
-        stable = group.is_(_STABLE)
+        # Kafka's GroupMetadata.summary: the protocol and each member's subscription and assignment only once the
+        # group is Stable; before that they are those of a generation still being formed.
+        protocol = (group.protocol_name or "") if group.is_(_STABLE) else ""
         members = [DescribedGroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                        m.metadata(protocol) if protocol else b"", m.assignment if stable else b"")
+                                        m.metadata(protocol) if protocol else b"", m.assignment if protocol else b"")
                    for m in group.members.values()]
-        return DescribedGroup(errors.NONE.code, group_id, group.state.value, group.protocol_type or "",
-                              protocol if stable or group.is_(_COMPLETING) else "", members)
+        return DescribedGroup(errors.NONE.code, group_id, group.state.value, group.protocol_type or "", protocol,
+                              members)
 
     async def handle_list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
         unknown = [name for name in request.states_filter if name not in STATES_BY_NAME]

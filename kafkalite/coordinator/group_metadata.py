@@ -131,6 +131,7 @@ class GroupMetadata:
     members: dict[str, MemberMetadata] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED, not joined yet
+    pending_sync: set[str] = field(default_factory=set)  # of this generation, and no SyncGroup from them yet
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     rebalance_token: int = 0  # changes whenever a timed rebalance step is superseded
     in_initial_delay: bool = False  # a new group's first rebalance waits group.initial.rebalance.delay.ms
@@ -172,6 +173,7 @@ class GroupMetadata:
             return None
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
+        self.pending_sync.discard(member_id)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
@@ -182,6 +184,9 @@ class GroupMetadata:
         member.member_id = new_member_id
         self.members[new_member_id] = member
         self.static_members[instance_id] = new_member_id
+        if old_member_id in self.pending_sync:
+            self.pending_sync.remove(old_member_id)
+            self.pending_sync.add(new_member_id)
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         return member

@@ -180,6 +180,11 @@ class _ConnectionServer:
         return left, (Answer(None, False) if left else answer)
 
 
+def client_host(peer: str) -> str:
+    """A peer's "host:port" as Kafka shows a client's host in group descriptions: "/127.0.0.1"."""
+    return "/" + peer.rpartition(":")[0].strip("[]")
+
+
 class NativeWire:
     """The native protocol: msgpack frames decoded into the request dataclasses the handler serves as they are."""
 
@@ -192,7 +197,7 @@ class NativeWire:
             header, request = decode_request(frame)
         except (MalformedRequestError, UnsupportedRequestVersionError) as exc:
             return self._reject(peer, exc)
-        context = RequestContext(source=f"client:{peer}", listener=self._listener_name,
+        context = RequestContext(source=f"client:{peer}", listener=self._listener_name, client_host=client_host(peer),
                                  client_id=header.client_id, correlation_id=header.correlation_id)
         try:
             response = await self._handle(request, context)

@@ -119,6 +119,7 @@ class RequestContext:
     client_id: str = ""
     correlation_id: int = 0
     hurry: Hurry | None = None  # on an in-process channel whose sender may want an answer before the wait is over
+    client_host: str = ""  # a TCP client's address as Kafka's group descriptions show it ("/127.0.0.1")
 
 
 class Request:
@@ -520,7 +521,7 @@ class CreatableTopic:
     num_partitions: int = -1  # -1: the broker's num.partitions
     replication_factor: int = -1  # -1: the broker's default.replication.factor
     assignments: dict[int, list[int]] | None = None  # partition -> replicas, instead of the two counts
-    configs: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)  # a null value is refused, as in Kafka
 
 
 @dataclass(slots=True)
@@ -736,7 +737,8 @@ class DescribeConfigsResponse(Response):
 class AlterConfigsResource:
     resource_type: int
     name: str
-    configs: dict[str, str]  # the resource's whole set of overrides, as Kafka's AlterConfigs replaces them
+    configs: dict[str, str | None]  # the resource's whole set of overrides, as Kafka's AlterConfigs replaces them;
+    # a null value is refused
 
 
 @dataclass(slots=True)
@@ -994,7 +996,7 @@ class DescribedGroup:
     group_id: str
     group_state: str = ""  # Empty, PreparingRebalance, CompletingRebalance, Stable or Dead
     protocol_type: str = ""
-    protocol_data: str = ""  # the chosen protocol (assignor) while the group has members
+    protocol_data: str = ""  # the chosen protocol (assignor) once the group is Stable, as in Kafka
     members: list[DescribedGroupMember] = field(default_factory=list)
     error_message: str | None = None
 

@@ -13,6 +13,7 @@ keeps serving.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -39,6 +40,7 @@ from kafkalite.network.requests import (
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeletePartitionResponse,
     OffsetDeleteRequest,
     OffsetFetchRequest,
     ProducePartitionResponse,
@@ -384,8 +386,8 @@ class KafkaApis:
             read_only = False
         elif resource.resource_type == BROKER_RESOURCE:
             if resource.name not in ("", str(self.broker_id)):
-                raise errors.InvalidRequestError(f"broker {self.broker_id} describes its own configs, not broker "
-                                                 f"{resource.name!r}'s")
+                raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.broker_id} or empty string, "
+                                                 f"but received {resource.name}")  # Kafka's words
             config, read_only = self.replica_manager.config, True
         else:
             raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
@@ -402,9 +404,16 @@ class KafkaApis:
             raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
 
     async def handle_alter_configs(self, request: AlterConfigsRequest, context: RequestContext) -> Response:
-        """Validate, write the topic's overrides and announce the change; brokers apply it from the notification."""
-        return AlterConfigsResponse(self._alter_configs(request.resources, request.validate_only,
-                                                        lambda resource: resource.configs))
+        """Validate, write the topic's overrides and announce the change; brokers apply it from the notification.
+        A null value is refused, as Kafka's ConfigAdminManager refuses it: the request replaces every override, and
+        leaving one out would reset it to its default where the client may have meant something else."""
+        def overrides(resource: Any) -> Mapping[str, Any]:
+            nulls = [name for name, value in resource.configs.items() if value is None]
+            if nulls:
+                raise errors.InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
+            return resource.configs  # type: ignore[no-any-return]
+
+        return AlterConfigsResponse(self._alter_configs(request.resources, request.validate_only, overrides))
 
     async def handle_incremental_alter_configs(self, request: IncrementalAlterConfigsRequest,
                                                context: RequestContext) -> Response:
@@ -420,10 +429,14 @@ class KafkaApis:
     def _alter_configs(self, resources: Sequence[Any], validate_only: bool,
                        overrides_of: Callable[[Any], Mapping[str, Any]]) -> list[AlterConfigsResult]:
         """Each topic's new overrides, `overrides_of(resource)`, checked whole and written unless `validate_only`;
-        one result per resource, so one bad resource fails only itself."""
+        one result per resource, so one bad resource fails only itself; a resource named twice fails each time it
+        is named, as in Kafka, since which one to apply would be a guess."""
         results = []
+        counts = Counter((resource.resource_type, resource.name) for resource in resources)
         for resource in resources:
             try:
+                if counts[resource.resource_type, resource.name] > 1:
+                    raise errors.InvalidRequestError("Each resource must appear at most once.")
                 if resource.resource_type != TOPIC_RESOURCE:
                     raise errors.InvalidRequestError("only topic configs can be altered; broker configs are static")
                 self._require_topic(resource.name)
@@ -586,18 +599,20 @@ class KafkaApis:
         if request.protocol_type == CONSUMER_PROTOCOL_TYPE:
             for protocol in request.protocols:
                 decode_subscription(protocol.metadata)  # INVALID_REQUEST, naming what is wrong
-        return await self.group_coordinator.handle_join_group(request, context.client_id, str(context.source))
+        return await self.group_coordinator.handle_join_group(request, context.client_id,
+                                                              context.client_host or str(context.source))
 
     async def handle_sync_group(self, request: SyncGroupRequest, context: RequestContext) -> Response:
-        """A consumer group's assignment must decode and name partitions that exist, or nobody gets it."""
+        """A consumer group's assignment must decode (INVALID_REQUEST, naming what is wrong), or nobody gets it.
+
+        The partitions it names are not looked up, as Kafka stores the bytes as they come: the leader's metadata
+        may be ahead of this broker's (partitions just added) or behind it (a topic just deleted), and a refusal
+        would fail the rebalance with an error no client expects from SyncGroup."""
         group = self.group_coordinator.group(request.group_id)
         protocol_type = request.protocol_type or (group.protocol_type if group is not None else None)
         if protocol_type == CONSUMER_PROTOCOL_TYPE:
             for entry in request.assignments:
-                for tp in decode_assignment(entry.assignment).partitions:
-                    if not self.metadata_cache.contains_partition(tp):
-                        raise errors.UnknownTopicOrPartitionError(
-                            f"the assignment of member {entry.member_id} names {tp}, which does not exist")
+                decode_assignment(entry.assignment)
         return await self.group_coordinator.handle_sync_group(request)
 
     async def handle_heartbeat(self, request: HeartbeatRequest, context: RequestContext) -> Response:
@@ -631,7 +646,17 @@ class KafkaApis:
         return await self.group_coordinator.handle_fetch_offsets(request)
 
     async def handle_offset_delete(self, request: OffsetDeleteRequest, context: RequestContext) -> Response:
-        return await self.group_coordinator.handle_delete_offsets(request)
+        """As Kafka's: a partition no topic has is UNKNOWN_TOPIC_OR_PARTITION; the group's own errors (no such
+        group) still answer the whole request."""
+        known = [(topic, p) for topic, p in request.partitions
+                 if self.metadata_cache.contains_partition(TopicPartition(topic, p))]
+        unknown = [OffsetDeletePartitionResponse(topic, p, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                 f"{topic}-{p} does not exist")
+                   for topic, p in request.partitions if (topic, p) not in known]
+        request.partitions = known
+        response = await self.group_coordinator.handle_delete_offsets(request)
+        response.partitions += unknown
+        return response
 
     async def handle_describe_groups(self, request: DescribeGroupsRequest, context: RequestContext) -> Response:
         return await self.group_coordinator.handle_describe_groups(request)

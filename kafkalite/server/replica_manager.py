@@ -9,6 +9,7 @@ ISR change notifications, what changed.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import trio
@@ -553,11 +554,17 @@ class ReplicaManager:
     # -- offsets --------------------------------------------------------------------------------------------------
 
     def fetch_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        """Earliest, latest or by timestamp. Consumers see only up to the HW; followers up to the LEO."""
+        """Earliest, latest or by timestamp. Consumers see only up to the HW; followers up to the LEO.
+
+        A partition asked about twice is INVALID_REQUEST each time, as in Kafka: the two questions may differ, and
+        the client could not tell the answers apart."""
         results = []
+        counts = Counter((asked.topic, asked.partition) for asked in request.partitions)
         for asked in request.partitions:
             tp = TopicPartition(asked.topic, asked.partition)
             try:
+                if counts[tp] > 1:
+                    raise errors.InvalidRequestError(f"{tp} is named more than once in the request")
                 partition = self._leader_partition(tp, asked.current_leader_epoch)
                 partition_log = partition.log
                 last_fetchable = partition_log.log_end_offset if request.replica_id >= 0 else partition.high_watermark

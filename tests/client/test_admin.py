@@ -274,6 +274,33 @@ async def test_wrong_arguments_say_what_was_expected(autojump_clock: Any, call: 
             await call(admin)
 
 
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda a: a.create_partitions({"missing": 3}), errors.UnknownTopicOrPartitionError,
+     "Topic 'missing' does not exist"),
+    (lambda a: a.list_offsets({TopicPartition("t", 9): "latest"}), errors.UnknownTopicOrPartitionError,
+     "t-9 does not exist"),
+    (lambda a: a.list_offsets({TopicPartition("missing", 0): "earliest"}), errors.UnknownTopicOrPartitionError,
+     "missing-0 does not exist"),
+    (lambda a: a.delete_records({TopicPartition("t", 9): 0}), errors.UnknownTopicOrPartitionError,
+     "t-9 does not exist"),
+    (lambda a: a.create_topics([NewTopic("n", 1, 1, {"retention.ms": None})]), errors.InvalidConfigError,
+     "Null value not supported for topic configs: retention.ms"),
+    (lambda a: a.alter_topic_configs({"t": {"retention.ms": None}}), errors.InvalidRequestError,
+     "Null value not supported for : retention.ms"),
+])
+async def test_what_cannot_succeed_fails_at_once_with_kafkas_error(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any, call: Any, error: type, message: str) -> None:
+    """A partition or topic that does not exist, or a null config value (which Kafka's brokers refuse), fails the
+    call at once, as in Kafka's admin client; retried, it would fail only after default.api.timeout.ms."""
+    await cluster.create_topic("t", partitions=1, replication_factor=1, config={"retention.ms": 60000})
+    async with Admin(bootstrap) as admin:
+        started = trio.current_time()
+        with pytest.raises(error, match=message):
+            await call(admin)
+        assert trio.current_time() - started < 1
+        assert (await admin.describe_configs(["t"]))[("topic", "t")]["retention.ms"].value == "60000"
+
+
 async def test_list_offsets_asks_leaders_no_older_than_metadata_max_age(
         autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     """After metadata.max.age.ms the admin client looks leaders up again instead of trying one that has moved."""

@@ -83,8 +83,8 @@ def test_incremental_ops_change_only_the_properties_they_name() -> None:
 
 
 @pytest.mark.parametrize(("ops", "error", "message"), [
-    ([("retention.mss", ConfigOp.SET, "1")], InvalidConfigError, "Unknown topic configuration 'retention.mss'"),
-    ([("retention.mss", ConfigOp.DELETE, None)], InvalidConfigError, "Unknown topic configuration 'retention.mss'"),
+    ([("retention.mss", ConfigOp.SET, "1")], InvalidConfigError, "Unknown topic config name: retention.mss"),
+    ([("retention.mss", ConfigOp.DELETE, None)], InvalidConfigError, "Unknown topic config name: retention.mss"),
     ([("retention.ms", ConfigOp.APPEND, "1")], InvalidConfigError,
      "Config value append is not allowed for config key: retention.ms, which is not a list"),
     ([("retention.ms", ConfigOp.SUBTRACT, "1")], InvalidConfigError, "Config value subtract is not allowed"),

@@ -94,7 +94,6 @@ async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, c
 
     coordinator, member_id = await stable_member(cluster)
     before = state(cluster, coordinator)
-    unknown_topic = encode_assignment(Assignment((TopicPartition("nowhere", 0),)))
     cases = [
         (FindCoordinatorRequest(""), errors.INVALID_GROUP_ID),
         (FindCoordinatorRequest("g", 1), errors.INVALID_REQUEST),
@@ -112,8 +111,6 @@ async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, c
         (SyncGroupRequest("g", 0, member_id), errors.ILLEGAL_GENERATION),
         (SyncGroupRequest("g", 1, "stranger"), errors.UNKNOWN_MEMBER_ID),
         (SyncGroupRequest("", 1, member_id), errors.INVALID_GROUP_ID),
-        (SyncGroupRequest("g", 1, member_id, [SyncGroupAssignment(member_id, unknown_topic)]),
-         errors.UNKNOWN_TOPIC_OR_PARTITION),
         (SyncGroupRequest("g", 1, member_id, [SyncGroupAssignment(member_id, b"\x00")]), errors.INVALID_REQUEST),
         (SyncGroupRequest("g", 1, member_id, protocol_name="roundrobin"), errors.INCONSISTENT_GROUP_PROTOCOL),
         (HeartbeatRequest("g", 0, member_id), errors.ILLEGAL_GENERATION),
@@ -125,6 +122,112 @@ async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, c
         assert response.error_code == expected.code, (request, response)
         assert response.error_message, request
     assert state(cluster, coordinator) == before
+
+
+async def test_a_stale_member_is_told_so_before_the_group_s_state_and_descriptions_wait_for_stable(
+        autojump_clock: Any, cluster: Cluster) -> None:
+    """Kafka's validateOffsetCommit comes before the group's state: while a rebalance completes, a commit with an
+    old generation is ILLEGAL_GENERATION and one from a stranger UNKNOWN_MEMBER_ID (both tell the client to
+    rejoin), and only a current member hears REBALANCE_IN_PROGRESS. A member commit to a group that does not
+    exist is ILLEGAL_GENERATION. DescribeGroups shows the protocol and each member's subscription and assignment
+    only once the group is Stable (GroupMetadata.summary)."""
+    from kafkalite.network.requests import DescribeGroupsRequest
+
+    coordinator, first = await stable_member(cluster)
+    second = (await send(cluster, coordinator, join_request("g"))).member_id
+    async with trio.open_nursery() as nursery:  # both rejoin: generation 2, CompletingRebalance until the sync
+        for member_id in (first, second):
+            nursery.start_soon(send, cluster, coordinator, join_request("g", member_id))
+    assert state(cluster, coordinator) == ("CompletingRebalance", 2, sorted([first, second]))
+
+    async def commit(group_id: str, generation: int, member_id: str) -> int:
+        response = await send(cluster, coordinator, OffsetCommitRequest(group_id, generation, member_id,
+                                                                        [OffsetCommitPartition("events", 0, 5)]))
+        [partition] = response.partitions
+        assert partition.error_message
+        return partition.error_code  # type: ignore[no-any-return]
+
+    assert await commit("g", 1, first) == errors.ILLEGAL_GENERATION.code
+    assert await commit("g", 2, "stranger") == errors.UNKNOWN_MEMBER_ID.code
+    assert await commit("g", 2, first) == errors.REBALANCE_IN_PROGRESS.code
+    assert await commit(await group_on(cluster, coordinator), 5, first) == errors.ILLEGAL_GENERATION.code
+
+    def described(group: Any) -> tuple[str, str, list[tuple[str, bool, bool]]]:
+        return group.group_state, group.protocol_data, sorted(
+            (m.member_id, bool(m.member_metadata), bool(m.member_assignment)) for m in group.members)
+
+    completing = (await send(cluster, coordinator, DescribeGroupsRequest(["g"]))).groups[0]
+    assert described(completing) == ("CompletingRebalance", "", sorted([(first, False, False), (second, False, False)]))
+    assignment = encode_assignment(Assignment((TopicPartition("events", 0),)))
+    synced = await send(cluster, coordinator, SyncGroupRequest("g", 2, first, [
+        SyncGroupAssignment(first, assignment), SyncGroupAssignment(second, encode_assignment(Assignment(())))]))
+    assert synced.error_code == 0
+    stable = (await send(cluster, coordinator, DescribeGroupsRequest(["g"]))).groups[0]
+    assert described(stable) == ("Stable", "range", sorted([(first, True, True), (second, True, True)]))
+
+
+async def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout(autojump_clock: Any,
+                                                                                  cluster: Cluster) -> None:
+    """Kafka 3's pending-sync expiration: a member of a new generation that heartbeats but sends no SyncGroup is
+    removed once the rebalance timeout has passed since the generation began, and the group rebalances without
+    it; the leader, which synced, stays. Before, the heartbeats kept it, and the group, as they were forever."""
+    coordinator, leader = await stable_member(cluster)  # rebalance timeout 30 s
+    silent = (await send(cluster, coordinator, join_request("g"))).member_id
+    async with trio.open_nursery() as nursery:
+        for member_id in (leader, silent):
+            nursery.start_soon(send, cluster, coordinator, join_request("g", member_id))
+    began = trio.current_time()
+    assert state(cluster, coordinator) == ("CompletingRebalance", 2, sorted([leader, silent]))
+    synced = await send(cluster, coordinator, SyncGroupRequest("g", 2, leader, [
+        SyncGroupAssignment(leader, encode_assignment(Assignment((TopicPartition("events", 0),))))]))
+    assert synced.error_code == 0 and state(cluster, coordinator)[0] == "Stable"
+    heard: list[tuple[float, str, int]] = []
+    while trio.current_time() < began + 33:
+        for member_id in (leader, silent):
+            beat = await send(cluster, coordinator, HeartbeatRequest("g", 2, member_id))
+            heard.append((trio.current_time() - began, member_id, beat.error_code))
+        await trio.sleep(3)
+    assert {code for at, _, code in heard if at < 30} == {0}
+    assert {(member_id, code) for at, member_id, code in heard if at > 30} == {
+        (leader, errors.REBALANCE_IN_PROGRESS.code), (silent, errors.UNKNOWN_MEMBER_ID.code)}
+    assert state(cluster, coordinator) == ("PreparingRebalance", 2, [leader])
+
+
+async def test_an_assignment_is_stored_as_the_leader_made_it_whatever_the_partitions(
+        autojump_clock: Any, cluster: Cluster) -> None:
+    """Kafka stores the leader's assignment without looking up its partitions: the leader's metadata may be ahead
+    of the coordinator's or behind it (a topic just deleted). The group becomes Stable and the member gets it."""
+    coordinator = await coordinator_of(cluster, "g")
+    member_id = (await send(cluster, coordinator, join_request("g"))).member_id
+    joined = await send(cluster, coordinator, join_request("g", member_id))
+    assignment = encode_assignment(Assignment((TopicPartition("events", 0), TopicPartition("deleted", 3))))
+    synced = await send(cluster, coordinator, SyncGroupRequest("g", joined.generation_id, member_id, [
+        SyncGroupAssignment(member_id, assignment)]))
+    assert (synced.error_code, synced.assignment) == (0, assignment)
+    assert state(cluster, coordinator) == ("Stable", 1, [member_id])
+
+
+async def test_offsets_of_partitions_that_do_not_exist_are_not_deleted_but_named(autojump_clock: Any,
+                                                                                 cluster: Cluster) -> None:
+    """Kafka's OffsetDelete answers a partition it does not know UNKNOWN_TOPIC_OR_PARTITION, deletes the others'
+    offsets, and answers the whole request with the group's own error."""
+    from kafkalite.network.requests import OffsetDeleteRequest
+
+    coordinator = await coordinator_of(cluster, "standalone")
+    committed = await send(cluster, coordinator, OffsetCommitRequest("standalone", -1, "", [
+        OffsetCommitPartition("events", 1, 3), OffsetCommitPartition("events", 2, 4)]))
+    assert [p.error_code for p in committed.partitions] == [0, 0]
+    deleted = await send(cluster, coordinator, OffsetDeleteRequest("standalone", [
+        ("events", 1), ("nowhere", 0), ("events", 60)]))
+    assert deleted.error_code == 0
+    assert sorted((p.topic, p.partition, p.error_code) for p in deleted.partitions) == [
+        ("events", 1, 0), ("events", 60, errors.UNKNOWN_TOPIC_OR_PARTITION.code),
+        ("nowhere", 0, errors.UNKNOWN_TOPIC_OR_PARTITION.code)]
+    fetched = await send(cluster, coordinator, OffsetFetchRequest("standalone", [("events", 1), ("events", 2)]))
+    assert [p.committed_offset for p in fetched.partitions] == [-1, 4]
+    never = await group_on(cluster, coordinator)
+    gone = await send(cluster, coordinator, OffsetDeleteRequest(never, [("nowhere", 0)]))
+    assert (gone.error_code, gone.partitions) == (errors.GROUP_ID_NOT_FOUND.code, [])
 
 
 async def test_a_new_static_member_fences_the_old_one_out_of_every_request(autojump_clock: Any,

@@ -214,7 +214,7 @@ def test_omitted_trailing_fields_take_their_defaults() -> None:
     (r.ApiKey.CREATE_TOPICS, [[["t", 1, 1, {"0": [1]}]]],
      "CreateTopicsRequest.topics[0].assignments['0']: expected int, got str"),
     (r.ApiKey.CREATE_TOPICS, [[["t", 1, 1, None, {"retention.ms": 1000}]]],
-     "CreateTopicsRequest.topics[0].configs['retention.ms']: expected str, got int"),
+     "CreateTopicsRequest.topics[0].configs['retention.ms']: expected str or None, got int"),
     (r.ApiKey.CREATE_PARTITIONS, [[["t", "4"]]], "CreatePartitionsRequest.topics[0].count: expected int, got str"),
     (r.ApiKey.CREATE_PARTITIONS, [[["t", 4, [[1, "2"]]]]],
      "CreatePartitionsRequest.topics[0].assignments[0][1]: expected int, got str"),

@@ -1,7 +1,8 @@
 """AlterConfigs (key 33), versions 0-1: replace a topic's configuration overrides.
 
 As in Kafka, the request carries the resource's whole set of overrides: anything not listed goes back to its
-default. Values are checked as at topic creation (INVALID_CONFIG names the property); null values are left out.
+default. Values are checked as at topic creation (INVALID_CONFIG names the property); a null value, or a resource
+named twice, is INVALID_REQUEST, as in Kafka.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def response(response_type: Any, results: list[native.AlterConfigsResult]) -> Me
 async def handle(request: Message, session: Session) -> Message:
     answer: native.AlterConfigsResponse = await session.send(native.AlterConfigsRequest(
         [native.AlterConfigsResource(r.resource_type, r.resource_name,
-                                     {c.name: c.value for c in r.configs if c.value is not None})
+                                     {c.name: c.value for c in r.configs})
          for r in request.resources],
         request.validate_only))
     return response(AlterConfigsResponse, answer.results)

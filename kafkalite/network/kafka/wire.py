@@ -25,7 +25,7 @@ from kafkalite.network.kafka import api_versions
 from kafkalite.network.kafka.api import Session
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import decode_request, encode_response, peek_header
-from kafkalite.network.listener import Answer
+from kafkalite.network.listener import Answer, client_host
 from kafkalite.network.requests import RequestContext
 from kafkalite.network.transport import ConnectionDropped, Handler
 
@@ -61,8 +61,8 @@ class KafkaWire:
             request, client_id = decode_request(api.request, frame, header.api_version)
         except ValueError as exc:
             return self._close(peer, f"malformed {api.request.name} v{header.api_version} request: {exc}")
-        context = RequestContext(source=f"client:{peer}", listener=self._listener_name, client_id=client_id or "",
-                                 correlation_id=header.correlation_id)
+        context = RequestContext(source=f"client:{peer}", listener=self._listener_name, client_host=client_host(peer),
+                                 client_id=client_id or "", correlation_id=header.correlation_id)
         try:
             response = await api.handle(request, Session(self._handler, context, header.api_version, APIS))
             if response is None:
