@@ -76,16 +76,25 @@ def _last_seq_of(batch: RecordBatch) -> int:
     return (batch.base_sequence + batch.record_count - 1) % _SEQUENCE_SPACE
 
 
-def _find_in_log(log: Log, batch: RecordBatch) -> BatchMetadata | None:
-    """The offsets of the batch `log` holds with `batch`'s producer, epoch and sequences, newest first: a retry
-    from beyond the cache is rare, and a producer's recent batches are near the end."""
+def _find_in_log(log: Log, batch: RecordBatch) -> BatchMetadata | bool:
+    """The offsets of the batch `log` holds with `batch`'s producer, epoch and sequences, newest first (a retry
+    from beyond the cache is rare, and a producer's recent batches are near the end); else whether the log holds
+    a batch of that producer and epoch that shares a sequence with `batch`: one with other bounds, so `batch` is
+    no retry of it."""
     last_seq = _last_seq_of(batch)
+    width = (last_seq - batch.base_sequence) % _SEQUENCE_SPACE
+    overlapped = False
     for segment in reversed(log.segments):
         for stored in reversed(segment.batches):
-            if (stored.producer_id == batch.producer_id and stored.producer_epoch == batch.producer_epoch
-                    and stored.base_sequence == batch.base_sequence and _last_seq_of(stored) == last_seq):
+            if stored.producer_id != batch.producer_id or stored.producer_epoch != batch.producer_epoch:
+                continue
+            stored_last = _last_seq_of(stored)
+            if stored.base_sequence == batch.base_sequence and stored_last == last_seq:
                 return BatchMetadata(stored.base_sequence, last_seq, stored.base_offset, stored.last_offset)
-    return None
+            span = (stored_last - stored.base_sequence) % _SEQUENCE_SPACE
+            overlapped = overlapped or (batch.base_sequence - stored.base_sequence) % _SEQUENCE_SPACE <= span \
+                or (stored.base_sequence - batch.base_sequence) % _SEQUENCE_SPACE <= width
+    return overlapped
 
 
 class ProducerStateManager:
@@ -108,8 +117,9 @@ class ProducerStateManager:
         """Validate a batch the leader is about to append: the original batch's offsets if it is a duplicate.
 
         Raises InvalidProducerEpochError for an epoch older than the producer's current one (a fenced
-        zombie), OutOfOrderSequenceNumberError when the batch would leave a gap in the producer's sequence, and
-        DuplicateSequenceNumberError for a sequence already appended that `log` no longer holds.
+        zombie), OutOfOrderSequenceNumberError when the batch would leave a gap in the producer's sequence or
+        overlaps appended batches without matching one, and DuplicateSequenceNumberError for a sequence already
+        appended that `log` no longer holds.
         A producer the log has no state for is accepted at any sequence: its earlier batches may have been
         removed by retention, and refusing it would wedge it for good (Kafka does the same since KIP-360).
         """
@@ -136,12 +146,17 @@ class ProducerStateManager:
             return None
         if entry.appended(batch):
             appended = _find_in_log(log, batch)
-            if appended is None:
-                raise DuplicateSequenceNumberError(
-                    f"producer {batch.producer_id} at epoch {entry.producer_epoch} resent sequence "
-                    f"{batch.base_sequence}, already appended (its last sequence is {entry.last_seq}); the log "
-                    f"no longer holds the batch, so its offset is unknown")
-            return appended
+            if isinstance(appended, BatchMetadata):
+                return appended
+            if appended:  # Kafka's producer would read a duplicate as "written": it was not, in these bounds
+                raise OutOfOrderSequenceNumberError(
+                    f"out of order sequence number for producer {batch.producer_id} at epoch "
+                    f"{entry.producer_epoch}: sequences {batch.base_sequence} to {_last_seq_of(batch)} overlap "
+                    f"batches appended with other bounds, so they are no retry of one (expected {expected})")
+            raise DuplicateSequenceNumberError(
+                f"producer {batch.producer_id} at epoch {entry.producer_epoch} resent sequence "
+                f"{batch.base_sequence}, already appended (its last sequence is {entry.last_seq}); the log "
+                f"no longer holds the batch, so its offset is unknown")
         raise OutOfOrderSequenceNumberError(
             f"out of order sequence number for producer {batch.producer_id} at epoch {entry.producer_epoch}: "
             f"got {batch.base_sequence}, expected {expected} (the log holds sequences {entry.first_seq} to "

@@ -80,6 +80,19 @@ def test_a_passed_sequence_the_log_no_longer_holds_is_a_duplicate_with_no_offset
         leader.check(batch(5, count=2))  # straddles the last sequence: not a batch this producer sent
 
 
+def test_a_batch_overlapping_appended_ones_without_matching_one_is_out_of_order() -> None:
+    """Kafka answers a batch that is no exact retry OUT_OF_ORDER_SEQUENCE_NUMBER; DUPLICATE_SEQUENCE_NUMBER, which
+    producers read as "written", would report records that were never appended in those bounds."""
+    leader = Leader()
+    leader.accept(batch(0, count=2))
+    leader.accept(batch(2, count=2))
+    for sent in (batch(0, count=1), batch(1, count=1), batch(1, count=2), batch(3, count=1), batch(0, count=4)):
+        with pytest.raises(OutOfOrderSequenceNumberError, match="overlap batches appended with other bounds"):
+            leader.check(sent)
+    assert leader.check(batch(2, count=2)) == BatchMetadata(2, 3, 2, 3)
+    assert leader.log.log_end_offset == 4
+
+
 def test_a_gap_is_out_of_order() -> None:
     leader = Leader()
     leader.accept(batch(0))

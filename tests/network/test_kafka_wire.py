@@ -84,6 +84,9 @@ BAD_INPUTS: dict[str, tuple[bytes, int | None]] = {
     "a batch the producer marked as stamped by the leader": (produce_frame(RecordBatch.from_records(
         [Record(b"k", b"stamped", 1_700_000_000_000)]).with_log_append_time(1_700_000_000_000).to_kafka_bytes()),
         errors.INVALID_TIMESTAMP.code),
+    "a partition without a record batch": (produce_frame(b""), errors.INVALID_RECORD.code),
+    "two record batches for one partition": (produce_frame(kafka_batch(b"one") + kafka_batch(b"two")),
+                                             errors.INVALID_RECORD.code),
     "a transaction marker from a client": (produce_frame(RecordBatch.from_records(
         [Record(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", 1_700_000_000_000)], attributes=0x20
     ).to_kafka_bytes()), errors.INVALID_RECORD.code),
@@ -180,6 +183,48 @@ async def test_acks_zero_gets_no_response_and_responses_keep_request_order() -> 
                 found = await cluster.fetch(TOPIC, 0, 0)
                 await trio.sleep(0.01)
             assert [r.value for _, r in found] == [b"quiet", b"loud"]
+
+
+def zstd_batch(value: bytes) -> bytes:
+    """A batch compressed with zstd, as kafka-python's producer builds it (the value must compress, or it stays
+    uncompressed)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder.append(0, timestamp=1_700_000_000_000, key=None, value=value, headers=[])
+    built = bytes(builder.build())
+    assert RecordBatch.from_kafka_bytes(built)[0].attributes & 0x07 == 4
+    return built
+
+
+async def test_zstd_is_refused_below_produce_version_7_as_by_kafka() -> None:
+    """Kafka's ProduceRequest.validateRecords: a client must speak Produce v7 to send zstd (KIP-110)."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=3) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            for version, expected in ((3, errors.UNSUPPORTED_COMPRESSION_TYPE.code), (7, errors.NONE.code)):
+                [answer] = await exchange(port, with_version(produce_frame(zstd_batch(b"z" * 1000)), version))
+                partition = ProduceResponse.decode(answer[4:], version=version).responses[0].partition_responses[0]
+                assert (version, partition.error_code) == (version, expected)
+            assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"z" * 1000]
+
+
+async def test_an_acks_zero_produce_that_fails_closes_the_connection_as_kafka_does() -> None:
+    """A producer with acks=0 hears nothing back; Kafka closes the connection when its produce fails, which is how
+    the producer learns to refresh its metadata and find a moved leader. The requests pipelined behind it are not
+    answered; a successful acks=0 produce leaves the connection open (the test above)."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=2) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            leader = cluster.leader_for(TOPIC, 0)
+            follower = next(b for b in (1, 2, 3) if b != leader)
+            pipelined = produce_frame(kafka_batch(b"lost"), acks=0) + request_frame(18, version=0)
+            assert await exchange(kafka_port(cluster, follower), pipelined, None) == []
+            [answer] = await exchange(kafka_port(cluster, follower), request_frame(18, version=0))
+            assert ApiVersionsResponse.decode(answer[4:], version=0).error_code == 0
+            assert await cluster.fetch(TOPIC, 0, 0) == []
 
 
 # -- consumer groups: errors as Kafka returns them ------------------------------------------------------------------

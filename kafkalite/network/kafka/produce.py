@@ -5,18 +5,43 @@ Each partition's record set is split into its v2 batches as sent; the broker che
 which the CRC does not cover, and stores the bytes as they came, compressed or not. Record counts come from
 the batch headers. Replication, acks=-1 waiting, min.insync.replicas and idempotence are the broker's: a
 duplicate idempotent batch answers error 0 with its original offset, and a producer id of -1 is a plain
-non-idempotent producer. With acks=0 the client expects no response, and gets none. A record set that does not
-frame into v2 batches is refused for its partition (CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT for the
-pre-0.11 formats) while the request's other partitions are still served.
+non-idempotent producer. A record set that does not frame into v2 batches is refused for its partition
+(CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT for the pre-0.11 formats) while the request's other
+partitions are still served, and so is one that breaks Kafka's ProduceRequest.validateRecords: exactly one batch
+per partition (INVALID_RECORD), and no zstd before version 7 (UNSUPPORTED_COMPRESSION_TYPE).
+
+With acks=0 the client expects no response, and gets none; when any partition failed, the connection is closed,
+as Kafka closes it: that is how the producer learns to refresh its metadata. Kept open, a producer whose leader
+moved would go on writing to a follower that drops every record.
 """
 
 from __future__ import annotations
 
+from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError
+from kafkalite.common.kafka_records import COMPRESSION_MASK
 from kafkalite.common.records import RecordBatch
 from kafkalite.network import requests as native
 from kafkalite.network.kafka.api import KafkaApi, Session, by_topic
 from kafkalite.network.kafka.protocol import Message, ProduceRequest, ProduceResponse, entry
+from kafkalite.network.transport import ConnectionDropped
+
+_ZSTD = 4
+
+
+def _batches(records: bytes | None, version: int) -> list[RecordBatch]:
+    """The partition's one batch, checked as Kafka's ProduceRequest.validateRecords checks it, in its words."""
+    batches = RecordBatch.from_kafka_bytes(records or b"")
+    if not batches:
+        raise errors.InvalidRecordError(f"Produce requests with version {version} must have at least one record "
+                                        "batch per partition")
+    if version < 7 and batches[0].attributes & COMPRESSION_MASK == _ZSTD:
+        raise errors.UnsupportedCompressionTypeError(f"Produce requests with version {version} are not allowed to "
+                                                     "use ZStandard compression")
+    if len(batches) > 1:
+        raise errors.InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
+                                        "exactly one record batch per partition")
+    return batches
 
 
 async def handle(request: Message, session: Session) -> Message | None:
@@ -25,7 +50,7 @@ async def handle(request: Message, session: Session) -> Message | None:
     for topic in request.topic_data:
         for data in topic.partition_data:
             try:
-                batches = RecordBatch.from_kafka_bytes(data.records or b"")
+                batches = _batches(data.records, session.version)
             except KafkaError as exc:
                 answers.append(native.ProducePartitionResponse(topic.name, data.index, exc.code,
                                                                error_message=exc.message))
@@ -36,6 +61,11 @@ async def handle(request: Message, session: Session) -> Message | None:
                                                             request.transactional_id))
         answers += response.partitions
     if request.acks == 0:
+        failed = [f"{p.topic}-{p.partition}: {errors.for_code(p.error_code).name}" for p in answers
+                  if p.error_code != errors.NONE.code]
+        if failed:
+            raise ConnectionDropped(f"an acks=0 produce failed ({', '.join(failed)}), so the producer must refresh "
+                                    "its metadata")
         return None
     return ProduceResponse(throttle_time_ms=0, responses=[
         entry(ProduceResponse, "TopicProduceResponse", name=name, partition_responses=[
