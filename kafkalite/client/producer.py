@@ -475,7 +475,10 @@ class Producer:
         if drained:
             self._drain_now()
         elif started and batch.created + self._linger_s < self._next_check:
-            self._wakeup.set()  # the sender's timer must come by the time this batch has lingered
+            # The sender must look again by the time this batch has lingered: its timer is set here rather than by
+            # waking it now, so the records that follow a drain join batches instead of each opening its own.
+            self._next_check = batch.created + self._linger_s
+            self._timer.schedule(self._next_check, self._wakeup)
         handle = _new_handle(RecordHandle, (batch, len(rows) - 1))
         if started and (drained or self._wakeup.is_set() or trio.current_time() >= self._next_check):
             # Something is there to send (a batch made ready here, or one that has lingered) or the sender's timer
