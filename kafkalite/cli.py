@@ -132,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--skip-undecodable", action="store_true",
                          help="report a record that cannot be decoded on stderr and go on past it (default: stop "
                               "with an error); needs --partition if the topic has several")
-    consume.add_argument("--max", type=int, default=None, help="stop after this many records (default: no limit)")
+    consume.add_argument("--max", type=_positive, default=None,
+                         help="stop after this many records (default: no limit)")
     consume.add_argument("--timeout", type=float, default=None,
                          help="stop once no record arrived for this many seconds (default: wait until Ctrl-C)")
 
@@ -238,7 +239,14 @@ def _serve(args: argparse.Namespace) -> int:
                for b in range(1, args.brokers + 1)}
     stop = threading.Event()
     console = Console()
-    with EmbeddedCluster(args.brokers, dict(args.config), broker_configs=brokers) as cluster:
+    try:
+        cluster = EmbeddedCluster(args.brokers, dict(args.config), broker_configs=brokers).start()
+    except OSError as exc:
+        asked = [f"{option} {first} to {first + args.brokers - 1}" for option, first in
+                 (("--port", args.port), ("--kafka-port", args.kafka_port)) if first]
+        raise UsageError(f"cannot listen on the ports asked for ({', '.join(asked) or 'free ones'}): "
+                         f"{exc.strerror or exc}") from None
+    try:
         # Ctrl-C asks for a clean stop rather than a KeyboardInterrupt wherever the main thread happens to be;
         # the previous handlers come back so that an in-process caller (a test) keeps its own.
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -254,6 +262,8 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+    finally:
+        cluster.close()
     console.print("stopped")
     return 0
 

@@ -74,6 +74,10 @@ COORDINATION = "coordination"
 # `elect_leaders` takes Kafka's election types, PREFERRED_ELECTION and UNCLEAN_ELECTION, importable from here.
 
 CLIENT = "cluster-client"
+REQUEST_TIMEOUT_S = 30.0
+"""How long a request the harness sends may go unanswered (a paused broker's), as Kafka's request.timeout.ms."""
+PRODUCE_SLACK_S = 5.0
+"""What `produce` allows beyond its own timeout_ms, which bounds the broker's wait for replication."""
 RECONNECT_S = 0.1
 """How often a broker starting while cut off from the coordination service tries to reach it again."""
 CLUSTER_OBSERVER = "cluster-observer"
@@ -385,8 +389,13 @@ class Cluster:
 
     # -- admin and data path for tests ------------------------------------------------------------------------------
 
-    async def _send(self, broker_id: int, request: Request) -> Any:
-        return await self.transport.send(CLIENT, broker_id, request, RequestContext(source=CLIENT))
+    async def _send(self, broker_id: int, request: Request, timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        """The broker's response, or REQUEST_TIMED_OUT after `timeout` seconds (a paused broker holds requests at
+        its door), as a Kafka client gives up after request.timeout.ms; the request is abandoned as a client
+        closing its connection abandons it."""
+        with trio.move_on_after(timeout):
+            return await self.transport.send(CLIENT, broker_id, request, RequestContext(source=CLIENT))
+        raise RequestTimedOutError(f"broker {broker_id} did not answer {type(request).__name__} within {timeout:g} s")
 
     async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                            config: Mapping[str, Any] | None = None, *, timeout: float = 30) -> None:
@@ -400,7 +409,7 @@ class Cluster:
             _expect(replication_factor, int, "replication_factor"), None,
             {k: config_text(v) for k, v in _config(config or {}, "config").items()})],
             timeout_ms=int(_seconds(timeout, "timeout") * 1000))
-        response = await self._send(self._require_controller(), request)
+        response = await self._send(self._require_controller(), request, timeout)
         result = response.topics[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(name, partitions), timeout=timeout,
@@ -410,7 +419,7 @@ class Cluster:
         """Grow a topic to `new_total` partitions; returns once the new ones have leaders every broker knows."""
         response = await self._send(self._require_controller(), CreatePartitionsRequest(
             [CreatePartitionsTopic(_expect(topic, str, "topic"), _expect(new_total, int, "new_total"))],
-            timeout_ms=int(_seconds(timeout, "timeout") * 1000)))
+            timeout_ms=int(_seconds(timeout, "timeout") * 1000)), timeout)
         result = response.results[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(topic, new_total), timeout=timeout,
@@ -446,7 +455,7 @@ class Cluster:
             replicas, f"reassign_partitions() for {tp}")
             for tp, replicas in arguments.mapping(targets, "reassign_partitions()", "replicas by partition").items()}
         response = await self._send(self._require_controller(), AlterPartitionReassignmentsRequest(
-            [ReassignablePartition(tp.topic, tp.partition, replicas) for tp, replicas in targets.items()]))
+            [ReassignablePartition(tp.topic, tp.partition, replicas) for tp, replicas in targets.items()]), timeout)
         raise_for(response.error_code, response.error_message)
         for result in response.responses:
             raise_for(result.error_code, result.error_message)
@@ -470,7 +479,7 @@ class Cluster:
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""
         response = await self._send(self._require_controller(), DeleteTopicsRequest(
-            [_expect(name, str, "topic name")], timeout_ms=int(_seconds(timeout, "timeout") * 1000)))
+            [_expect(name, str, "topic name")], timeout_ms=int(_seconds(timeout, "timeout") * 1000)), timeout)
         result = response.responses[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: not any(self._nodes[b].broker.metadata_cache.contains_topic(name)  # type: ignore
@@ -592,7 +601,10 @@ class Cluster:
 
     async def produce(self, topic: str, partition: int, records: Sequence[Record] | RecordBatch, *,
                       acks: int = -1, timeout_ms: int = 30000) -> int:
-        """Append to the partition's current leader; the base offset, or the broker's error as an exception."""
+        """Append to the partition's current leader; the base offset, or the broker's error as an exception.
+
+        A leader that does not answer within `timeout_ms` and a few seconds more (a paused one) is REQUEST_TIMED_OUT:
+        the records may or may not have been appended, as with a Kafka producer's timed-out request."""
         _expect(acks, int, "acks (-1, 0 or 1)")
         _expect(timeout_ms, int, "timeout_ms")
         if not isinstance(records, RecordBatch):
@@ -603,7 +615,7 @@ class Cluster:
         if leader < 0:
             raise LeaderNotAvailableError(f"{topic}-{partition} has no leader")
         request = ProduceRequest(acks, timeout_ms, [ProducePartitionData(topic, partition, [batch])])
-        response = await self._send(leader, request)
+        response = await self._send(leader, request, max(timeout_ms, 0) / 1000 + PRODUCE_SLACK_S)
         result = response.partitions[0]
         raise_for(result.error_code, result.error_message)
         return result.base_offset
@@ -672,13 +684,18 @@ class Cluster:
     async def shutdown_broker(self, broker_id: int) -> bool:
         """Controlled shutdown: leadership moves off the broker first, then it stops and deregisters at once.
 
-        Cancelled midway, it still stops the broker: one left half shut down would stay alive while the
-        controller keeps its replicas offline for good."""
+        True if the controller moved everything off it. A paused broker cannot ask, so it stops without
+        (False); so does one whose controller does not answer within controller.socket.timeout.ms on any of
+        controlled.shutdown.max.retries tries, as in Kafka. Cancelled midway, it still stops the broker: one left
+        half shut down would stay alive while the controller keeps its replicas offline for good."""
         node = self._live_node(broker_id)
         assert node.broker is not None and node.controller is not None and node.zk is not None
         clean = False
         try:
-            clean = await node.broker.controlled_shutdown()
+            if node.gate.paused:  # a frozen process stops without moving anything off it, as if killed
+                log.info("broker %d is paused: it stops without a controlled shutdown", broker_id)
+            else:
+                clean = await node.broker.controlled_shutdown()
         finally:
             node.controller.shutdown()
             node.zk.close()

@@ -211,7 +211,18 @@ async def serve_control(cluster: Cluster, host: str = "127.0.0.1", port: int = 0
 
 
 async def _connection(cluster: Cluster, stream: trio.SocketStream) -> None:
-    connection = h11.Connection(h11.SERVER)
+    """One client's connection; whatever happens on it, refusals included, ends it and nothing else."""
+    try:
+        await _serve(cluster, stream, h11.Connection(h11.SERVER))
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+        pass  # the client left, reset the connection (even while it was being refused) or went quiet
+    except Exception:  # as above: one connection lost, the endpoint and the cluster go on
+        log.exception("control: closing a connection after an unexpected error")
+    finally:
+        await stream.aclose()
+
+
+async def _serve(cluster: Cluster, stream: trio.SocketStream, connection: h11.Connection) -> None:
     try:
         while True:
             request, body = await _read_request(connection, stream)
@@ -230,12 +241,6 @@ async def _connection(cluster: Cluster, stream: trio.SocketStream) -> None:
                         close=True)
     except _HttpError as exc:
         await _send(connection, stream, exc.status, {"error": str(exc)}, [], close=True)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
-        pass
-    except Exception:  # as above: one connection lost, the endpoint and the cluster go on
-        log.exception("control: closing a connection after an unexpected error")
-    finally:
-        await stream.aclose()
 
 
 async def _read_request(connection: h11.Connection, stream: trio.SocketStream

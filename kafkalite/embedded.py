@@ -130,6 +130,8 @@ class EmbeddedCluster:
             raise unwrap_single(group) from None
         except trio.RunFinishedError:
             raise RuntimeError("the embedded cluster has stopped") from self._failure
+        except trio.Cancelled:  # the cluster closed under the call: Trio's cancellation means nothing in this thread
+            raise RuntimeError("the embedded cluster has stopped while the call was running") from None
 
     def __getattr__(self, name: str) -> Any:
         """Every public method and property of `Cluster` (faults, topics, describe), run in the cluster's loop."""
@@ -152,6 +154,9 @@ class EmbeddedCluster:
         """Serve the HTTP control endpoint (`kafkalite.control`) on 127.0.0.1 until the cluster stops, for tests
         in other languages; its URL (port 0: a free one)."""
         from kafkalite.control import serve_control
+
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be 0 (a free one) to 65535, not {port!r}")
 
         async def start() -> int:
             assert self._nursery is not None and self.cluster is not None

@@ -96,6 +96,7 @@ def test_bootstrap_server_from_the_environment(cluster: EmbeddedCluster, capsys:
     (["topics", "describe", "missing"], "UNKNOWN_TOPIC_OR_PARTITION"),
     (["topics", "create"], "needs a topic name"),
     (["consume", "missing", "--timeout", "0.1"], "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["consume", "orders", "--max", "-3"], "argument --max: expected a whole number of at least 1, got '-3'"),
     (["produce", "bad name", *QUICK], "INVALID_TOPIC_EXCEPTION"),  # a missing topic is created, as in Kafka
 ])
 def test_errors_are_one_line(server: list[str], capsys: pytest.CaptureFixture[str],
@@ -237,6 +238,20 @@ def test_serve_refuses_a_control_port_in_use_in_one_line(serve: Callable[..., Se
     assert served.lines.get(timeout=30) is None  # nothing printed: no bootstrap servers of a cluster that stopped
     err = served.process.stderr.read()
     assert err.count("\n") == 1 and f"--control-port {port}: cannot listen there" in err
+
+
+@pytest.mark.parametrize("option", ["--port", "--kafka-port"])
+def test_serve_refuses_a_broker_port_in_use_in_one_line_naming_the_ports(serve: Callable[..., Served],
+                                                                         option: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        served = serve("--brokers", "1", option, str(port))
+        assert served.process.wait(timeout=30) == 1
+    assert served.lines.get(timeout=30) is None
+    err = served.process.stderr.read()
+    assert err.count("\n") == 1 and f"cannot listen on the ports asked for ({option} {port} to {port})" in err
 
 
 def free_port_pair() -> int:

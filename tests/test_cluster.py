@@ -6,6 +6,8 @@ watermarks, error codes, and that no acknowledged record is lost and replicas en
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 
@@ -223,6 +225,52 @@ async def test_controlled_shutdown_moves_every_leader_off_the_broker_first(autoj
                 assert state.leader_epoch > before[p]
             assert await read_values(cluster, "t", p) == [b"v0", b"v1"]
         await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 6))
+
+
+async def test_harness_calls_to_a_paused_broker_time_out_instead_of_waiting_forever(autojump_clock) -> None:
+    """A paused broker holds every request at its door. The harness gives up as a Kafka client gives up after
+    request.timeout.ms: create_topic within its `timeout`, produce within its timeout_ms and a few seconds, the
+    others within 30 s; a controlled shutdown waits controller.socket.timeout.ms per try; a paused broker itself
+    stops without one. Nothing acknowledged is lost, and the cluster recovers once the broker is back."""
+    config = {**CONFIG, "zookeeper.session.timeout.ms": 120_000,  # paused brokers keep their sessions here
+              "controller.socket.timeout.ms": 2000, "controlled.shutdown.retry.backoff.ms": 500,
+              "controlled.shutdown.max.retries": 2}
+    async with Cluster(brokers=3, config=config, seed=7) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.produce("t", 0, values(2))
+        controller = cluster.controller_id
+        leader = cluster.leader_for("t", 0)
+        other = next(b for b in cluster.live_broker_ids if b not in (controller, leader))
+
+        async def fails_within(seconds: float, call: Any) -> None:
+            started = trio.current_time()
+            with pytest.raises(errors.RequestTimedOutError, match="did not answer"):
+                await call()
+            assert trio.current_time() - started <= seconds + 0.01
+
+        cluster.pause_broker(leader)
+        await fails_within(2000 / 1000 + 5, lambda: cluster.produce("t", 0, values(1, "held"), timeout_ms=2000))
+        await fails_within(30, lambda: cluster.fetch("t", 0, 0))
+        await fails_within(30, lambda: cluster.metadata(leader))
+        cluster.resume_broker(leader)
+        cluster.pause_broker(controller)
+        await fails_within(3, lambda: cluster.create_topic("u", 1, 1, timeout=3))
+        await fails_within(3, lambda: cluster.delete_topic("t", timeout=3))
+        started = trio.current_time()
+        assert await cluster.shutdown_broker(other) is False  # its controller never answers: two tries, then stop
+        assert 2 * 2 + 0.5 <= trio.current_time() - started < 2 * 2 + 0.5 + 1
+        cluster.resume_broker(controller)
+        cluster.pause_broker(leader)
+        started = trio.current_time()
+        assert await cluster.shutdown_broker(leader) is False
+        assert trio.current_time() - started < 1 and leader not in cluster.live_broker_ids
+        new_leader = await cluster.wait_for_leader("t", 0, not_on=[leader, other], timeout=200)  # its session ends
+        assert new_leader == controller
+        assert await read_values(cluster, "t") == [b"v0", b"v1"]
+        await cluster.restart_broker(leader)
+        await cluster.restart_broker(other)
+        await cluster.wait_until(lambda: len(cluster.partition_state("t", 0).isr) == 3, timeout=60)
+        await assert_replicas_agree(cluster, "t")
 
 
 @pytest.mark.parametrize("unclean", [False, True])

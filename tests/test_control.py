@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -79,8 +80,8 @@ def test_a_request_fault_set_over_http_reaches_a_kafka_client(call: Callable[...
     status, fault = call("POST", "/faults", {"api": "Produce", "error": 29, "topics": ["orders"],
                                              "message": "set over HTTP"})
     assert status == 201
-    assert fault | {"id": 0} == {"id": 0, "api": "Produce", "error": "error code 29", "error_code": 29, "drop": None,
-                                 "delay": 0.0, "brokers": None, "topics": ["orders"], "client_id": None, "times": 1,
+    assert fault | {"id": 0} == {"id": 0, "api": "Produce", "error": "TOPIC_AUTHORIZATION_FAILED", "error_code": 29,
+                                 "drop": None, "delay": 0.0, "brokers": None, "topics": ["orders"], "client_id": None, "times": 1,
                                  "cluster_traffic": False, "hits": 0, "active": True}
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers})
     reports: list[Any] = []
@@ -153,6 +154,8 @@ def test_end_faults_ends_every_fault(call: Callable[..., tuple[int, Any]], clust
     ("POST", "/faults", {"api": "Produce", "surprise": 1}, 400, "unknown field 'surprise'"),
     ("POST", "/faults", {"api": "Produce"}, 400, "does nothing"),
     ("POST", "/faults", {"api": "Produce", "delay": 1, "times": True}, 400, "times must be"),
+    ("POST", "/faults", {"api": "Produce", "delay": 1, "cluster_traffic": "yes"}, 400, "must be True or False"),
+    ("POST", "/faults", {"api": "Produce", "error": 6, "message": ["x"]}, 400, "message must be a str"),
     ("POST", "/faults", ["Produce"], 400, "expected a JSON object"),
     ("POST", "/faults", "Produce", 400, "expected a JSON object"),
     ("POST", "/network/partition", {"groups": [1, 2]}, 400, "lists of broker ids"),
@@ -180,6 +183,25 @@ def test_a_body_that_is_not_json_or_too_large_is_refused(call: Callable[..., tup
     response = connection.getresponse()
     assert response.status == 413 and "over" in json.loads(response.read())["error"]
     connection.close()
+
+
+@pytest.mark.parametrize("port", [-1, 65536, "8080", True])
+def test_a_control_port_that_cannot_be_is_refused_at_once(cluster: EmbeddedCluster, port: Any) -> None:
+    with pytest.raises(ValueError, match="port must be 0"):
+        cluster.serve_control(port)
+
+
+def test_clients_that_reset_their_connection_while_refused_cost_nothing_but_their_connection(
+        port: int, call: Callable[..., tuple[int, Any]], cluster: EmbeddedCluster) -> None:
+    """A port scanner or a TLS client: bytes that are not HTTP, then a reset (RST) before the 400 goes out. Writing
+    the refusal fails; that failure once escaped the connection's handler and stopped the whole cluster."""
+    for _ in range(50):
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as raw:
+            raw.sendall(b"\x16\x03\x01 not http\r\n\r\n")
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+    assert call("GET", "/cluster")[0] == 200
+    assert cluster.live_broker_ids == [1, 2, 3]
+    assert cluster.produce("orders", 0, [Record(None, b"after the resets")]) >= 0
 
 
 @pytest.mark.parametrize("garbage", [

@@ -153,6 +153,27 @@ def test_a_loop_that_dies_fails_the_next_call_and_close() -> None:
     cluster.close()  # reported once
 
 
+def test_a_call_waiting_in_another_thread_when_the_cluster_closes_says_it_stopped() -> None:
+    """Not Trio's Cancelled, which means nothing in a plain thread."""
+    cluster = EmbeddedCluster(brokers=1).start()
+    failures: list[BaseException] = []
+    waiting = threading.Event()  # set by the condition, so only once the call runs inside the loop
+
+    def wait_forever() -> None:
+        try:
+            cluster.wait_until(lambda: waiting.set(), timeout=3600)
+        except BaseException as exc:  # what reaches this thread is the test's subject
+            failures.append(exc)
+
+    thread = threading.Thread(target=wait_forever)
+    thread.start()
+    assert waiting.wait(timeout=30)
+    cluster.close()
+    thread.join(timeout=30)
+    assert [(type(f), str(f)) for f in failures] == [
+        (RuntimeError, "the embedded cluster has stopped while the call was running")]
+
+
 def test_start_failures_and_use_before_start() -> None:
     with pytest.raises(ValueError, match="at least one broker"):
         EmbeddedCluster(brokers=0).start()

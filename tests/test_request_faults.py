@@ -311,4 +311,8 @@ async def test_apis_are_named_as_kafka_names_them_in_any_case(cluster: Cluster) 
                       ("LIST_OFFSETS", ApiKey.LIST_OFFSETS), (ApiKey.FETCH, ApiKey.FETCH)]:
         assert cluster.fail_requests(name, delay=1).api is key
     assert cluster.fail_requests("Produce", errors.NotLeaderOrFollowerError).error is errors.NOT_LEADER_OR_FOLLOWER
-    assert cluster.fail_requests("Produce", 29).error.code == 29  # TOPIC_AUTHORIZATION_FAILED: Kafka's clients know it
+    for error in (29, "TOPIC_AUTHORIZATION_FAILED", "topic_authorization_failed"):  # Kafka's clients know it
+        assert (cluster.fail_requests("Produce", error).error.name, cluster.request_faults.faults[-1].error.code) == (
+            "TOPIC_AUTHORIZATION_FAILED", 29)
+    with pytest.raises(ValueError, match="no Kafka error 'NO_SUCH_ERROR'"):
+        cluster.fail_requests("Produce", "NO_SUCH_ERROR")

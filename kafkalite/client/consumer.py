@@ -197,6 +197,7 @@ class Consumer:
         try:
             return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
+            self._nursery = None  # poll() and commit_async() after this say the consumer is not open
             await self._transport.aclose()
 
     # -- assignment and positions -------------------------------------------------------------------------------
@@ -227,6 +228,9 @@ class Consumer:
         coordinator = self._group_coordinator("subscribe()")
         if (topics is None) == (pattern is None):
             raise ValueError("subscribe() takes topics or a pattern")
+        if self._states and not coordinator.subscribed:
+            raise ValueError("subscribe() on a consumer with partitions assign()ed by hand: the two are mutually "
+                             "exclusive, as in Kafka's consumer; assign([]) first")
         names = None if topics is None else [validate_topic_name(name) for name in topic_names(topics, "subscribe()")]
         compiled = None if pattern is None else _compiled(pattern)
         coordinator.subscribe(names, compiled, {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost})

@@ -166,9 +166,14 @@ class Broker:
             await self.gate.checkpoint()
             try:
                 controller_id = self.zk.get_controller_id()
+                response: ControlledShutdownResponse | None = None
                 if controller_id is not None:
-                    response: ControlledShutdownResponse = await self.transport.send(
-                        self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id, self.broker_epoch))
+                    with trio.move_on_after(self.config["controller.socket.timeout.ms"] / 1000):
+                        response = await self.transport.send(
+                            self.broker_id, controller_id, ControlledShutdownRequest(self.broker_id, self.broker_epoch))
+                    if response is None:
+                        raise NetworkExceptionError(f"controller {controller_id} did not answer within "
+                                                    "controller.socket.timeout.ms")
                     if response.error_code == errors.NONE.code and not response.remaining_partitions:
                         log.info("broker %d: controlled shutdown succeeded", self.broker_id)
                         return True

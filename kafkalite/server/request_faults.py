@@ -35,6 +35,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal
 
+import kafka.errors
 import trio
 
 from kafkalite.common import errors
@@ -98,24 +99,34 @@ def resolve_api(api: ApiKey | str) -> ApiKey:
     return found
 
 
+def _kafkas(error: str | int) -> ErrorCode | None:
+    """One of Kafka's errors that kafkalite does not define, by name or number, from kafka-python's table."""
+    for known in kafka.errors.kafka_errors.values():
+        if error in (known.message, known.errno):
+            return ErrorCode(known.errno, known.message, bool(known.retriable), known.description)
+    return None
+
+
 def resolve_error(error: ErrorCode | type[KafkaError] | str | int) -> ErrorCode:
     """An ErrorCode from itself, its exception class, its name or its number; NONE is no error.
 
-    A number may be any of Kafka's codes, also one kafkalite never answers itself (29,
-    TOPIC_AUTHORIZATION_FAILED): Kafka's clients know it, kafkalite's own see UNKNOWN_SERVER_ERROR.
+    A name or number may be any of Kafka's, also one kafkalite never answers itself (29,
+    TOPIC_AUTHORIZATION_FAILED), looked up in kafka-python's table of Kafka's errors: Kafka's clients know it,
+    kafkalite's own see UNKNOWN_SERVER_ERROR.
     """
     if isinstance(error, type) and issubclass(error, KafkaError) and hasattr(error, "error"):
         found: ErrorCode | None = error.error
     elif isinstance(error, ErrorCode):
         found = error
     elif isinstance(error, str):
-        found = next((e for e in errors.all_errors() if e.name == error.upper()), None)
+        found = next((e for e in errors.all_errors() if e.name == error.upper()), None) or _kafkas(error.upper())
     elif isinstance(error, int) and not isinstance(error, bool):
         if not -1 <= error <= 0x7FFF:
             raise ValueError(f"error code {error} is none of Kafka's: they run from -1 up, within an int16")
         found = errors.for_code(error)
         if found.code != error:  # for_code's stand-in for a number it does not know
-            found = ErrorCode(error, f"error code {error}", False, "an error code kafkalite does not define")
+            found = _kafkas(error) or ErrorCode(error, f"error code {error}", False,
+                                                "an error code kafkalite does not define")
     else:
         raise TypeError(f"the error must be an ErrorCode (kafkalite.common.errors.NOT_LEADER_OR_FOLLOWER), its "
                         f"name, its number or its exception class, not {type(error).__name__} {error!r}")
@@ -223,6 +234,10 @@ class RequestFaults:
             raise ValueError("the fault does nothing: give an error, a drop or a delay")
         if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 1):
             raise ValueError(f"times must be a count >= 1, or None for every matching request, not {times!r}")
+        if not isinstance(cluster_traffic, bool):
+            raise TypeError(f"cluster_traffic must be True or False, not {cluster_traffic!r}")
+        if message is not None and not isinstance(message, str):
+            raise TypeError(f"message must be a str, not {type(message).__name__}")
         if client_id is not None and not isinstance(client_id, str):
             raise TypeError(f"client_id must be a str, not {type(client_id).__name__}")
         names = None

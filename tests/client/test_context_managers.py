@@ -35,6 +35,24 @@ async def test_a_cancelled_body_stays_cancelled(autojump_clock: Any, cluster: Cl
     assert scope.cancelled_caught
 
 
+@pytest.mark.parametrize(("group", "call"), [
+    (None, lambda consumer: consumer.poll(1)),
+    (None, lambda consumer: consumer.poll_batches(1)),
+    ("g", lambda consumer: consumer.poll(1)),
+])
+async def test_a_closed_consumer_says_so(autojump_clock: Any, cluster: Cluster, group: str | None, call: Any) -> None:
+    """After its block, as the producer does, rather than with Trio's "Nursery is closed to new arrivals"."""
+    await cluster.create_topic("t")
+    async with Consumer(cluster, {"group.id": group} if group else {}) as consumer:
+        if group:
+            consumer.subscribe(["t"])
+        else:
+            consumer.assign([TopicPartition("t", 0)])
+        await consumer.poll(1)
+    with pytest.raises(RuntimeError, match="the consumer is not open"):
+        await call(consumer)
+
+
 async def test_a_failing_background_task_of_the_producer_surfaces(autojump_clock: Any, cluster: Cluster) -> None:
     async def broken_sender() -> None:
         raise RuntimeError("the sender broke")

@@ -651,5 +651,12 @@ async def test_a_bad_subscription_is_refused_before_the_consumer_joins(autojump_
         with pytest.raises(ValueError, match="topics or a pattern"):
             consumer.subscribe(["orders"], pattern="orders")
         assert consumer.subscription() == set() and consumer.assignment() == set()
+        consumer.assign([TopicPartition("orders", 0)])  # Kafka's consumer refuses to mix the two, either way
+        with pytest.raises(ValueError, match="mutually exclusive"):
+            consumer.subscribe(["orders"])
+        assert consumer.subscription() == set() and consumer.assignment() == {TopicPartition("orders", 0)}
+        consumer.assign([])
         consumer.subscribe(["orders"])  # the consumer is still usable
         assert consumer.subscription() == {"orders"}
+        with pytest.raises(ValueError, match="subscribed consumer"):
+            consumer.assign([TopicPartition("orders", 1)])
