@@ -262,9 +262,10 @@ class AdminManager:
         live = self._live_racks()
         results, waiters = [], []
         budget = self.config["max.partitions.per.request"]
+
         def refuse(name: str) -> None:
-            results.append(CreatableTopicResult(name, errors.INVALID_REQUEST.code, "Found multiple entries for this "
-                                                                                   "topic."))
+            results.append(CreatableTopicResult(name, errors.INVALID_REQUEST.code,
+                                                "Found multiple entries for this topic."))
 
         for topic in _given_once(request.topics, lambda topic: topic.name, refuse):
             try:

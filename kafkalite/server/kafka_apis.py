@@ -648,11 +648,13 @@ class KafkaApis:
     async def handle_offset_delete(self, request: OffsetDeleteRequest, context: RequestContext) -> Response:
         """As Kafka's: a partition no topic has is UNKNOWN_TOPIC_OR_PARTITION; the group's own errors (no such
         group) still answer the whole request."""
-        known = [(topic, p) for topic, p in request.partitions
-                 if self.metadata_cache.contains_partition(TopicPartition(topic, p))]
-        unknown = [OffsetDeletePartitionResponse(topic, p, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
-                                                 f"{topic}-{p} does not exist")
-                   for topic, p in request.partitions if (topic, p) not in known]
+        known, unknown = [], []
+        for topic, p in request.partitions:
+            if self.metadata_cache.contains_partition(TopicPartition(topic, p)):
+                known.append((topic, p))
+            else:
+                unknown.append(OffsetDeletePartitionResponse(topic, p, errors.UNKNOWN_TOPIC_OR_PARTITION.code,
+                                                             f"{topic}-{p} does not exist"))
         request.partitions = known
         response = await self.group_coordinator.handle_delete_offsets(request)
         response.partitions += unknown
