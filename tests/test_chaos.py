@@ -1,4 +1,4 @@
-"""Deterministic chaos (kafkalite.testing.chaos): the checker sees every anomaly it names, seeds replay, 100 seeds of
+"""Deterministic chaos (kafkalite.testing.chaos): the checker sees every anomaly it names, seeds replay, 40 seeds of
 the full nemesis show none, request faults alone show none, and a configuration that loses or duplicates writes
 is caught doing so.
 
@@ -87,11 +87,11 @@ def sweep_as_the_command_line_does(first: int, seeds: int, *options: str) -> str
     return done.stdout
 
 
-def test_a_hundred_seeds_of_the_full_nemesis_show_no_anomaly_and_no_liveness_failure() -> None:
+def test_forty_seeds_of_the_full_nemesis_show_no_anomaly_and_no_liveness_failure() -> None:
     """The sweep CI can afford: 500 seeds took 12 minutes of a 20-minute CI budget on a slow day of this 2-core
     machine. Wider sweeps run from the command line (`--seeds 1000`); the CHANGELOG records them."""
-    printed = sweep_as_the_command_line_does(0, 100)
-    assert printed.startswith("100 seeds, 0 failing")
+    printed = sweep_as_the_command_line_does(0, 40)
+    assert printed.startswith("40 seeds, 0 failing")
     assert int(re.search(r"(\d+) s \(min\)", printed).group(1)) >= 300, printed  # type: ignore[union-attr]
 
 

@@ -1,4 +1,4 @@
-"""Scripted failure sequences from Kafka's history of replication bugs, each under 100 seeds of timing jitter.
+"""Scripted failure sequences from Kafka's history of replication bugs, each under 40 seeds of timing jitter.
 
 Each test drives the real `Cluster` on the mock clock through one known-bad order of events (KIP-101's two
 cases, KIP-279's fast failovers with unclean elections, Jepsen's 2013 Kafka analysis and KAFKA-14704's high
@@ -39,7 +39,7 @@ from kafkalite.network.requests import UNCLEAN_ELECTION
 from kafkalite.server.partition import Partition
 from kafkalite.testing.chaos import Anomaly, History, check, final_state
 
-SEEDS = range(100)
+SEEDS = range(40)
 TOPIC = "t"
 LEADER_EPOCH = {"kafkalite.follower.truncation": "leader-epoch"}
 HIGH_WATERMARK = {"kafkalite.follower.truncation": "high-watermark"}
