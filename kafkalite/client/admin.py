@@ -273,7 +273,8 @@ class Admin(_GroupAdmin):
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self._transport.aclose()
+        if self._transport.owned:
+            await self._transport.aclose()
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]], what: str,
                             final: tuple[type[KafkaError], ...] = ()) -> _T:

@@ -198,7 +198,10 @@ class Consumer:
             return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
             self._nursery = None  # poll() and commit_async() after this say the consumer is not open
-            await self._transport.aclose()
+            if self._coordinator is not None and self._coordinator.transport is not self._transport:
+                await self._coordinator.transport.aclose()  # its own second connection
+            if self._transport.owned:
+                await self._transport.aclose()
 
     # -- assignment and positions -------------------------------------------------------------------------------
 

@@ -158,7 +158,7 @@ class ConsumerCoordinator:
         self._api_timeout_s = config["default.api.timeout.ms"] / 1000
         self._assignors = [ASSIGNORS[name]() for name in config["partition.assignment.strategy"]]
         self.protocol = rebalance_protocol([a.name for a in self._assignors])
-        self._transport = transport
+        self.transport = transport
         self.metadata = metadata
         self._consumer = consumer
         self._commit_order = _CommitOrder()
@@ -221,7 +221,7 @@ class ConsumerCoordinator:
         matched = {t.name for t in response.topics if t.error_code == 0 and t.name not in INTERNAL_TOPICS
                    and self._pattern.fullmatch(t.name)}
         if matched != self._topics:
-            log.info("%s: pattern %s now matches %s", self._transport.name, self._pattern.pattern, sorted(matched))
+            log.info("%s: pattern %s now matches %s", self.transport.name, self._pattern.pattern, sorted(matched))
             self._topics = matched
             self.metadata.add_topics(matched)
             self._rejoin_needed = True
@@ -266,7 +266,7 @@ class ConsumerCoordinator:
     def _auto_commit_done(self, error: KafkaError | None) -> None:
         self._auto_committing = False
         if error is not None:
-            log.warning("%s: auto-commit of %s failed: %s", self._transport.name, self.group_id, error)
+            log.warning("%s: auto-commit of %s failed: %s", self.transport.name, self.group_id, error)
 
     def _check_partition_counts(self) -> None:
         """The leader asks for a new assignment when a subscribed topic gained partitions (or appeared)."""
@@ -287,7 +287,7 @@ class ConsumerCoordinator:
             else:
                 error = errors.for_code(response.error_code)
                 if error is errors.NONE:
-                    self._transport.add_node(MetadataBroker(response.node_id, response.host, response.port))
+                    self.transport.add_node(MetadataBroker(response.node_id, response.host, response.port))
                     self.coordinator_id = response.node_id
                     self._heartbeat_wake.set()
                     break
@@ -300,7 +300,7 @@ class ConsumerCoordinator:
         """To the coordinator; a broker that cannot be reached makes the coordinator unknown (NETWORK_EXCEPTION)."""
         coordinator = await self._ensure_coordinator()
         try:
-            return await self._transport.send(coordinator, request, timeout_s)
+            return await self.transport.send(coordinator, request, timeout_s)
         except KafkaError:
             self.coordinator_dead()
             raise
@@ -406,7 +406,7 @@ class ConsumerCoordinator:
         assignor = next(a for a in self._assignors if a.name == response.protocol_name)
         assigned = assignor.assign(counts, subscriptions)
         self._assigned_counts = counts
-        log.info("%s: leader of %s generation %d assigns with %s: %s", self._transport.name, self.group_id,
+        log.info("%s: leader of %s generation %d assigns with %s: %s", self.transport.name, self.group_id,
                  response.generation_id, assignor.name, {m: [str(tp) for tp in tps] for m, tps in assigned.items()})
         return [SyncGroupAssignment(member, encode_assignment(Assignment(tuple(tps))))
                 for member, tps in assigned.items()]
@@ -479,7 +479,7 @@ class ConsumerCoordinator:
             error = exc.error
         if error is errors.NONE or (generation, member_id) != (self.generation, self.member_id):
             return
-        log.info("%s: heartbeat of %s: %s", self._transport.name, self.group_id, error)
+        log.info("%s: heartbeat of %s: %s", self.transport.name, self.group_id, error)
         if error is errors.REBALANCE_IN_PROGRESS:
             self._rejoin_needed = True
         elif error in RESET_GENERATION_ERRORS or error in RESET_MEMBER_ERRORS or error is errors.FENCED_INSTANCE_ID:
@@ -501,7 +501,7 @@ class ConsumerCoordinator:
         self._lost_pending = True
 
     async def _leave_for_poll_timeout(self) -> None:
-        log.warning("%s: no poll() within max.poll.interval.ms=%d; leaving group %s", self._transport.name,
+        log.warning("%s: no poll() within max.poll.interval.ms=%d; leaving group %s", self.transport.name,
                     self._rebalance_timeout_ms, self.group_id)
         await self.maybe_leave_group("the consumer stopped polling")
         self._pending_error = PollIntervalExceededError(
@@ -525,7 +525,7 @@ class ConsumerCoordinator:
             try:
                 await self._send(LeaveGroupRequest(self.group_id, [MemberIdentity(self.member_id, None, reason)]))
             except KafkaError as exc:
-                log.info("%s: leaving %s: %s", self._transport.name, self.group_id, exc)
+                log.info("%s: leaving %s: %s", self.transport.name, self.group_id, exc)
         if self.member_id and self.instance_id is None:
             self._lose_membership(reset_member=True)
 
@@ -543,7 +543,7 @@ class ConsumerCoordinator:
         try:
             await self.commit(None)
         except KafkaError as exc:
-            log.warning("%s: %s of %s failed: %s", self._transport.name, what, self.group_id, exc)
+            log.warning("%s: %s of %s failed: %s", self.transport.name, what, self.group_id, exc)
 
     def commit_in_background(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
                              on_complete: Callable[[KafkaError | None], Any] | None) -> None:
@@ -560,7 +560,7 @@ class ConsumerCoordinator:
             except KafkaError as exc:
                 error = exc
                 if on_complete is None:
-                    log.warning("%s: asynchronous commit failed: %s", self._transport.name, exc)
+                    log.warning("%s: asynchronous commit failed: %s", self.transport.name, exc)
             if on_complete is not None:
                 on_complete(error)
 

@@ -401,7 +401,8 @@ class Producer:
             try:
                 return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
             finally:
-                await self._transport.aclose()
+                if self._transport.owned:
+                    await self._transport.aclose()
 
     # -- sending ------------------------------------------------------------------------------------------------
 

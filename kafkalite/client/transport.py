@@ -51,6 +51,10 @@ class ClusterLike(Protocol):
 class ClientTransport(ABC):
     """Sends requests to brokers by node; tracks requests in flight per node to pick the least loaded one."""
 
+    owned = False
+    """Whether a client opened this transport for itself (`open_transport`) and closes it as it closes. A transport
+    the application hands in is the application's to close, and may serve several clients."""
+
     serial = False
     """Whether a broker serves this transport's requests one at a time, so that a second request in flight to it
     only queues behind the first instead of overlapping it on the wire."""
@@ -60,6 +64,7 @@ class ClientTransport(ABC):
         self.request_timeout_s = request_timeout_ms / 1000
         self._in_flight: defaultdict[NodeKey, int] = defaultdict(int)
         self._broker_ids: list[int] = []
+        self.closed = False
 
     def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
         self._broker_ids = [broker.node_id for broker in brokers]
@@ -75,6 +80,7 @@ class ClientTransport(ABC):
     async def send(self, node: NodeKey, request: Request, timeout_s: float | None = None) -> Any:
         """The response, NETWORK_EXCEPTION if the broker cannot be reached, or REQUEST_TIMED_OUT after
         request.timeout.ms (or `timeout_s`, for a request the broker may rightly hold longer, as a JoinGroup)."""
+        self.check_open()
         self._in_flight[node] += 1
         deadline = trio.current_time() + (self.request_timeout_s if timeout_s is None else timeout_s)
         try:
@@ -86,6 +92,11 @@ class ClientTransport(ABC):
         finally:
             self._in_flight[node] -= 1
 
+    def check_open(self) -> None:
+        """RuntimeError once closed: a closed client's calls would otherwise open connections nobody closes."""
+        if self.closed:
+            raise RuntimeError(f"{self.name} is closed: it left its `async with` block; open a new client")
+
     def timed_out(self, node: NodeKey, request: Request | None = None) -> RequestTimedOutError:
         what = "" if request is None else f" to {type(request).__name__}"
         return RequestTimedOutError(f"no response from {node}{what} within {self.request_timeout_s * 1000:.0f} ms")
@@ -93,7 +104,8 @@ class ClientTransport(ABC):
     def sibling(self) -> ClientTransport:
         """A second connection to each broker under the same client name, as Kafka's consumer opens one to its
         group coordinator: a JoinGroup parked there for a whole rebalance must not hold up the fetches queued
-        behind it on the first. A transport handed in by the application has no second one, and shares."""
+        behind it on the first. A transport of another kind has no second one, and shares. A second one is its
+        client's to close."""
         return self
 
     def stream(self, node: NodeKey) -> RequestStream:
@@ -102,6 +114,7 @@ class ClientTransport(ABC):
         Each request is sent as `send` would send it; the in-process transport serves them all in one cancel
         scope instead of one per request.
         """
+        self.check_open()
         return _RequestByRequest(self, node)
 
     async def send_to_any(self, request: Request) -> Any:
@@ -136,7 +149,8 @@ class ClientTransport(ABC):
         """The response; NETWORK_EXCEPTION when the broker cannot be reached or `deadline` (Trio time) passes."""
 
     async def aclose(self) -> None:
-        """Nothing to release by default: the in-process transport holds no resources."""
+        """Refuse requests from now on; the in-process transport holds nothing else to release."""
+        self.closed = True
 
 
 class RequestStream:
@@ -234,6 +248,7 @@ class InProcessTransport(ClientTransport):
         return InProcessTransport(self._transport, self._bootstrap, self.name, int(self.request_timeout_s * 1000))
 
     def stream(self, node: NodeKey) -> RequestStream:
+        self.check_open()
         return _InProcessStream(self, node)
 
     def channel_to(self, node: NodeKey) -> Channel:
@@ -302,6 +317,7 @@ class TcpTransport(ClientTransport):
         raise NetworkExceptionError(f"no response from {node} by the deadline")
 
     async def aclose(self) -> None:
+        await super().aclose()
         connections, self._connections = list(self._connections.values()), {}
         for connection in connections:
             with trio.CancelScope(shield=True):
@@ -314,9 +330,12 @@ def open_transport(bootstrap: ClusterLike | str | ClientTransport, kind: str, cl
     if isinstance(bootstrap, ClientTransport):
         return bootstrap
     name = client_name(kind, client_id)
+    opened: ClientTransport
     if isinstance(bootstrap, str):
-        return TcpTransport(bootstrap, name, request_timeout_ms)
-    transport = getattr(bootstrap, "transport", None)
-    if isinstance(transport, Transport):
-        return InProcessTransport(transport, bootstrap.broker_ids, name, request_timeout_ms)
-    raise TypeError(f"bootstrap must be a Cluster, 'host:port,...' or a ClientTransport, not {bootstrap!r}")
+        opened = TcpTransport(bootstrap, name, request_timeout_ms)
+    elif isinstance(transport := getattr(bootstrap, "transport", None), Transport):
+        opened = InProcessTransport(transport, bootstrap.broker_ids, name, request_timeout_ms)
+    else:
+        raise TypeError(f"bootstrap must be a Cluster, 'host:port,...' or a ClientTransport, not {bootstrap!r}")
+    opened.owned = True
+    return opened

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalite.client import Admin, Consumer, Producer
+from kafkalite.client import Admin, Consumer, InProcessTransport, Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import UnknownTopicOrPartitionError
 from kafkalite.common.types import TopicPartition
@@ -51,6 +51,42 @@ async def test_a_closed_consumer_says_so(autojump_clock: Any, cluster: Cluster, 
         await consumer.poll(1)
     with pytest.raises(RuntimeError, match="the consumer is not open"):
         await call(consumer)
+
+
+@pytest.mark.parametrize(("group", "call"), [
+    (None, lambda consumer: consumer.end_offsets([TopicPartition("t", 0)])),
+    (None, lambda consumer: consumer.beginning_offsets([TopicPartition("t", 0)])),
+    (None, lambda consumer: consumer.offsets_for_times({TopicPartition("t", 0): 0})),
+    ("g", lambda consumer: consumer.committed([TopicPartition("t", 0)])),
+    ("g", lambda consumer: consumer.commit({TopicPartition("t", 0): 1})),
+])
+async def test_a_closed_consumer_asks_the_cluster_nothing(autojump_clock: Any, cluster: Cluster, group: str | None,
+                                                          call: Any) -> None:
+    """Before, these answered after the block, reopening connections that nothing closed any more."""
+    await cluster.create_topic("t")
+    async with Consumer(cluster, {"client.id": "closed-one", **({"group.id": group} if group else {})}) as consumer:
+        consumer.assign([TopicPartition("t", 0)])
+    with pytest.raises(RuntimeError, match="closed-one is closed: it left its `async with` block"):
+        await call(consumer)
+
+
+async def test_a_closed_admin_asks_the_cluster_nothing(autojump_clock: Any, cluster: Cluster) -> None:
+    async with Admin(cluster, {"client.id": "closed-admin"}) as admin:
+        assert await admin.list_topics() == []
+    with pytest.raises(RuntimeError, match="closed-admin is closed"):
+        await admin.list_topics()
+
+
+async def test_a_transport_the_application_hands_in_stays_open(autojump_clock: Any, cluster: Cluster) -> None:
+    """It may serve several clients, one after another: closing one must not close it under the next."""
+    await cluster.create_topic("t")
+    transport = InProcessTransport(cluster.transport, cluster.broker_ids, "shared", 30000)
+    async with Admin(transport) as first:
+        assert await first.list_topics() == ["t"]
+    async with Admin(transport) as second, Producer(transport) as producer:
+        assert await second.list_topics() == ["t"]
+        assert (await (await producer.send("t", b"x"))).offset == 0
+    assert not transport.closed
 
 
 async def test_a_failing_background_task_of_the_producer_surfaces(autojump_clock: Any, cluster: Cluster) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -576,6 +577,30 @@ async def test_a_group_over_tcp(autojump_clock: Any, cluster: Cluster) -> None:
         await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
         await a.commit({tp: 1 for tp in a.assignment()})
         assert {o.offset for o in (await b.committed(a.assignment())).values()} == {1}
+
+
+def open_sockets() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except FileNotFoundError:  # the listing's own descriptor, closed already
+            pass
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts sockets through /proc")
+async def test_a_group_member_over_tcp_closes_both_its_connections(autojump_clock: Any, cluster: Cluster) -> None:
+    """Its fetches and its coordinator each have a connection; closing the consumer left the second one open (a
+    ResourceWarning at collection), and the broker's end of it served nobody."""
+    servers = cluster.bootstrap_servers
+    before = open_sockets()
+    async with member(servers, "a") as a:
+        a.subscribe(["events"])
+        await poll_until([a], lambda: a.assignment() == ALL)
+        assert open_sockets() >= before + 4  # both ends of two connections, in this one process
+    await trio.sleep(1)  # the broker sees each connection end
+    assert open_sockets() == before
 
 
 async def test_admin_lists_describes_resets_and_deletes_groups(autojump_clock: Any, cluster: Cluster) -> None:
