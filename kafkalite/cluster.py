@@ -300,6 +300,10 @@ class Cluster:
                     node.broker.set_controller(node.controller)
                     nursery.start_soon(node.zk.run, node.gate.checkpoint)
                     await node.broker.startup(nursery)
+                    # Its ports from now on, as a Kafka broker's are fixed in its server.properties: a restart
+                    # binds the same ones, so bootstrap servers a client was given keep reaching it.
+                    node.config = node.config.with_overrides({"listeners": ",".join(
+                        f"{ep.listener}://{ep.host}:{ep.port}" for ep in node.broker.endpoints)})
                     await node.controller.startup(nursery)
                     task_status.started()
         finally:

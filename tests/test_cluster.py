@@ -662,3 +662,20 @@ def test_election_types_and_outcomes_are_importable_from_kafkalite() -> None:
     refused = ElectionOutcome(errors.ELECTION_NOT_NEEDED, "t-0 is led by its preferred replica")
     assert not refused.elected and refused.error.name == "ELECTION_NOT_NEEDED"
     assert refused == ElectionOutcome(errors.ELECTION_NOT_NEEDED)
+
+
+async def test_a_restarted_broker_serves_on_the_ports_it_had(autojump_clock: Any) -> None:
+    """As a Kafka broker's, fixed in its server.properties: a broker restarted on new ports left the bootstrap
+    servers a client (or a Spark query's options) was given pointing at nothing once every broker had restarted."""
+    from kafkalite.client import Admin
+
+    async with Cluster(brokers=2) as cluster:
+        await cluster.create_topic("t", 1, 2)
+        native, kafka = cluster.bootstrap_servers, cluster.kafka_bootstrap_servers
+        for broker_id in cluster.broker_ids:
+            await cluster.kill_broker(broker_id)
+        for broker_id in cluster.broker_ids:
+            await cluster.restart_broker(broker_id)
+        assert (cluster.bootstrap_servers, cluster.kafka_bootstrap_servers) == (native, kafka)
+        async with Admin(native) as admin:
+            assert await admin.list_topics() == ["t"]

@@ -147,6 +147,29 @@ async def test_init_producer_id_checks_what_it_is_handed(cluster: Cluster) -> No
     assert exhausted.producer_id != fresh.producer_id
 
 
+async def test_a_retried_batch_on_a_log_append_time_topic_is_told_the_time_it_was_appended(cluster: Cluster) -> None:
+    """As Kafka's: a duplicate answers with the append time stored with it, not the time of the retry, which the
+    client would take for the records' timestamp and which no consumer ever reads."""
+    await cluster.create_topic("lat", 1, 3, {"message.timestamp.type": "LogAppendTime"})
+    producer = await send(cluster, InitProducerIdRequest())
+    batch = RecordBatch.from_records([Record(None, b"once")], producer_id=producer.producer_id,
+                                     producer_epoch=producer.producer_epoch, base_sequence=0)
+    request = ProduceRequest(-1, 5000, [ProducePartitionData("lat", 0, [batch])])
+
+    async def produce() -> Any:
+        leader = cluster.leader_for("lat", 0)
+        response = await cluster.transport.send("client", leader, request, RequestContext(source="client"))
+        return response.partitions[0]
+
+    first = await produce()
+    await trio.sleep(2)
+    retried = await produce()
+    assert (retried.error_code, retried.base_offset) == (errors.NONE.code, first.base_offset) == (errors.NONE.code, 0)
+    assert retried.log_append_time == first.log_append_time > 0
+    [(_, record)] = await cluster.fetch_all("lat", 0)
+    assert record.timestamp == first.log_append_time
+
+
 async def test_metadata_for_an_unknown_topic_creates_it_when_allowed(cluster: Cluster) -> None:
     first = await send(cluster, MetadataRequest(["auto"], allow_auto_topic_creation=True))
     assert first.topics[0].error_code == errors.LEADER_NOT_AVAILABLE.code

@@ -191,6 +191,9 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
               at_least=-1),
     ConfigKey("log.retention.bytes", "long", -1, "Size above which old segments are deleted; -1: unlimited.",
               at_least=-1),
+    ConfigKey("log.retention.check.interval.ms", "long", 300000,
+              "How often each broker deletes the segments that retention.ms, retention.bytes or DeleteRecords let go.",
+              at_least=1),
     ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch the broker accepts.", at_least=0),
     ConfigKey("delete.topic.enable", "boolean", True, "Whether topics may be deleted."),
     ConfigKey("auto.create.topics.enable", "boolean", True,
@@ -332,6 +335,11 @@ for _topic_key, _broker_key in [("cleanup.policy", "log.cleanup.policy"), ("comp
         TOPIC_CONFIG_KEYS[_topic_key], name=_broker_key,
         doc=f"The default of the topic config {_topic_key}: {TOPIC_CONFIG_KEYS[_topic_key].doc}")
     TOPIC_DEFAULT_FROM_BROKER[_topic_key] = _broker_key
+
+
+def config_names(keys: Mapping[str, ConfigKey]) -> frozenset[str]:
+    """Every name a key set answers to: its keys' names and their aliases."""
+    return frozenset(_canonical_keys(keys))
 
 
 def _canonical_keys(keys: Mapping[str, ConfigKey]) -> dict[str, str]:

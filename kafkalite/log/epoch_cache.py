@@ -81,6 +81,12 @@ class LeaderEpochCache:
             return requested_epoch, offsets[0]
         return epochs[higher - 1], offsets[higher]
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch `offset` was written in (the latest starting at or before it), UNDEFINED_EPOCH before every
+        entry: what ListOffsets answers beside an offset, as Kafka's epochForOffset."""
+        covering = bisect.bisect_right(self._log._epoch_offsets, offset)
+        return self._log._epochs[covering - 1] if covering else UNDEFINED_EPOCH
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs that start at or after `end_offset`, after the log was truncated there."""
         log = self._log

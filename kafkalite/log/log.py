@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkalite.common.clock import now_ms
-from kafkalite.common.errors import InvalidRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from kafkalite.common.errors import (
+    InvalidRecordError, MessageTooLargeError, OffsetOutOfRangeError, RecordListTooLargeError,
+)
 from kafkalite.common.records import NO_TIMESTAMP, RecordBatch
 from kafkalite.log.epoch_cache import LeaderEpochCache
 from kafkalite.log.segment import LogSegment
@@ -99,6 +101,10 @@ class Log:
             raise MessageTooLargeError(
                 f"{self._label()}batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
                 f"({self.config.max_message_bytes})")
+        if batch.size_in_bytes > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"Message batch size is {batch.size_in_bytes} bytes in append to partition {self.name}, which "
+                f"exceeds the maximum configured segment size of {self.config.segment_bytes}.")
         stored = batch.with_offset(self.log_end_offset, leader_epoch)
         self._append(stored)
         return stored
@@ -120,12 +126,20 @@ class Log:
         if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
             self.leader_epoch_cache.assign(epoch, batch.base_offset)
         active = self._active
-        if not active.is_empty() and (
-                active.size_in_bytes + batch.size_in_bytes > self.config.segment_bytes
-                or self._clock_ms() - active.created_ms >= self.config.segment_ms):
+        if not active.is_empty() and (active.size_in_bytes + batch.size_in_bytes > self.config.segment_bytes
+                                      or self._waited_for_roll(active, batch) > self.config.segment_ms):
             active = self._roll()
+        if batch.max_timestamp < 0:
+            active.modified_ms = self._clock_ms()
         active.append(batch)
         self._log_end_offset = batch.base_offset + batch.record_count
+
+    def _waited_for_roll(self, active: LogSegment, batch: RecordBatch) -> int:
+        """How long the active segment has been filling, as Kafka's timeWaitedForRoll measures it: from its first
+        batch's timestamp to this batch's, so records written with old timestamps roll (and expire) as they would
+        have when they were new; by the clock only for batches without timestamps."""
+        first = active.first_batch_timestamp
+        return batch.max_timestamp - first if first >= 0 else self._clock_ms() - active.created_ms
 
     def _roll(self) -> LogSegment:
         segment = LogSegment(self.log_end_offset, self._clock_ms())
@@ -245,30 +259,43 @@ class Log:
         self._log_start_offset = offset
         self.leader_epoch_cache.truncate_from_start(offset)
 
-    def delete_old_segments(self) -> int:
-        """Apply retention (time, size, log start offset) to whole old segments; returns how many went.
+    def delete_old_segments(self, high_watermark: int) -> int:
+        """Apply retention (time, size, log start offset) to whole segments, oldest first; returns how many went.
 
-        Only a prefix of segments is deleted, and never the active one, so the log stays contiguous and keeps
-        somewhere to append.
+        As Kafka's deletableSegments: a segment goes only once `high_watermark` has passed its end, so no record
+        goes before it is committed and the log start never passes the high watermark. The active segment goes
+        too when its records qualify (a new, empty one is rolled first: a log always has one to append to); an
+        empty active segment never does. A segment whose records carry no timestamps expires by when it was last
+        appended to, as Kafka's by its file's modification time.
         """
-        if not self._older:  # most logs of a large cluster, every retention pass: nothing to look at
+        active = self._active
+        if not self._older and active.is_empty():  # most logs of a large cluster, every retention pass
             return 0
         now = self._clock_ms()
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
+        segments = self.segments
         size = self.size_in_bytes
         deleted = 0
-        segments = self.segments
-        while deleted < len(segments) - 1:
+        while deleted < len(segments):
             segment = segments[deleted]
-            newest = segment.largest_timestamp if segment.largest_timestamp >= 0 else segment.created_ms
+            following = segments[deleted + 1] if deleted + 1 < len(segments) else None
+            if high_watermark < (self._log_end_offset if following is None else following.base_offset):
+                break
+            if following is None and segment.is_empty():
+                break
+            newest = segment.largest_timestamp
+            if newest < 0:
+                newest = segment.modified_ms
             if not ((retention_ms >= 0 and newest < now - retention_ms)
                     or (retention_bytes >= 0 and size - segment.size_in_bytes >= retention_bytes)
-                    or segments[deleted + 1].base_offset <= self._log_start_offset):
+                    or (following is not None and following.base_offset <= self._log_start_offset)):
                 break
             size -= segment.size_in_bytes
             deleted += 1
         if deleted:
+            if deleted == len(segments):
+                self._roll()
             self._older = self._older[deleted:]
             self._segment_bases = self._segment_bases[deleted:]
             self._log_start_offset = max(self._log_start_offset, self._segment_bases[0])

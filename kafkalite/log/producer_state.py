@@ -41,6 +41,7 @@ class BatchMetadata:
     last_seq: int
     first_offset: int
     last_offset: int
+    max_timestamp: int  # on a LogAppendTime topic the time it was appended, which a retry is told again, as in Kafka
 
 
 @dataclass(slots=True)
@@ -90,7 +91,8 @@ def _find_in_log(log: Log, batch: RecordBatch) -> BatchMetadata | bool:
                 continue
             stored_last = _last_seq_of(stored)
             if stored.base_sequence == batch.base_sequence and stored_last == last_seq:
-                return BatchMetadata(stored.base_sequence, last_seq, stored.base_offset, stored.last_offset)
+                return BatchMetadata(stored.base_sequence, last_seq, stored.base_offset, stored.last_offset,
+                                     stored.max_timestamp)
             span = (stored_last - stored.base_sequence) % _SEQUENCE_SPACE
             overlapped = overlapped or (batch.base_sequence - stored.base_sequence) % _SEQUENCE_SPACE <= span \
                 or (stored.base_sequence - batch.base_sequence) % _SEQUENCE_SPACE <= width
@@ -171,7 +173,7 @@ class ProducerStateManager:
             entry = self.producers[stored.producer_id] = ProducerStateEntry(
                 stored.producer_id, stored.producer_epoch, stored.base_sequence)
         entry.batches.append(BatchMetadata(stored.base_sequence, _last_seq_of(stored), stored.base_offset,
-                                           stored.last_offset))
+                                           stored.last_offset, stored.max_timestamp))
 
     def rebuild_from(self, batches: Iterable[RecordBatch]) -> None:
         """Forget everything and replay `batches` (a log's, oldest first)."""

@@ -23,11 +23,15 @@ _EMPTY_POSITIONS = (0,)  # an empty segment's byte positions: where its first ba
 
 
 class LogSegment:
-    __slots__ = ("base_offset", "created_ms", "_batches", "_base_offsets", "_positions", "_max_timestamps")
+    __slots__ = ("base_offset", "created_ms", "modified_ms", "_batches", "_base_offsets", "_positions",
+                 "_max_timestamps")
 
     def __init__(self, base_offset: int, created_ms: int) -> None:
         self.base_offset = base_offset
         self.created_ms = created_ms
+        # When a batch without timestamps was last appended (Kafka's file modification time): the age retention
+        # goes by for a segment whose records carry none.
+        self.modified_ms = created_ms
         self._batches: list[RecordBatch] | tuple[()] = ()
         self._base_offsets: list[int] | tuple[()] = ()
         self._positions: list[int] | tuple[int] = _EMPTY_POSITIONS
@@ -44,6 +48,11 @@ class LogSegment:
     @property
     def next_offset(self) -> int:
         return self._batches[-1].next_offset if self._batches else self.base_offset
+
+    @property
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, from which Kafka measures a segment's age for segment.ms."""
+        return self._max_timestamps[0] if self._max_timestamps else NO_TIMESTAMP
 
     @property
     def largest_timestamp(self) -> int:

@@ -65,8 +65,11 @@ class FetchSession:
         if appended and self.wake is not None:
             self.wake.set()
 
-    def resend_all(self) -> None:
-        """A response was lost: what it carried must go again, and so must everything it cleared."""
+    def resend_all(self, received: int) -> None:
+        """A response was lost: what it carried must go again, and so must everything it cleared. The count
+        starts again from the `received` ones, or every later fetch would look one response short and be
+        answered with everything again."""
+        self.responses = received
         for tp, cached in self.partitions.items():
             cached.sent_high_watermark = cached.sent_log_start_offset = -1
             self.dirty[tp] = None

@@ -72,6 +72,7 @@ class PartitionFetchState:
     known_to_leader: bool = False  # a fetch naming this generation was answered: answers are about it from then on
     failed: bool = False  # fenced: wait for the controller's next LeaderAndIsr
     delayed_until: float = -math.inf  # trio time before which the partition is not fetched
+    named_log_start: int = -1  # the log start the leader last heard from us: named again once ours differs
 
     def restart(self, partition: Partition, fetch_offset: int, generation: int) -> None:
         """Start over from `fetch_offset`, as a new state would, under a new generation."""
@@ -272,8 +273,9 @@ class ReplicaFetcher:
     def _fetch_partition(self, tp: TopicPartition) -> FetchPartition:
         state = self.partitions[tp]
         partition = state.partition
+        state.named_log_start = partition.log.log_start_offset
         return FetchPartition(tp.topic, tp.partition, state.fetch_offset, self._manager.fetch_max_bytes,
-                              partition.leader_epoch, partition.log.log_start_offset,
+                              partition.leader_epoch, state.named_log_start,
                               _latest_epoch(partition) if state.checking_epoch else UNDEFINED_EPOCH)
 
     async def _fetch(self) -> None:
@@ -338,7 +340,6 @@ class ReplicaFetcher:
         if data.batches and data.batches[0].base_offset != state.fetch_offset:
             self._named[tp] = None  # an answer for a position the leader no longer has from us: name ours again
             return
-        log_start_offset = state.partition.log.log_start_offset
         try:
             state.partition.append_records_to_follower(data.batches, data.high_watermark, data.log_start_offset)
         except Exception:
@@ -346,8 +347,10 @@ class ReplicaFetcher:
                           self._manager.broker_id, tp)
             self._fail(tp, state)
             return
-        if state.partition.log.log_start_offset != log_start_offset:
-            self._named[tp] = None  # the leader waits to hear it (a DeleteRecords waits for every log start)
+        if state.partition.log.log_start_offset != state.named_log_start:
+            # moved by the leader's, or by this broker's own retention: the leader waits to hear it (a DeleteRecords
+            # waits for every log start), and answers at once while it has one for us below its own
+            self._named[tp] = None
         self._moved_to(tp, state, state.partition.log.log_end_offset)
 
     def _moved_to(self, tp: TopicPartition, state: PartitionFetchState, fetch_offset: int) -> None:

@@ -19,10 +19,6 @@ from kafkalite.network.transport import PauseGate
 
 log = logging.getLogger(__name__)
 
-RETENTION_CHECK_INTERVAL_MS = 300_000
-"""Kafka's default log.retention.check.interval.ms."""
-
-
 _log_configs: dict[LogConfig, LogConfig] = {}
 _last_log_config: tuple[TopicConfig | None, LogConfig] = (None, LogConfig())
 
@@ -88,13 +84,14 @@ class LogManager:
 
     # -- retention ------------------------------------------------------------------------------------------------
 
-    async def run_retention(self, gate: PauseGate, interval_ms: int = RETENTION_CHECK_INTERVAL_MS) -> None:
-        """Delete expired segments on Kafka's schedule; runs inside the broker's nursery, so it dies with it."""
+    async def run_retention(self, gate: PauseGate) -> None:
+        """Delete expired segments every log.retention.check.interval.ms, each log up to its replica's high
+        watermark; runs inside the broker's nursery, so it dies with it."""
         while True:
-            await trio.sleep(interval_ms / 1000)
+            await trio.sleep(self.config["log.retention.check.interval.ms"] / 1000)
             await gate.checkpoint()
             for tp, partition_log in list(self._logs.items()):
                 try:
-                    partition_log.delete_old_segments()
+                    partition_log.delete_old_segments(self.checkpointed_high_watermark(tp))
                 except Exception:
                     log.exception("retention failed for %s", tp)

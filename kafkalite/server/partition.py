@@ -337,6 +337,8 @@ class Partition:
             duplicate = producer_state.check(batch, self.log)
             if duplicate is not None:
                 offsets.append((duplicate.first_offset, duplicate.last_offset + 1))
+                if log_append_time != NO_TIMESTAMP:
+                    log_append_time = duplicate.max_timestamp  # when it was appended, not now
                 continue
             stored = self.log.append_as_leader(batch, self.leader_epoch)
             producer_state.update(stored)

@@ -70,6 +70,12 @@ ISR_CHANGE_PROPAGATION_INTERVAL_MS = 2500
 """Kafka's isrChangePropagationInterval: ISR changes within this window go out as one notification."""
 
 
+def _offset_not_available(partition: Partition) -> OffsetNotAvailableError:
+    return OffsetNotAvailableError(
+        f"the leader of {partition.topic_partition} is catching its high watermark {partition.high_watermark} up "
+        f"to the start of its epoch {partition.leader_epoch_start_offset}; retry")
+
+
 def _error_of(exc: Exception, what: str) -> tuple[int, str]:
     """A per-partition failure as (code, message); an unexpected one is logged and is UNKNOWN_SERVER_ERROR."""
     if isinstance(exc, KafkaError):
@@ -359,7 +365,7 @@ class ReplicaManager:
             if request.session_epoch > session.responses:
                 return FetchResponse(errors.INVALID_FETCH_SESSION_EPOCH.code)
             if request.session_epoch < session.responses:
-                session.resend_all()
+                session.resend_all(request.session_epoch)
         sessions.apply(session, request.partitions, request.forgotten)
         session.last_fetch_ms = now_ms()
         results, readable, failed = self._read_session(session, request.max_bytes, record_follower_fetch=True)
@@ -568,27 +574,33 @@ class ReplicaManager:
                 partition = self._leader_partition(tp, asked.current_leader_epoch)
                 partition_log = partition.log
                 last_fetchable = partition_log.log_end_offset if request.replica_id >= 0 else partition.high_watermark
+                # KIP-207: a new leader's HW may trail its predecessor's until its followers catch up; a client told
+                # it would see the committed end move backwards.
+                catching_up = request.replica_id < 0 and partition.high_watermark < partition.leader_epoch_start_offset
                 timestamp = -1
                 if asked.timestamp == EARLIEST_TIMESTAMP:
                     offset = partition_log.log_start_offset
-                elif request.replica_id < 0 and partition.high_watermark < partition.leader_epoch_start_offset:
-                    # KIP-207: a new leader's HW may trail its predecessor's until its followers catch up; a client
-                    # told it would see the committed end move backwards.
-                    raise OffsetNotAvailableError(
-                        f"the leader of {tp} is catching its high watermark {partition.high_watermark} up to the "
-                        f"start of its epoch {partition.leader_epoch_start_offset}; retry")
+                    epoch = partition_log.leader_epoch_cache.epoch_for_offset(offset)
                 elif asked.timestamp == LATEST_TIMESTAMP:
-                    offset = last_fetchable
-                else:
+                    if catching_up:
+                        raise _offset_not_available(partition)
+                    offset, epoch = last_fetchable, partition.leader_epoch
+                else:  # as Kafka's fetchOffsetForTimestamp: a record found below what is readable stands
                     found = partition_log.offset_of_max_timestamp() if asked.timestamp == MAX_TIMESTAMP \
                         else partition_log.fetch_offset_by_timestamp(asked.timestamp)
-                    offset, timestamp = found if found is not None and found[0] < last_fetchable else (-1, -1)
+                    if found is not None and found[0] < last_fetchable:
+                        offset, timestamp = found
+                        epoch = partition_log.leader_epoch_cache.epoch_for_offset(offset)
+                    elif catching_up:
+                        raise _offset_not_available(partition)
+                    else:
+                        offset, epoch = -1, -1
             except Exception as exc:
                 code, message = _error_of(exc, f"list offsets of {tp}")
                 results.append(ListOffsetsPartitionResponse(asked.topic, asked.partition, code, error_message=message))
                 continue
             results.append(ListOffsetsPartitionResponse(asked.topic, asked.partition, errors.NONE.code, timestamp,
-                                                        offset, partition.leader_epoch))
+                                                        offset, epoch))
         return ListOffsetsResponse(results)
 
     def describe_log_dirs(self, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:

@@ -80,6 +80,8 @@ class ClusterLookup:
         A timestamp after every record of a partition resolves to its latest offset, except for a starting
         timestamp under startingOffsetsByTimestampStrategy=error, which fails naming the partition, as in Spark.
         """
+        partitions = set(partitions)
+        _check_names_every_partition(spec, partitions)
         offsets: dict[TopicPartition, int] = {}
         timestamps: dict[TopicPartition, int] = {}
         for tp in partitions:
@@ -100,7 +102,7 @@ class ClusterLookup:
         found.update(self.offsets({tp: LATEST for tp in missing}))
         return {**offsets, **found}
 
-    def check_named_partitions(self, specs: Iterable[OffsetSpec | None], subscription: Subscription) -> None:
+    def check_named_partitions(self, specs: list[OffsetSpec | None], subscription: Subscription) -> None:
         """Fail if an offsets option or `assign` names a partition the cluster lacks or the query does not read."""
         named: dict[TopicPartition, OffsetSpec | Subscription] = {tp: subscription for tp in subscription.partitions}
         for spec in specs:
@@ -116,3 +118,17 @@ class ClusterLookup:
             if not subscription.covers(tp):
                 raise OptionError(source.option, source.value,
                                   f"topic {tp.topic!r} is not one the query subscribes to")
+        read = self.partitions()
+        for spec in specs:
+            if spec is not None:
+                _check_names_every_partition(spec, read)
+
+
+def _check_names_every_partition(spec: OffsetSpec, partitions: set[TopicPartition]) -> None:
+    """Offsets or timestamps per partition must name each partition the query reads, as Spark's Kafka source
+    asserts: filling in the others would silently start them elsewhere than the pipeline's author meant."""
+    named = spec.offsets if spec.offsets is not None else spec.timestamps
+    if named is not None and set(named) != partitions:
+        missing = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(partitions - set(named)))
+        raise OptionError(spec.option, spec.value, f"name every partition the query reads, as in Spark's Kafka source "
+                          f"(missing: {missing}; -2 means earliest, -1 latest)")

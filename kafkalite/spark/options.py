@@ -13,12 +13,16 @@ where -2 means earliest and -1 latest; `assign` is `{"orders": [0, 1]}`.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.client.config import ClientConfig, consumer_config, producer_config
+from kafkalite.client.config import (
+    CONSUMER_CONFIG_KEYS, PRODUCER_CONFIG_KEYS, ClientConfig, consumer_config, producer_config,
+)
+from kafkalite.common.config import ConfigKey, config_names
 from kafkalite.common.errors import InvalidConfigError
 from kafkalite.common.types import TopicPartition
 
@@ -26,6 +30,8 @@ EARLIEST = -2
 LATEST = -1
 """The offsets JSON spells earliest and latest as -2 and -1, as Kafka's ListOffsets does."""
 POSITION_NAMES = {EARLIEST: "earliest", LATEST: "latest"}
+
+log = logging.getLogger(__name__)
 
 _SPELLING = {name.lower(): name for name in (
     "kafka.bootstrap.servers", "kafkalite.bootstrap.servers", "subscribe", "subscribePattern", "assign",
@@ -35,13 +41,16 @@ _SPELLING = {name.lower(): name for name in (
     "includeHeaders", "topic", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs")}
 
-# Kafka client settings the connector owns, refused as Spark's Kafka source refuses them: it assigns partitions
-# and seeks itself, and hands Spark bytes.
-_OWNED_CLIENT_KEYS = {
+# Kafka client settings the connector owns, refused as Spark's Kafka source and sink refuse them: the source
+# assigns partitions and seeks itself and hands Spark bytes, the sink writes the columns' bytes.
+_SOURCE_OWNED_KEYS = {
     "auto.offset.reset": "set the source option startingOffsets instead",
     "enable.auto.commit": "the connector keeps its offsets in Spark's checkpoint",
     "key.deserializer": "keys are read as bytes; cast the key column",
     "value.deserializer": "values are read as bytes; cast the value column",
+    "interceptor.classes": "kafkalite's clients have no interceptors",
+}
+_SINK_OWNED_KEYS = {
     "key.serializer": "the key column is written as bytes (a string column as UTF-8)",
     "value.serializer": "the value column is written as bytes (a string column as UTF-8)",
     "interceptor.classes": "kafkalite's clients have no interceptors",
@@ -54,8 +63,10 @@ already retries leader moves and unreachable brokers until default.api.timeout.m
 `groupIdPrefix` and `kafka.group.id` name the consumer group of Spark's readers: accepted and unused, as the
 connector reads assigned partitions without a group (other unknown options are ignored, as Spark ignores them)."""
 
-_DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
-_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"\s*([0-9]+)\s*(us|ms|s|m|min|h|d)?\s*", re.IGNORECASE)
+_DURATION_US = {None: 1000, "us": 1, "ms": 1000, "s": 10**6, "m": 60 * 10**6, "min": 60 * 10**6, "h": 3600 * 10**6,
+                "d": 86400 * 10**6}
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 class OptionError(ValueError):
@@ -143,7 +154,7 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
         servers = [server.strip() for server in value.split(",") if server.strip()]
         for server in servers:
             host, colon, port = server.rpartition(":")
-            if not host or not colon or not port.isdigit():
+            if not host or not colon or not (port.isascii() and port.isdigit()):
                 raise OptionError(option, value, f"{server!r} is not host:port")
         if not servers:
             raise OptionError(option, value, "name at least one host:port")
@@ -153,16 +164,26 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
                       "(EmbeddedCluster.bootstrap_servers)")
 
 
-def client_config(options: Mapping[str, str], parse: Callable[[Mapping[str, Any]], ClientConfig]) -> dict[str, str]:
-    """The `kafka.*` options for the client, without the prefix, each checked by the client's config `parse`."""
+def client_config(options: Mapping[str, str], parse: Callable[[Mapping[str, Any]], ClientConfig],
+                  keys: Mapping[str, ConfigKey], owned: Mapping[str, str]) -> dict[str, str]:
+    """The `kafka.*` options for the client, without the prefix, each checked by the client's config `parse`.
+
+    A key kafkalite's client does not have is left out with a warning, as Spark hands every `kafka.*` option to
+    Kafka's client, which warns of those it does not know: settings of a real Kafka client that kafkalite has no
+    use for (`security.protocol`, `receive.buffer.bytes`, ...), or a consumer's setting in options a pipeline
+    shares between its read and its write, must not stop a pipeline moving from Spark's Kafka source."""
+    known = config_names(keys)
     config = {}
     for option, value in options.items():
         if not option.startswith("kafka.") or option == "kafka.bootstrap.servers":
             continue
         key = option.removeprefix("kafka.")
-        if key in _OWNED_CLIENT_KEYS:
-            raise OptionError(option, value, f"not supported: {_OWNED_CLIENT_KEYS[key]}")
+        if key in owned:
+            raise OptionError(option, value, f"not supported: {owned[key]}")
         if key in _IGNORED_CLIENT_KEYS:
+            continue
+        if key not in known:
+            log.warning("kafkalite option %s=%s: kafkalite's client has no setting %s; ignored", option, value, key)
             continue
         try:
             parse({key: value})
@@ -204,7 +225,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         fail_on_data_loss=_boolean(options, "failondataloss", True),
         include_headers=_boolean(options, "includeheaders", False),
         poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or 120_000,
-        client_config=client_config(options, consumer_config),
+        client_config=client_config(options, consumer_config, CONSUMER_CONFIG_KEYS, _SOURCE_OWNED_KEYS),
     )
 
 
@@ -212,7 +233,8 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("topic", repr(topic), "must name a topic")
-    return SinkOptions(bootstrap_servers(options), topic, client_config(options, producer_config))
+    return SinkOptions(bootstrap_servers(options), topic,
+                       client_config(options, producer_config, PRODUCER_CONFIG_KEYS, _SINK_OWNED_KEYS))
 
 
 def _subscription(options: Mapping[str, str]) -> Subscription:
@@ -230,6 +252,8 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
             raise OptionError(option, repr(value), "name at least one topic")
         return Subscription(option, value, topics=topics)
     if option == "subscribepattern":
+        if not value.strip():
+            raise OptionError(option, repr(value), "the pattern to subscribe to is empty")
         try:
             re.compile(value)
         except re.error as exc:
@@ -287,7 +311,7 @@ def _partition_json(option: str, value: str, *, list_values: bool) -> Any:
         if list_values and isinstance(inner, list) and all(_is_int(p) and p >= 0 for p in inner):
             result.update(TopicPartition(topic, p) for p in inner)
         elif not list_values and isinstance(inner, dict) and all(_is_int(v) for v in inner.values()) \
-                and all(key.isdigit() for key in inner):
+                and all(re.fullmatch("[0-9]+", key) for key in inner):
             result.update({TopicPartition(topic, int(p)): v for p, v in inner.items()})
         else:
             raise OptionError(option, value, f"topic {topic!r} is not in the shape {shape}")
@@ -299,10 +323,9 @@ def _is_int(value: object) -> bool:
 
 
 def _timestamp(option: str, value: Any, where: str = "") -> int:
-    try:
-        timestamp = int(value)
-    except (TypeError, ValueError):
-        raise OptionError(option, value, f"not a timestamp in epoch milliseconds{where}") from None
+    if not _is_int(value) and (not isinstance(value, str) or _INTEGER.fullmatch(value) is None):
+        raise OptionError(option, value, f"not a timestamp in epoch milliseconds{where}")
+    timestamp = int(value)
     if timestamp < 0:
         raise OptionError(option, value, f"a timestamp must not be negative{where}")
     return timestamp
@@ -316,10 +339,9 @@ def _int_option(options: Mapping[str, str], option: str, *, minimum: int) -> int
     value = options.get(option)
     if value is None:
         return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise OptionError(option, value, "not an integer") from None
+    if _INTEGER.fullmatch(value) is None:  # not int()'s "1_000" nor other scripts' digits, as Java's parsing
+        raise OptionError(option, value, "not an integer")
+    number = int(value)
     if number < minimum:
         raise OptionError(option, value, "must be positive" if minimum == 1 else f"must be at least {minimum}")
     return number
@@ -340,9 +362,9 @@ def _choice(options: Mapping[str, str], option: str, choices: tuple[str, ...], d
 
 def _duration_ms(options: Mapping[str, str], option: str, default: str) -> int:
     """A duration as Spark writes them ("15m", "30s", "500ms"; a bare number is milliseconds)."""
-    value = options.get(option) or default
+    value = options.get(option, default)
     match = _DURATION.fullmatch(value)
     if match is None:
-        raise OptionError(option, value, "not a duration such as 500ms, 30s, 5m or 1h")
+        raise OptionError(option, value.strip() or repr(value), "not a duration such as 500ms, 30s, 5m or 1h")
     unit = match.group(2).lower() if match.group(2) else None
-    return int(match.group(1)) * _DURATION_MS[unit]
+    return int(match.group(1)) * _DURATION_US[unit] // 1000

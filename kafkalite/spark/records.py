@@ -168,28 +168,38 @@ async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncItera
             try:
                 fetched = await consumer.poll_batches(timeout_s)
             except OffsetOutOfRangeError:
-                position = await _skip_lost(options, consumer, tp, position, offsets.end)
+                position = await _after_nothing(options, consumer, tp, position, offsets.end, out_of_range=True)
                 continue
             if not fetched:
-                report_data_loss(options, f"Cannot fetch offset {position} of {tp} (the range to read ends at "
-                                          f"{offsets.end}) within kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}")
-                return
+                position = await _after_nothing(options, consumer, tp, position, offsets.end, out_of_range=False)
+                continue
             position = fetched[-1].batch.next_offset
             for batch in to_arrow(fetched, offsets.end, options.include_headers):
                 yield batch
 
 
-async def _skip_lost(options: SourceOptions, consumer: Consumer, tp: TopicPartition, position: int, end: int) -> int:
-    """After OFFSET_OUT_OF_RANGE at `position`: report what is gone, and where reading may go on (`end`: nowhere).
+async def _after_nothing(options: SourceOptions, consumer: Consumer, tp: TopicPartition, position: int, end: int, *,
+                         out_of_range: bool) -> int:
+    """Where reading goes on after a poll that brought nothing for `position` (`end`: nowhere), as Spark's
+    KafkaDataConsumer decides: records the partition still holds (between its log start and its high watermark)
+    that did not come within kafkaConsumer.pollTimeoutMs fail the task, which Spark may retry, whatever
+    failOnDataLoss says; only records that are gone are data loss, reported as failOnDataLoss says.
 
-    A log start past `position` lost the records below it; a log start at or before it means the log now ends
-    before `position` (truncated, or re-created), and the rest of the range is gone.
+    Gone are the records below a log start past `position` (retention, DeleteRecords), and, when the partition
+    now ends at or before `position` (truncated, or re-created), the rest of the range.
     """
-    consumer.seek_to_beginning([tp])
-    earliest = await consumer.position(tp)
+    earliest = (await consumer.beginning_offsets([tp]))[tp]
+    latest = (await consumer.end_offsets([tp]))[tp]
+    if earliest <= position < latest:
+        if out_of_range:  # the log start or end moved back and forth since the fetch: fetch again
+            consumer.seek(tp, position)
+            return position
+        raise TimeoutError(f"Cannot fetch record for offset {position} of {tp} in {options.poll_timeout_ms} "
+                           f"milliseconds (kafkaConsumer.pollTimeoutMs); it is still there, between the partition's "
+                           f"log start {earliest} and its high watermark {latest}")
     resume = min(earliest, end) if earliest > position else end
-    report_data_loss(options, f"Offsets {position} to {resume - 1} of {tp} are gone (the partition now starts at "
-                              f"{earliest})")
+    report_data_loss(options, f"Offsets {position} to {resume - 1} of {tp} are gone (the partition now holds offsets "
+                              f"{earliest} to {latest - 1})")
     if resume < end:
         consumer.seek(tp, resume)
     return resume

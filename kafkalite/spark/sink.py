@@ -98,6 +98,9 @@ async def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Wri
                 if topic is None:
                     raise ValueError("kafkalite sink: a row has a null topic and no topic option is set")
                 pairs = [(h["key"], h["value"]) for h in record_headers] if record_headers else None
+                if pairs and any(name is None for name, _ in pairs):
+                    raise ValueError(f"kafkalite sink: a row for topic {topic} has a header with a null key in its "
+                                     "headers column; a record header needs a key")
                 handles.append(await send(topic, value, key, partition, pairs))
     message = WrittenMessage()
     for handle in handles:  # raises the first record's error: the task, and so the job, fails with it

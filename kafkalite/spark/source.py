@@ -59,6 +59,9 @@ class KafkaliteDataSource(DataSource):
         return StreamReader(source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        if overwrite:  # a topic's records cannot be replaced: appending instead would pass a pipeline's test wrongly
+            raise ValueError("kafkalite sink: save mode Overwrite is not allowed for Kafka; the allowed save modes "
+                             "are Append and ErrorIfExists (the default), as for Spark's Kafka sink")
         return BatchWriter(check_sink(sink_options(self.options), schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
@@ -73,7 +76,10 @@ class _RangeReader:
         self.lookup = ClusterLookup(options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
+        if not isinstance(partition, OffsetRange):
+            if partition.value is not None:
+                raise TypeError(f"the kafkalite source reads the ranges it planned, not {partition!r}")
+            return iter(())  # Spark's one stand-in partition when planning found nothing to read
         return bridge.iterate(lambda: read_range(self.options, partition))
 
     def ranges(self, start: Offsets, end: Offsets) -> list[OffsetRange]:

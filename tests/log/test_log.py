@@ -6,8 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalite.common.clock import now_ms
-from kafkalite.common.errors import InvalidRecordError, MessageTooLargeError, OffsetOutOfRangeError
-from kafkalite.common.records import Record, RecordBatch
+from kafkalite.common.errors import (
+    InvalidRecordError, MessageTooLargeError, OffsetOutOfRangeError, RecordListTooLargeError,
+)
+from kafkalite.common.records import NO_TIMESTAMP, Record, RecordBatch
 from kafkalite.log import Log, LogConfig, UnexpectedAppendOffsetError
 
 HOUR_MS = 3600 * 1000
@@ -66,27 +68,46 @@ def test_size_roll_keeps_offsets_contiguous_and_never_leaves_an_empty_segment_be
     assert log.size_in_bytes == 7 * batch().size_in_bytes
 
 
-def test_a_batch_larger_than_a_segment_goes_into_its_own_segment():
-    log = make_log(segment_bytes=100)
-    for _ in range(3):
-        log.append_as_leader(batch(5, value_size=200), 0)
-    assert [s.base_offset for s in log.segments] == [0, 5, 10]
+def test_a_batch_larger_than_a_segment_is_refused_as_in_kafka():
+    big = batch(5, value_size=200)
+    log = make_log(segment_bytes=big.size_in_bytes - 1)
+    with pytest.raises(RecordListTooLargeError, match=f"Message batch size is {big.size_in_bytes} bytes in append to "
+                       f"partition t-0, which exceeds the maximum configured segment size of {big.size_in_bytes - 1}"):
+        log.append_as_leader(big, 0)
+    assert (log.log_end_offset, log.size_in_bytes) == (0, 0)
+    log = make_log(segment_bytes=big.size_in_bytes)  # exactly a segment: fits, and the next one rolls
+    for _ in range(2):
+        log.append_as_leader(big, 0)
+    assert [s.base_offset for s in log.segments] == [0, 5]
 
 
-def test_time_roll_keeps_offsets_contiguous():
+def test_time_roll_measures_from_the_first_batchs_timestamp_as_kafka():
+    """Records written with old timestamps roll (and so expire) as they would have when they were new."""
     clock = FakeClock()
     log = make_log(clock, segment_ms=HOUR_MS)
-    log.append_as_leader(batch(), 0)
-    clock.now += HOUR_MS - 1
-    log.append_as_leader(batch(), 0)
+    log.append_as_leader(batch(timestamp=0), 0)  # the first batch's max timestamp is 4
+    log.append_as_leader(batch(timestamp=HOUR_MS), 0)  # its max: exactly segment.ms later
+    assert len(log.segments) == 1
+    log.append_as_leader(batch(timestamp=HOUR_MS + 1), 0)  # past it
+    assert [s.base_offset for s in log.segments] == [0, 10]
+    log.append_as_leader(batch(timestamp=0), 0)  # older than the segment's first: no roll
+    clock.now += 100 * HOUR_MS  # nor does the clock roll a segment whose records carry timestamps
+    log.append_as_leader(batch(timestamp=HOUR_MS + 5), 0)
+    assert [s.base_offset for s in log.segments] == [0, 10]
+
+
+def test_time_roll_without_timestamps_follows_the_clock():
+    clock = FakeClock()
+    log = make_log(clock, segment_ms=HOUR_MS)
+    untimed = batch(timestamps=[NO_TIMESTAMP] * 5)
+    log.append_as_leader(untimed, 0)
+    clock.now += HOUR_MS
+    log.append_as_leader(untimed, 0)
     assert len(log.segments) == 1
     clock.now += 1
-    log.append_as_leader(batch(), 0)
+    log.append_as_leader(untimed, 0)
     assert [s.base_offset for s in log.segments] == [0, 10]
     assert log.segments[1].created_ms == clock.now
-    clock.now += 10 * HOUR_MS
-    log.append_as_leader(batch(), 0)
-    assert [s.base_offset for s in log.segments] == [0, 10, 15]
 
 
 def test_an_idle_empty_segment_does_not_roll():
@@ -99,11 +120,12 @@ def test_an_idle_empty_segment_does_not_roll():
 
 async def test_time_roll_follows_trio_clock(autojump_clock):
     log = Log(LogConfig(segment_ms=HOUR_MS))
-    log.append_as_leader(batch(), 0)
-    await trio.sleep(3600)
-    log.append_as_leader(batch(), 0)
+    untimed = batch(timestamps=[NO_TIMESTAMP] * 5)
+    log.append_as_leader(untimed, 0)
+    await trio.sleep(3600.001)
+    log.append_as_leader(untimed, 0)
     assert [s.base_offset for s in log.segments] == [0, 5]
-    assert log.segments[1].created_ms - log.segments[0].created_ms >= HOUR_MS
+    assert log.segments[1].created_ms - log.segments[0].created_ms > HOUR_MS
     assert abs(log.segments[1].created_ms - now_ms()) <= 1
 
 
@@ -277,7 +299,7 @@ def test_truncation_trims_the_epoch_cache_from_the_end():
 def test_truncation_below_the_first_segment_restarts_the_log_there():
     log = filled_log()
     log.maybe_increment_log_start_offset(20)
-    log.delete_old_segments()
+    log.delete_old_segments(log.log_end_offset)
     log.truncate_to(3)
     assert (log.log_start_offset, log.log_end_offset) == (3, 3)
     assert log.append_as_leader(batch(), 0).base_offset == 3
@@ -299,54 +321,82 @@ def test_truncate_fully_and_start_at():
 
 # -- retention ----------------------------------------------------------------------------------------------------
 
-def test_retention_by_time_uses_the_largest_timestamp_and_spares_the_active_segment():
+def test_retention_by_time_uses_the_largest_timestamp_and_takes_the_active_segment_too():
     clock = FakeClock(now=10 * HOUR_MS)
     size = batch().size_in_bytes
     log = make_log(clock, segment_bytes=size, retention_ms=HOUR_MS)
     for ts in (1 * HOUR_MS, 2 * HOUR_MS, 9 * HOUR_MS + 1, 2 * HOUR_MS):
         log.append_as_leader(batch(timestamp=ts), 0)
     assert [s.base_offset for s in log.segments] == [0, 5, 10, 15]
-    assert log.delete_old_segments() == 2
+    assert log.delete_old_segments(log.log_end_offset) == 2
     assert [s.base_offset for s in log.segments] == [10, 15]
     assert log.log_start_offset == 10
     with pytest.raises(OffsetOutOfRangeError):
         log.read(5, 1 << 20)
     clock.now = 100 * HOUR_MS
-    assert log.delete_old_segments() == 1
-    assert [s.base_offset for s in log.segments] == [15]  # the active one stays, old as it is
-    assert log.delete_old_segments() == 0
+    assert log.delete_old_segments(log.log_end_offset) == 2  # the active one too, as Kafka's: one is rolled first
+    assert [s.base_offset for s in log.segments] == [20]
+    assert (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (20, 20, 0)
+    assert log.delete_old_segments(log.log_end_offset) == 0  # an empty active segment stays
+    assert log.append_as_leader(batch(), 0).base_offset == 20
+
+
+def test_retention_never_passes_the_high_watermark():
+    """Kafka's deletableSegments: a segment goes only once the high watermark has passed its end, so no record goes
+    before it is committed (a follower may not have it yet) and the log start never passes the high watermark."""
+    clock = FakeClock(now=100 * HOUR_MS)
+    size = batch().size_in_bytes
+    log = make_log(clock, segment_bytes=size, retention_ms=HOUR_MS)
+    for _ in range(4):
+        log.append_as_leader(batch(), 0)
+    assert log.delete_old_segments(high_watermark=9) == 1  # [0, 5) is committed; [5, 10) is not all
+    assert log.delete_old_segments(high_watermark=15) == 2
+    assert log.delete_old_segments(high_watermark=19) == 0  # the active segment holds offset 19
     assert (log.log_start_offset, log.log_end_offset) == (15, 20)
+    log.config = LogConfig(segment_bytes=size, retention_ms=-1, retention_bytes=0)
+    log.maybe_increment_log_start_offset(17)
+    assert log.delete_old_segments(high_watermark=19) == 0
+    assert log.delete_old_segments(high_watermark=20) == 1
+    assert (log.log_start_offset, log.log_end_offset) == (20, 20)
 
 
-def test_retention_by_time_falls_back_to_creation_time_without_timestamps():
+def test_retention_by_time_falls_back_to_the_last_append_without_timestamps():
     clock = FakeClock(now=10 * HOUR_MS)
     size = batch().size_in_bytes
     log = make_log(clock, segment_bytes=size, retention_ms=HOUR_MS)
     log.append_as_leader(batch(timestamps=[-1] * 5), 0)
     clock.now += HOUR_MS
     log.append_as_leader(batch(timestamps=[-1] * 5), 0)
-    assert log.delete_old_segments() == 0
+    assert log.delete_old_segments(log.log_end_offset) == 0
     clock.now += 1
-    assert log.delete_old_segments() == 1
+    assert log.delete_old_segments(log.log_end_offset) == 1
+    log.append_as_leader(batch(timestamps=[-1] * 5), 0)  # the active segment, appended to at 11h + 1
+    clock.now += HOUR_MS
+    assert log.delete_old_segments(log.log_end_offset) == 1
+    assert [s.base_offset for s in log.segments] == [10]
+    clock.now += 1  # more than an hour after its last append: the active segment goes too
+    assert log.delete_old_segments(log.log_end_offset) == 1
+    assert (log.log_start_offset, log.log_end_offset) == (15, 15)
 
 
 def test_unlimited_retention_keeps_everything():
     clock = FakeClock()
     log = filled_log(clock=clock, retention_ms=-1, retention_bytes=-1)
     clock.now = 10**15
-    assert log.delete_old_segments() == 0
+    assert log.delete_old_segments(log.log_end_offset) == 0
 
 
 def test_retention_by_bytes_deletes_oldest_while_the_rest_still_meets_the_limit():
     log = filled_log(batches=7, retention_ms=-1)  # 4 segments of 2, 2, 2, 1 batches
     size = batch().size_in_bytes
     log.config = LogConfig(segment_bytes=2 * size, retention_ms=-1, retention_bytes=3 * size)
-    assert log.delete_old_segments() == 2  # 7 -> 5 -> 3 batches
+    assert log.delete_old_segments(log.log_end_offset) == 2  # 7 -> 5 -> 3 batches
     assert [s.base_offset for s in log.segments] == [20, 30]
     assert log.log_start_offset == 20
     log.config = LogConfig(segment_bytes=2 * size, retention_ms=-1, retention_bytes=0)
-    assert log.delete_old_segments() == 1
-    assert [s.base_offset for s in log.segments] == [30]
+    assert log.delete_old_segments(log.log_end_offset) == 2
+    assert [s.base_offset for s in log.segments] == [35]
+    assert log.log_start_offset == 35
 
 
 def test_retention_truncates_the_epoch_cache_from_the_start():
@@ -354,12 +404,12 @@ def test_retention_truncates_the_epoch_cache_from_the_start():
     log = make_log(segment_bytes=size, retention_ms=-1, retention_bytes=0)
     for epoch in (1, 2, 2, 3):
         log.append_as_leader(batch(), epoch)
-    assert log.delete_old_segments() == 3
+    assert log.delete_old_segments(high_watermark=15) == 3
     assert log.leader_epoch_cache.epoch_entries() == [(3, 15)]
     log2 = make_log(segment_bytes=size, retention_ms=-1, retention_bytes=0)
     for epoch in (1, 2, 2, 2):
         log2.append_as_leader(batch(), epoch)
-    log2.delete_old_segments()
+    log2.delete_old_segments(high_watermark=15)
     assert log2.leader_epoch_cache.epoch_entries() == [(2, 15)]
 
 
@@ -368,9 +418,9 @@ def test_log_start_offset_moves_forward_only_and_frees_whole_segments():
     log.maybe_increment_log_start_offset(7)
     log.maybe_increment_log_start_offset(3)
     assert log.log_start_offset == 7
-    assert log.delete_old_segments() == 0  # segment [0, 10) still holds offsets 7..9
+    assert log.delete_old_segments(log.log_end_offset) == 0  # segment [0, 10) still holds offsets 7..9
     log.maybe_increment_log_start_offset(10)
-    assert log.delete_old_segments() == 1
+    assert log.delete_old_segments(log.log_end_offset) == 1
     assert log.log_start_offset == 10
     with pytest.raises(OffsetOutOfRangeError):
         log.maybe_increment_log_start_offset(31)
@@ -444,7 +494,7 @@ def test_empty_log_answers_nothing():
     assert log.fetch_offset_by_timestamp(0) is None
     assert log.offset_of_max_timestamp() is None
     assert log.read(0, 100) == []
-    assert log.delete_old_segments() == 0
+    assert log.delete_old_segments(0) == 0
     assert log.size_in_bytes == 0
 
 
@@ -467,7 +517,8 @@ def test_empty_logs_share_no_state_with_the_log_that_is_written():
 @given(sizes=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 60)), min_size=1, max_size=25),
        segment_bytes=st.integers(50, 400), data=st.data())
 def test_reads_match_a_naive_scan(sizes, segment_bytes, data):
-    log = make_log(segment_bytes=segment_bytes)
+    largest = max(batch(count, value_size=value_size).size_in_bytes for count, value_size in sizes)
+    log = make_log(segment_bytes=max(segment_bytes, largest))  # a larger batch would be refused
     stored = [log.append_as_leader(batch(count, value_size=value_size), 0) for count, value_size in sizes]
     start = data.draw(st.integers(0, log.log_end_offset), label="start")
     max_bytes = data.draw(st.integers(0, 600), label="max_bytes")

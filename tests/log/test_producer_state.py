@@ -63,17 +63,17 @@ def test_a_retry_from_beyond_the_last_five_batches_is_found_in_the_log() -> None
     for i in range(MAX_CACHED_BATCHES + 3):
         leader.accept(batch(i, count=1, pid=1))  # another producer's batches in between
         leader.accept(batch(i, count=1))
-    assert leader.check(batch(0, count=1)) == BatchMetadata(0, 0, 1, 1)
+    assert leader.check(batch(0, count=1)) == BatchMetadata(0, 0, 1, 1, batch(0, count=1).max_timestamp)
     assert leader.check(batch(2, count=1)).first_offset == 5  # type: ignore[union-attr]
     assert leader.log.log_end_offset == 2 * (MAX_CACHED_BATCHES + 3)
 
 
 def test_a_passed_sequence_the_log_no_longer_holds_is_a_duplicate_with_no_offset() -> None:
-    leader = Leader(LogConfig(segment_bytes=1))  # a segment per batch
+    leader = Leader(LogConfig(segment_bytes=batch(0, count=1).size_in_bytes))  # a segment per batch
     for i in range(MAX_CACHED_BATCHES + 1):
         leader.accept(batch(i, count=1))
     leader.log.maybe_increment_log_start_offset(3)  # DeleteRecords, then retention removes the first batches
-    assert leader.log.delete_old_segments() == 3
+    assert leader.log.delete_old_segments(leader.log.log_end_offset) == 3
     with pytest.raises(DuplicateSequenceNumberError, match="resent sequence 0"):
         leader.check(batch(0, count=1))
     with pytest.raises(OutOfOrderSequenceNumberError, match="got 5, expected 6"):
@@ -89,7 +89,7 @@ def test_a_batch_overlapping_appended_ones_without_matching_one_is_out_of_order(
     for sent in (batch(0, count=1), batch(1, count=1), batch(1, count=2), batch(3, count=1), batch(0, count=4)):
         with pytest.raises(OutOfOrderSequenceNumberError, match="overlap batches appended with other bounds"):
             leader.check(sent)
-    assert leader.check(batch(2, count=2)) == BatchMetadata(2, 3, 2, 3)
+    assert leader.check(batch(2, count=2)) == BatchMetadata(2, 3, 2, 3, batch(2, count=2).max_timestamp)
     assert leader.log.log_end_offset == 4
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import struct
+from typing import Any
 
 import pytest
 import trio
@@ -571,7 +572,12 @@ async def test_leader_epochs_reach_kafka_clients_and_fence_their_requests() -> N
                 assert (partition.leader_id, partition.leader_epoch) == (leader, epoch), f"version {version}"
             assert await latest_offset(port, 4) == (errors.NONE.code, 5, epoch)
             assert await latest_offset(port, 7) == (errors.NONE.code, 5, epoch)  # flexible from 6
-            assert await latest_offset(port, 7, timestamp=-3) == (errors.NONE.code, 1, epoch)  # KIP-734: 1001
+            # Beside an offset found, the epoch it was written in, as Kafka answers: a client checks its position
+            # for truncation against it. Only the latest offset carries the current epoch; nothing found, none.
+            assert await latest_offset(port, 7, timestamp=-3) == (errors.NONE.code, 1, 0)  # KIP-734: 1001
+            assert await latest_offset(port, 7, timestamp=-2) == (errors.NONE.code, 0, 0)
+            assert await latest_offset(port, 7, timestamp=1001) == (errors.NONE.code, 1, 0)
+            assert await latest_offset(port, 7, timestamp=5000) == (errors.NONE.code, -1, -1)
             assert (await latest_offset(port, 4, epoch - 1))[0] == errors.FENCED_LEADER_EPOCH.code
             assert (await latest_offset(port, 5, epoch + 1))[0] == errors.UNKNOWN_LEADER_EPOCH.code
 
@@ -598,3 +604,30 @@ async def test_a_new_leader_catching_up_its_high_watermark_is_answered_by_list_o
             cluster.resume_broker(replicas[2])
             await cluster.wait_until(lambda: cluster.high_watermark(TOPIC, 0) == 2)
             assert (await latest_offset(port, version))[:2] == (errors.NONE.code, 2)
+
+
+async def test_a_new_leader_catching_up_answers_time_lookups_of_records_below_its_high_watermark(
+        autojump_clock: Any) -> None:
+    """Kafka's fetchOffsetForTimestamp: OFFSET_NOT_AVAILABLE only when no record below the high watermark
+    matches. kafkalite refused every time lookup while the high watermark caught up, so offsets_for_times of old
+    records stalled until the followers did. Here the third replica, paused, holds the high watermark at 1 while
+    the second takes two more records and then the leadership (on the mock clock, for the parked fetches)."""
+    config = {"replica.fetch.wait.max.ms": 30_000, "replica.lag.time.max.ms": 600_000,
+              "zookeeper.session.timeout.ms": 600_000}  # the paused replica stays registered and in the ISR
+    async with Cluster(brokers=3, config=config, seed=16) as cluster:  # the controller is not paused
+        await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+        replicas = list((await cluster.describe_topic(TOPIC))[0].replicas)
+        assert await cluster.produce(TOPIC, 0, [Record(None, b"a", 1000)]) == 0
+        await trio.sleep(31)  # the followers' parked fetches come back with the high watermark 1
+        cluster.pause_broker(replicas[2])
+        assert await cluster.produce(TOPIC, 0, [Record(None, b"b", 2000), Record(None, b"c", 2001)], acks=1) == 1
+        await trio.sleep(1)  # the second replica fetches them
+        await cluster.shutdown_broker(replicas[0])
+        assert await cluster.wait_for_leader(TOPIC, 0, not_on=[replicas[0]]) == replicas[1]
+        port = kafka_port(cluster, replicas[1])
+        assert await latest_offset(port, 5, timestamp=1000) == (errors.NONE.code, 0, 0)
+        assert (await latest_offset(port, 5, timestamp=2000))[0] == errors.OFFSET_NOT_AVAILABLE.code
+        assert (await latest_offset(port, 5))[0] == errors.OFFSET_NOT_AVAILABLE.code
+        cluster.resume_broker(replicas[2])
+        await cluster.wait_until(lambda: cluster.high_watermark(TOPIC, 0) == 3)
+        assert await latest_offset(port, 5, timestamp=2000) == (errors.NONE.code, 1, 0)

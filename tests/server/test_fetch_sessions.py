@@ -18,7 +18,8 @@ import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import UNKNOWN_LEADER_EPOCH
-from kafkalite.common.records import Record
+from kafkalite.client import Admin
+from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import FetchRequest, FetchResponse
 from kafkalite.server.partition import Partition
@@ -194,6 +195,47 @@ async def test_a_session_the_leader_forgot_is_replaced_by_a_full_fetch(autojump_
         for p in range(PARTITIONS):
             log = follower_logs.get_partition(TopicPartition("t", p)).log
             assert [r.value for b in log.read(0, 1 << 20) for r in b.records()] == [b"before", b"after"]
+
+
+async def test_a_response_lost_on_a_cut_link_is_sent_again_once_and_the_session_goes_quiet(
+        autojump_clock: Any) -> None:
+    """The leader counts the responses it built; a follower that lost one names an epoch one short, and the leader
+    sends everything again. It then kept counting from its own number, so every later fetch looked one short
+    too and was answered with every partition, read again, for as long as the link lived."""
+    async with Cluster(brokers=3, config=CONFIG, seed=8) as cluster:
+        leader, follower = await topic_led_by_one_broker(cluster)
+        spy = FetchSpy(cluster, leader)
+        await trio.sleep(5)
+        assert spy.sent_by(follower) and not spy.sent_by(follower)[-1].returned  # a fetch parked at the leader
+        cluster.partition_network([leader], [follower])
+        await trio.sleep(1)  # the leader answers the parked fetch into the cut link
+        assert spy.from_follower(follower)[-1].session_epoch > 0
+        cluster.heal()
+        await trio.sleep(5)
+        assert any(len(f.answered) == PARTITIONS for f in spy.from_follower(follower))  # sent again
+        spy.clear()
+        await trio.sleep(5)
+        quiet = spy.from_follower(follower)
+        assert quiet and all(f.answered == [] and f.reads == 0 for f in quiet)
+
+
+async def test_a_log_start_the_followers_own_retention_moved_reaches_the_leader(autojump_clock: Any) -> None:
+    """A follower named a partition when a response moved its log start, not when its own retention pass did; a
+    DeleteRecords up to below that log start then waited for a log start the leader never heard of."""
+    async with Cluster(brokers=2, config=CONFIG, seed=9) as cluster:
+        size = RecordBatch.from_records([Record(None, b"x")]).size_in_bytes
+        await cluster.create_topic("r", 1, 2, {"segment.bytes": size, "retention.bytes": 0})  # a segment per batch
+        tp = TopicPartition("r", 0)
+        for _ in range(3):
+            await cluster.produce("r", 0, [Record(None, b"x")], acks=-1)
+        await trio.sleep(1)
+        follower = next(b for b in cluster.live_broker_ids if b != cluster.leader_for("r", 0))
+        follower_log = cluster.log_manager(follower).get_log(tp)
+        assert follower_log.delete_old_segments(3) == 3  # its periodic pass, run before the leader's
+        assert follower_log.log_start_offset == 3
+        async with Admin(cluster) as admin:
+            with trio.fail_after(5):
+                assert await admin.delete_records({tp: 2}) == {tp: 2}
 
 
 async def test_a_restarted_follower_opens_a_new_session_and_catches_up(autojump_clock: Any) -> None:

@@ -56,8 +56,10 @@ def produce(cluster: EmbeddedCluster, topic: str, records: Sequence[Record]) -> 
     """Write `records` in order with an idempotent acks=all producer in the cluster's loop, and wait for them."""
     async def send_all() -> None:
         async with Producer(cluster.cluster, {"batch.size": 1 << 20}) as producer:
-            for partition, key, value, timestamp, headers in records:
-                await producer.send(topic, value, key, partition, headers, timestamp)
+            handles = [await producer.send(topic, value, key, partition, headers, timestamp)
+                       for partition, key, value, timestamp, headers in records]
+        for handle in handles:
+            handle.result()  # a record the cluster refused fails the test here, not as missing rows later
 
     cluster.call(send_all)
 

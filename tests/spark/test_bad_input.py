@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kafkalite.embedded import EmbeddedCluster
-from kafkalite.spark.options import source_options
+from kafkalite.spark.options import sink_options, source_options
 
 pytestmark = pytest.mark.spark
 
@@ -37,6 +37,10 @@ CASES = {
     "a partition the topic lacks": ({"subscribe": "bad-input", "startingOffsets": '{"bad-input": {"7": 0}}'},
                                     "startingOffsets={\"bad-input\": {\"7\": 0}}: partition 7 of topic 'bad-input' "
                                     "does not exist"),
+    "offsets that leave out a partition": ({"subscribe": "bad-input", "startingOffsets": '{"bad-input": {"0": 1}}'},
+                                           "startingOffsets={\"bad-input\": {\"0\": 1}}: name every partition the "
+                                           "query reads, as in Spark's Kafka source (missing: bad-input-1; -2 means "
+                                           "earliest, -1 latest)"),
     "an assigned partition the topic lacks": ({"assign": '{"bad-input": [0, 5]}'},
                                               "assign={\"bad-input\": [0, 5]}: partition 5 of topic"),
     "an unknown failOnDataLoss": ({"subscribe": "bad-input", "failOnDataLoss": "maybe"},
@@ -95,8 +99,14 @@ def test_sink_without_a_topic_fails_naming_the_option(spark: Any, cluster: Embed
     ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"},
      "kafka.auto.offset.reset=earliest: not supported: set the source option startingOffsets instead"),
     ({"subscribe": "t", "kafka.max.poll.records": "many"}, "kafka.max.poll.records=many: Invalid value"),
-    ({"subscribe": "t", "kafka.fetch.max.wait": "5"},
-     "kafka.fetch.max.wait=5: Unknown consumer config name: fetch.max.wait"),
+    ({"subscribe": "t", "kafka.interceptor.classes": "a.B"},
+     "kafka.interceptor.classes=a.B: not supported: kafkalite's clients have no interceptors"),
+    ({"subscribePattern": " "}, "subscribePattern=' ': the pattern to subscribe to is empty"),
+    ({"subscribe": "t", "maxTriggerDelay": ""}, "maxTriggerDelay='': not a duration"),
+    ({"subscribe": "t", "maxOffsetsPerTrigger": "1_000"}, "maxOffsetsPerTrigger=1_000: not an integer"),
+    ({"subscribe": "t", "minPartitions": "\u0663"}, "minPartitions=\u0663: not an integer"),  # an Arabic-Indic 3
+    ({"subscribe": "t", "startingOffsets": '{"t": {"\u0663": 0}}'}, "is not in the shape"),
+    ({"subscribe": "t", "startingTimestamp": "1_000"}, "startingTimestamp=1_000: not a timestamp"),
     ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, 'startingOffsets={"t": {"0": -1}}: offset -1 of t-0'),
     ({"assign": '{"t": "0"}'}, 'assign={"t": "0"}: topic \'t\' is not in the shape {"topic": [0, 1]}'),
     ({"subscribe": "t", "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition=0: must be positive"),
@@ -109,3 +119,25 @@ def test_option_checks_without_a_cluster(options: dict[str, str], message: str) 
         source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", **{k.lower(): v for k, v in options.items()}},
                        streaming=False)
     assert message in str(raised.value)
+
+
+def test_kafka_settings_kafkalite_lacks_are_ignored_with_a_warning_as_spark_passes_them_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Spark hands every kafka.* option to Kafka's client, which warns of those it does not know; refusing them
+    stopped pipelines that moved from Spark's Kafka source with settings of a real client, or with a consumer's
+    setting in options shared between their read and their write."""
+    source = source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
+                             "kafka.security.protocol": "PLAINTEXT", "kafka.max.poll.records": "7"}, streaming=True)
+    assert source.client_config == {"max.poll.records": "7"}
+    sink = sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t", "kafka.compression.type": "lz4",
+                         "kafka.auto.offset.reset": "earliest", "kafka.linger.ms": "5"})
+    assert sink.client_config == {"linger.ms": "5"}
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "kafkalite option kafka.security.protocol=PLAINTEXT: kafkalite's client has no setting " \
+           "security.protocol; ignored" in warned
+    assert len(warned) == 3
+    with pytest.raises(ValueError, match="kafka.value.serializer=x: not supported: the value column is written as "
+                                         "bytes"):
+        sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t", "kafka.value.serializer": "x"})
+    assert source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
+                           "maxtriggerdelay": "1500us"}, streaming=True).max_trigger_delay_ms == 1

@@ -104,11 +104,11 @@ def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() ->
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_records_owed_but_not_fetched_in_time_are_data_loss_after_those_read_are_handed_over(
+def test_records_the_partition_no_longer_holds_are_data_loss_after_those_read_are_handed_over(
         cluster: EmbeddedCluster, fail_on_data_loss: bool) -> None:
     """A range planned up to offset 40 of a partition that now ends at 30 (truncated since, say): the poll at 30
-    times out. Without failOnDataLoss the 30 records read before it reach Spark and the task ends; with it, the
-    task fails naming the partition, the offset and the option that bounds the wait."""
+    brings nothing, and the partition's offsets say why. Without failOnDataLoss the 30 records read before reach
+    Spark and the task ends; with it, the task fails naming the partition and the offsets."""
     topic = f"owed-{str(fail_on_data_loss).lower()}"
     cluster.create_topic(topic, 1, 3)
     produce(cluster, topic, numbered(1, 30))
@@ -117,8 +117,34 @@ def test_records_owed_but_not_fetched_in_time_are_data_loss_after_those_read_are
                                   "kafkaconsumer.polltimeoutms": "300"})
     read = source.streamReader(None).read(OffsetRange(topic, 0, 0, 40))
     if fail_on_data_loss:
-        with pytest.raises(DataLossError, match=re.escape(f"Cannot fetch offset 30 of {topic}-0 (the range to read "
-                                                          f"ends at 40) within kafkaConsumer.pollTimeoutMs=300")):
+        with pytest.raises(DataLossError, match=re.escape(f"Offsets 30 to 39 of {topic}-0 are gone (the partition now "
+                                                          "holds offsets 0 to 29)")):
             list(read)
     else:
         assert [row["value"] for batch in read for row in batch.to_pylist()] == [b"0:%d" % i for i in range(30)]
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_still_there_but_slow_to_come_fail_the_task_whatever_fail_on_data_loss_says(
+        cluster: EmbeddedCluster, fail_on_data_loss: bool) -> None:
+    """As Spark's KafkaDataConsumer: a poll that times out on records the partition still holds is a timeout, which
+    Spark may retry. Before, it was data loss: under failOnDataLoss=false a slow broker made the query skip the
+    range and commit it, records the cluster held never read."""
+    topic = f"slow-{str(fail_on_data_loss).lower()}"
+    cluster.create_topic(topic, 1, 3)
+    produce(cluster, topic, numbered(1, 30))
+    source = KafkaliteDataSource({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+                                  "failondataloss": str(fail_on_data_loss).lower(),
+                                  "kafkaconsumer.polltimeoutms": "300"})
+    read = source.streamReader(None).read(OffsetRange(topic, 0, 0, 30))
+    cluster.fail_requests("Fetch", delay=3, times=None)
+    try:
+        with pytest.raises(TimeoutError, match=re.escape(f"Cannot fetch record for offset 0 of {topic}-0 in 300 "
+                                                         "milliseconds (kafkaConsumer.pollTimeoutMs); it is still "
+                                                         "there, between the partition's log start 0 and its high "
+                                                         "watermark 30")):
+            list(read)
+    finally:
+        cluster.clear_request_faults()
+    read = source.streamReader(None).read(OffsetRange(topic, 0, 0, 30))  # Spark's retry of the task
+    assert [row["value"] for batch in read for row in batch.to_pylist()] == [b"0:%d" % i for i in range(30)]

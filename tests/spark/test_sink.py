@@ -65,3 +65,20 @@ def test_a_write_below_min_insync_replicas_fails_the_job(spark: Any, cluster: Em
         .option("kafka.delivery.timeout.ms", "1500").mode("append")
     with pytest.raises(Exception, match="NOT_ENOUGH_REPLICAS"):
         writer.save()
+
+
+def test_overwrite_is_refused_and_a_header_without_a_key_fails_the_job_naming_it(spark: Any,
+                                                                                 cluster: EmbeddedCluster) -> None:
+    """Overwrite appended, as if the topic had been replaced; Spark's Kafka sink refuses it. A null header key failed
+    deep in the producer with a TypeError that named neither the sink nor the column."""
+    cluster.create_topic("sink-modes", 1, 3)
+    frame = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(Exception, match="save mode Overwrite is not allowed for Kafka"):
+        frame.write.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
+            .option("topic", "sink-modes").mode("overwrite").save()
+    headed = spark.createDataFrame([("a", [(None, b"v")])], "value string, headers array<struct<key: string, "
+                                                             "value: binary>>")
+    with pytest.raises(Exception, match="a row for topic sink-modes has a header with a null key"):
+        headed.write.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
+            .option("topic", "sink-modes").mode("append").save()
+    assert cluster.high_watermark("sink-modes", 0) == 0  # nothing written either time
