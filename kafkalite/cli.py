@@ -297,7 +297,8 @@ async def _topics(args: argparse.Namespace) -> int:
         else:
             partitions = (await _describe_partitions(admin, [args.name]))[args.name]
             configs = (await admin.describe_configs(topics=[args.name]))[("topic", args.name)]
-            overrides = {name: entry.value for name, entry in sorted(configs.items()) if not entry.is_default}
+            overrides = {name: entry.value for name, entry in sorted(configs.items())
+                         if not entry.is_default and not entry.from_broker}
             from rich.console import Console
 
             console = Console()

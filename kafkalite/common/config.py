@@ -78,6 +78,7 @@ def _parse_list(value: Any) -> str:
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "int": _parse_int, "long": _parse_int, "boolean": _parse_bool, "double": _parse_float,
     "string": _parse_str, "nullable string": _parse_optional_str, "list": _parse_list,
+    "nullable int": lambda value: None if value is None else _parse_int(value),
 }
 
 
@@ -191,6 +192,10 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
               at_least=-1),
     ConfigKey("log.retention.bytes", "long", -1, "Size above which old segments are deleted; -1: unlimited.",
               at_least=-1),
+    ConfigKey("log.retention.minutes", "nullable int", None, "log.retention.ms in minutes, when that is not set."),
+    ConfigKey("log.retention.hours", "int", 168, "log.retention.ms in hours, when neither it nor "
+              "log.retention.minutes is set."),
+    ConfigKey("log.roll.hours", "int", 168, "log.roll.ms in hours, when that is not set.", at_least=1),
     ConfigKey("log.retention.check.interval.ms", "long", 300000,
               "How often each broker deletes the segments that retention.ms, retention.bytes or DeleteRecords let go.",
               at_least=1),
@@ -433,6 +438,22 @@ class BrokerConfig(_Config):
 
     _keys = BROKER_CONFIG_KEYS
     _kind = "broker"
+
+    def __init__(self, values: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> None:
+        """Kafka's precedence for a time a server.properties may give in several units: log.retention.ms, else
+        log.retention.minutes, else log.retention.hours (a negative one meaning unlimited); log.roll.ms, else
+        log.roll.hours. The unit given sets the millisecond property, as if it had been given."""
+        super().__init__(values, defaults)
+        given = self._overrides
+        for millis, units in (("log.retention.ms", (("log.retention.minutes", 60_000), ("log.retention.hours",
+                                                                                          3_600_000))),
+                              ("log.roll.ms", (("log.roll.hours", 3_600_000),))):
+            if millis in given:
+                continue
+            for unit, scale in units:
+                if given.get(unit) is not None:
+                    self._values[millis] = given[millis] = max(given[unit] * scale, -1)
+                    break
 
     def with_overrides(self, values: Mapping[str, Any]) -> BrokerConfig:
         return BrokerConfig({**self.overrides, **values})

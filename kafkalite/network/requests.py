@@ -717,6 +717,7 @@ class ConfigEntry:
     value: str | None
     is_default: bool
     read_only: bool = False
+    from_broker: bool = False  # a topic's value inherited from a broker setting (log.retention.ms), not its own
 
 
 @dataclass(slots=True)

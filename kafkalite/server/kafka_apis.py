@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import trio
 
 from kafkalite.common import errors
-from kafkalite.common.config import BrokerConfig, TopicConfig, config_text
+from kafkalite.common.config import TOPIC_DEFAULT_FROM_BROKER, BrokerConfig, TopicConfig, config_text
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
 from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, TopicPartition, validate_topic_name
@@ -379,10 +379,17 @@ class KafkaApis:
         return DescribeConfigsResponse(results)
 
     def _describe_configs(self, resource: ConfigResource) -> list[ConfigEntry]:
+        """Each config's value and where it comes from: set on the resource, inherited from a broker setting (a
+        topic's, as Kafka's STATIC_BROKER_CONFIG, not default), or the default."""
         config: Mapping[str, Any]
+        inherited: frozenset[str] = frozenset()
         if resource.resource_type == TOPIC_RESOURCE:
             self._require_topic(resource.name)
-            config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), self.replica_manager.config)
+            broker_config = self.replica_manager.config
+            config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), broker_config)
+            set_on_broker = broker_config.overrides
+            inherited = frozenset(name for name, broker_key in TOPIC_DEFAULT_FROM_BROKER.items()
+                                  if broker_key in set_on_broker)
             read_only = False
         elif resource.resource_type == BROKER_RESOURCE:
             if resource.name not in ("", str(self.broker_id)):
@@ -393,7 +400,9 @@ class KafkaApis:
             raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
         overrides = config.overrides  # type: ignore[attr-defined]
         names = resource.config_names if resource.config_names is not None else sorted(config)
-        return [ConfigEntry(name, None if config[name] is None else config_text(config[name]), name not in overrides, read_only)
+        return [ConfigEntry(name, None if config[name] is None else config_text(config[name]),
+                            name not in overrides and name not in inherited, read_only,
+                            name not in overrides and name in inherited)
                 for name in names if name in config]
 
     def _require_topic(self, name: str) -> None:

@@ -61,6 +61,23 @@ def test_topic_config_takes_broker_defaults_and_overrides() -> None:
         TopicConfig({"cleanup.policy": "shred"})
 
 
+@pytest.mark.parametrize(("given", "retention_ms", "segment_ms"), [
+    ({}, 7 * 24 * 3_600_000, 7 * 24 * 3_600_000),
+    ({"log.retention.hours": "1"}, 3_600_000, 7 * 24 * 3_600_000),  # as Kafka's sample server.properties gives it
+    ({"log.retention.minutes": 5, "log.retention.hours": 1}, 300_000, 7 * 24 * 3_600_000),
+    ({"log.retention.ms": 7, "log.retention.minutes": 5}, 7, 7 * 24 * 3_600_000),
+    ({"log.retention.hours": -1}, -1, 7 * 24 * 3_600_000),  # negative: unlimited
+    ({"log.roll.hours": 2, "log.retention.minutes": -5}, -1, 7_200_000),
+    ({"log.roll.ms": 10, "log.roll.hours": 2}, 7 * 24 * 3_600_000, 10),
+])
+def test_retention_and_roll_times_in_hours_and_minutes_take_kafkas_precedence(given: dict, retention_ms: int,
+                                                                              segment_ms: int) -> None:
+    """They were unknown broker configs, so a server.properties copied from Kafka's (log.retention.hours=168)
+    did not start a cluster."""
+    topic = TopicConfig.for_broker({}, BrokerConfig(given))
+    assert (topic["retention.ms"], topic["segment.ms"]) == (retention_ms, segment_ms)
+
+
 def test_incremental_ops_change_only_the_properties_they_name() -> None:
     """KIP-339's four operations on a topic's overrides; what is not named keeps its override, and APPEND and
     SUBTRACT start from the default when the list property has no override."""

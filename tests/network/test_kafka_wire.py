@@ -383,6 +383,24 @@ async def test_incremental_alter_configs_answers_each_resource_on_its_own() -> N
             assert await retention_ms() == "1000"
 
 
+async def test_describe_configs_says_where_each_topic_value_comes_from() -> None:
+    """As Kafka's ConfigHelper: set on the topic TOPIC_CONFIG (1), inherited from a broker setting
+    STATIC_BROKER_CONFIG (4) and not default, else DEFAULT_CONFIG (5). The inherited value was reported as the
+    default, so a tool showing what a topic runs with (or diffing it against production) hid the broker's."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=1, config={"log.retention.ms": 3_600_000}, seed=5) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=1, config={"segment.ms": 60_000})
+            described = await call(kafka_port(cluster, 1), 32, 1, include_synonyms=False, resources=[
+                entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=2, resource_name=TOPIC,
+                      configuration_keys=["segment.ms", "retention.ms", "retention.bytes"])])
+            assert [(c.name, c.value, c.config_source) for c in described.results[0].configs] == [
+                ("segment.ms", "60000", 1), ("retention.ms", "3600000", 4), ("retention.bytes", "-1", 5)]
+            old = await call(kafka_port(cluster, 1), 32, 0, resources=[
+                entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=2, resource_name=TOPIC,
+                      configuration_keys=["segment.ms", "retention.ms", "retention.bytes"])])
+            assert [c.is_default for c in old.results[0].configs] == [False, False, True]  # v0 has no source
+
+
 def election_results(answer: Message) -> dict[tuple[str, int], int]:
     return {(topic.topic, r.partition_id): r.error_code for topic in answer.replica_election_results
             for r in topic.partition_result}

@@ -2,7 +2,8 @@
 
 Topics (resource type 2) and brokers (type 4) are served; each entry says whether it is the default, as
 `is_default` in v0 and as its source in v1+ (DEFAULT_CONFIG, or TOPIC_CONFIG / STATIC_BROKER_CONFIG for a value
-set on the topic or broker). No synonyms are listed and nothing is sensitive.
+set on the topic or broker; a topic's value inherited from a broker setting, as `log.retention.ms` sets
+`retention.ms`, is STATIC_BROKER_CONFIG, as in Kafka). No synonyms are listed and nothing is sensitive.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ DEFAULT_CONFIG = 5
 def _source(resource_type: int, config: native.ConfigEntry) -> int:
     if config.is_default:
         return DEFAULT_CONFIG
-    return TOPIC_CONFIG if resource_type == native.TOPIC_RESOURCE else STATIC_BROKER_CONFIG
+    return TOPIC_CONFIG if resource_type == native.TOPIC_RESOURCE and not config.from_broker else STATIC_BROKER_CONFIG
 
 
 async def handle(request: Message, session: Session) -> Message:
