@@ -433,6 +433,14 @@ class _Config(Mapping[str, Any]):
         return f"{type(self).__name__}({self._overrides!r})"
 
 
+_TIMES_IN_UNITS = {
+    "log.retention.ms": {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000},
+    "log.roll.ms": {"log.roll.hours": 3_600_000},
+}
+"""The broker properties that a server.properties may give in larger units, in Kafka's order of precedence, and
+the milliseconds in one of each."""
+
+
 class BrokerConfig(_Config):
     """A broker's configuration (Kafka's `KafkaConfig`)."""
 
@@ -445,15 +453,10 @@ class BrokerConfig(_Config):
         log.roll.hours. The unit given sets the millisecond property, as if it had been given."""
         super().__init__(values, defaults)
         given = self._overrides
-        for millis, units in (("log.retention.ms", (("log.retention.minutes", 60_000), ("log.retention.hours",
-                                                                                          3_600_000))),
-                              ("log.roll.ms", (("log.roll.hours", 3_600_000),))):
-            if millis in given:
-                continue
-            for unit, scale in units:
-                if given.get(unit) is not None:
-                    self._values[millis] = given[millis] = max(given[unit] * scale, -1)
-                    break
+        for millis, units in _TIMES_IN_UNITS.items():
+            unit = next((unit for unit in units if given.get(unit) is not None), None)
+            if millis not in given and unit is not None:
+                self._values[millis] = given[millis] = max(given[unit] * units[unit], -1)
 
     def with_overrides(self, values: Mapping[str, Any]) -> BrokerConfig:
         return BrokerConfig({**self.overrides, **values})

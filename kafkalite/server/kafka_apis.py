@@ -386,10 +386,11 @@ class KafkaApis:
         if resource.resource_type == TOPIC_RESOURCE:
             self._require_topic(resource.name)
             broker_config = self.replica_manager.config
-            config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), broker_config)
-            set_on_broker = broker_config.overrides
+            topic_config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), broker_config)
+            set_on_broker, own = broker_config.overrides, topic_config.overrides
             inherited = frozenset(name for name, broker_key in TOPIC_DEFAULT_FROM_BROKER.items()
-                                  if broker_key in set_on_broker)
+                                  if broker_key in set_on_broker and name not in own)
+            config = topic_config
             read_only = False
         elif resource.resource_type == BROKER_RESOURCE:
             if resource.name not in ("", str(self.broker_id)):
@@ -401,8 +402,7 @@ class KafkaApis:
         overrides = config.overrides  # type: ignore[attr-defined]
         names = resource.config_names if resource.config_names is not None else sorted(config)
         return [ConfigEntry(name, None if config[name] is None else config_text(config[name]),
-                            name not in overrides and name not in inherited, read_only,
-                            name not in overrides and name in inherited)
+                            name not in overrides and name not in inherited, read_only, name in inherited)
                 for name in names if name in config]
 
     def _require_topic(self, name: str) -> None:

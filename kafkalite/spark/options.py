@@ -15,13 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalite.client.config import (
-    CONSUMER_CONFIG_KEYS, PRODUCER_CONFIG_KEYS, ClientConfig, consumer_config, producer_config,
-)
+from kafkalite.client.config import CONSUMER_CONFIG_KEYS, PRODUCER_CONFIG_KEYS, ClientConfig
 from kafkalite.common.config import ConfigKey, config_names
 from kafkalite.common.errors import InvalidConfigError
 from kafkalite.common.types import TopicPartition
@@ -164,9 +162,9 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
                       "(EmbeddedCluster.bootstrap_servers)")
 
 
-def client_config(options: Mapping[str, str], parse: Callable[[Mapping[str, Any]], ClientConfig],
-                  keys: Mapping[str, ConfigKey], owned: Mapping[str, str]) -> dict[str, str]:
-    """The `kafka.*` options for the client, without the prefix, each checked by the client's config `parse`.
+def client_config(options: Mapping[str, str], keys: dict[str, ConfigKey], kind: str,
+                  owned: Mapping[str, str]) -> dict[str, str]:
+    """The `kafka.*` options for the client, without the prefix, each checked as the `kind` client's `keys` say.
 
     A key kafkalite's client does not have is left out with a warning, as Spark hands every `kafka.*` option to
     Kafka's client, which warns of those it does not know: settings of a real Kafka client that kafkalite has no
@@ -186,7 +184,7 @@ def client_config(options: Mapping[str, str], parse: Callable[[Mapping[str, Any]
             log.warning("kafkalite option %s=%s: kafkalite's client has no setting %s; ignored", option, value, key)
             continue
         try:
-            parse({key: value})
+            ClientConfig(keys, kind, {key: value})
         except InvalidConfigError as exc:
             raise OptionError(option, value, exc.message) from None
         config[key] = value
@@ -225,7 +223,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         fail_on_data_loss=_boolean(options, "failondataloss", True),
         include_headers=_boolean(options, "includeheaders", False),
         poll_timeout_ms=_positive_int(options, "kafkaconsumer.polltimeoutms") or 120_000,
-        client_config=client_config(options, consumer_config, CONSUMER_CONFIG_KEYS, _SOURCE_OWNED_KEYS),
+        client_config=client_config(options, CONSUMER_CONFIG_KEYS, "consumer", _SOURCE_OWNED_KEYS),
     )
 
 
@@ -234,7 +232,7 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
     if topic is not None and not topic.strip():
         raise OptionError("topic", repr(topic), "must name a topic")
     return SinkOptions(bootstrap_servers(options), topic,
-                       client_config(options, producer_config, PRODUCER_CONFIG_KEYS, _SINK_OWNED_KEYS))
+                       client_config(options, PRODUCER_CONFIG_KEYS, "producer", _SINK_OWNED_KEYS))
 
 
 def _subscription(options: Mapping[str, str]) -> Subscription:
