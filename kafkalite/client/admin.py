@@ -38,8 +38,8 @@ from kafkalite.network.requests import (
     ListPartitionReassignmentsRequest, MetadataBroker,
     ListPartitionReassignmentsResponse, OngoingReassignment, ReassignablePartition, Request,
     NO_GENERATION, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitPartition,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    GROUP_STATES, FindCoordinatorRequest, FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse,
+    OffsetCommitPartition, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
 )
 from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 
@@ -166,7 +166,13 @@ class _GroupAdmin:
         return await self._with_retries(attempt, what)  # type: ignore[no-any-return]
 
     async def list_groups(self, states: Sequence[str] = ()) -> list[GroupListing]:
-        """Every group of every broker (in the given states), as kafka-consumer-groups --list shows them."""
+        """Every group of every broker (in the given states, any case), as kafka-consumer-groups --list shows
+        them. A name that is no state is refused here: the broker, as Kafka's, would match nothing with it."""
+        known = {state.lower() for state in GROUP_STATES}
+        for state in collection(states, "list_groups(states=...)", "group states"):
+            if not isinstance(state, str) or state.lower() not in known:
+                raise ValueError(f"list_groups(states=...): {state!r} is not a group state; the states are "
+                                 f"{', '.join(GROUP_STATES)}")
         await self._with_retries(self.metadata.refresh, "list_groups")
         listed: list[GroupListing] = []
         for broker in sorted(self.metadata.brokers):

@@ -243,6 +243,9 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
               "Shortest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT.", at_least=0),
     ConfigKey("group.max.session.timeout.ms", "int", 1800000,
               "Longest session timeout a member may ask for, else INVALID_SESSION_TIMEOUT.", at_least=0),
+    ConfigKey("group.max.size", "int", 2147483647,
+              "Most members a group may have: a member joining beyond it is refused with GROUP_MAX_SIZE_REACHED.",
+              at_least=1),
     ConfigKey("group.initial.rebalance.delay.ms", "int", 0,
               "How long the first rebalance of an empty group waits for more members to join (Kafka's default "
               "is 3000; kafkalite's is 0 so that tests form groups at once).", at_least=0),

@@ -186,6 +186,8 @@ MEMBER_ID_REQUIRED = _define(79, "MEMBER_ID_REQUIRED", False,
                               "consumer group.")
 PREFERRED_LEADER_NOT_AVAILABLE = _define(80, "PREFERRED_LEADER_NOT_AVAILABLE", True,
                                          "The preferred leader was not available.")
+GROUP_MAX_SIZE_REACHED = _define(81, "GROUP_MAX_SIZE_REACHED", False,
+                                  "The consumer group has reached its max size.")
 FENCED_INSTANCE_ID = _define(82, "FENCED_INSTANCE_ID", False,
                               "The broker rejected this static consumer since another consumer with the same "
                               "group.instance.id has registered with a different member.id.")

@@ -89,6 +89,15 @@ APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     errors.INVALID_FETCH_SIZE: errors.INVALID_COMMIT_OFFSET_SIZE,
 }
 
+# A write that failed with these is in the leader's log all the same, and stays there while this broker leads the
+# partition (and coordinates its groups): the records were appended, only not yet replicated in time.
+APPENDED_ANYWAY = frozenset({errors.REQUEST_TIMED_OUT, errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
+
+
+def _member_error(error: ErrorCode) -> ErrorCode:
+    return error if error is errors.NONE else APPEND_ERRORS.get(error, errors.UNKNOWN_SERVER_ERROR)
+
+
 # Heartbeat of a known member with the current generation, by group state: the answer (after the session is
 # renewed). Empty and Dead are answered before the generation is checked.
 HEARTBEAT_ANSWERS: dict[GroupState, ErrorCode] = {
@@ -116,6 +125,10 @@ COMMIT_ANSWERS: dict[GroupState, ErrorCode | None] = {
     _STABLE: None,
     _DEAD: errors.COORDINATOR_NOT_AVAILABLE,
 }
+
+
+Removed = dict[TopicPartition, OffsetAndMetadata]
+"""Offsets taken out of a group, whose tombstones are to be written."""
 
 
 @dataclass(eq=False)
@@ -239,8 +252,8 @@ class GroupCoordinator:
         owned.groups.add(group_id)
         return group
 
-    def _remove_group(self, group: GroupMetadata) -> None:
-        group.transition_to(_DEAD, now_ms())
+    def _forget_group(self, group: GroupMetadata) -> None:
+        """Drop a Dead group whose tombstone is stored."""
         self._groups.pop(group.group_id, None)
         owned = self._partitions.get(self.partition_for(group.group_id))
         if owned is not None:
@@ -284,12 +297,15 @@ class GroupCoordinator:
         return value  # type: ignore[no-any-return]
 
     async def _append(self, group_id: str, records: list[Record]) -> ErrorCode:
+        """Append to the group's offsets partition with acks=all; the error a member is told."""
+        return _member_error(await self._write(group_id, records))
+
+    async def _write(self, group_id: str, records: list[Record]) -> ErrorCode:
         tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id))
         error = await self._offsets_log.append(tp, records, self.config["offsets.commit.timeout.ms"])
-        if error is errors.NONE:
-            return error
-        log.info("broker %d: write for group %s to %s failed: %s", self.broker_id, group_id, tp, error)
-        return APPEND_ERRORS.get(error, errors.UNKNOWN_SERVER_ERROR)
+        if error is not errors.NONE:
+            log.info("broker %d: write for group %s to %s failed: %s", self.broker_id, group_id, tp, error)
+        return error
 
     async def _store_group(self, group: GroupMetadata) -> ErrorCode:
         return await self._append(group.group_id, [group_metadata_record(group, group.group_id, now_ms())])
@@ -307,6 +323,12 @@ class GroupCoordinator:
             group = self._add_group(owned, request.group_id)
         if group.is_(_DEAD):
             raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {request.group_id} is being removed; retry")
+        if not self._accepts_joining_member(group, request.member_id):
+            member = group.members.get(request.member_id)
+            if member is not None:  # a member that had not rejoined: the others take the places
+                self._remove_member_and_update_group(group, member)
+            raise _fail(errors.GROUP_MAX_SIZE_REACHED, f"group {group.group_id} has reached group.max.size "
+                                                       f"({self.config['group.max.size']} members)")
         protocols = [(p.name, p.metadata) for p in request.protocols]
         if not group.supports_protocols(request.protocol_type, [name for name, _ in protocols]):
             raise _fail(errors.INCONSISTENT_GROUP_PROTOCOL,
@@ -316,6 +338,18 @@ class GroupCoordinator:
         if not request.member_id:
             return await self._join_unknown_member(group, request, protocols, client_id, client_host)
         return await self._join_known_member(group, request, protocols, client_id, client_host)
+
+    def _accepts_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember: while a rebalance gathers members, a member already waiting, or any while
+        fewer than group.max.size wait; otherwise a member, or any while the group has fewer."""
+        limit = self.config["group.max.size"]
+        if group.is_(_EMPTY):
+            return True
+        if group.is_(_PREPARING):
+            member = group.members.get(member_id)
+            waiting = sum(1 for m in group.members.values() if m.join_waiter is not None)
+            return (member is not None and member.join_waiter is not None) or waiting < limit
+        return member_id in group.members or len(group.members) < limit
 
     def _check_join(self, request: JoinGroupRequest) -> None:
         low, high = self.config["group.min.session.timeout.ms"], self.config["group.max.session.timeout.ms"]
@@ -406,6 +440,7 @@ class GroupCoordinator:
     async def _replace_static_member(self, group: GroupMetadata, instance_id: str, old_member_id: str,
                                      new_member_id: str, protocols: list[tuple[str, bytes]]) -> JoinGroupResponse:
         """A static member restarting: it takes its old place; a stable group keeps its assignment (KIP-345)."""
+        leader_before = group.leader_id
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         fenced = errors.FENCED_INSTANCE_ID
         for waiter in (member.join_waiter, member.sync_waiter):
@@ -419,7 +454,10 @@ class GroupCoordinator:
             error = await self._finish(group, lambda: self._store_group(group))
             if error is not errors.NONE:
                 raise _fail(error, "the group could not store its new static member")
-            return self._join_answer(group, member)
+            # Kafka answers with the leader id from before the replacement and no members, so that a restarted
+            # leader does not take itself for the leader and work out an assignment the Stable group would drop.
+            return JoinGroupResponse(errors.NONE.code, group.generation_id, group.protocol_type,
+                                     group.protocol_name, leader_before or "", member.member_id, [])
         return await self._update_member_and_rebalance(group, member, protocols)
 
     @staticmethod
@@ -700,10 +738,11 @@ class GroupCoordinator:
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
         results = []
         for p in request.partitions:
-            if p.committed_metadata is not None and len(p.committed_metadata.encode()) > limit:
+            # Kafka measures it in Java chars: UTF-16 code units
+            if p.committed_metadata is not None and len(p.committed_metadata.encode("utf-16-le")) // 2 > limit:
                 results.append(OffsetCommitPartitionResponse(
                     p.topic, p.partition, errors.OFFSET_METADATA_TOO_LARGE.code,
-                    f"commit metadata is longer than {limit} bytes (offset.metadata.max.bytes)"))
+                    f"commit metadata is longer than {limit} characters (offset.metadata.max.bytes)"))
                 continue
             accepted[TopicPartition(p.topic, p.partition)] = OffsetAndMetadata(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata, timestamp)
@@ -737,10 +776,13 @@ class GroupCoordinator:
     async def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
                              ) -> ErrorCode:
         timestamp = now_ms()
-        error = await self._append(group.group_id, [offset_commit_record(group.group_id, tp, offset, timestamp)
-                                                    for tp, offset in offsets.items()])
-        if error is errors.NONE and self._groups.get(group.group_id) is group:
-            group.offsets.update(offsets)
+        group.prepare_offset_commit(offsets)
+        error = errors.UNKNOWN_SERVER_ERROR
+        try:
+            error = await self._append(group.group_id, [offset_commit_record(group.group_id, tp, offset, timestamp)
+                                                        for tp, offset in offsets.items()])
+        finally:
+            group.on_offset_commit_done(offsets, stored=error is errors.NONE)
         return error
 
     async def handle_fetch_offsets(self, request: OffsetFetchRequest) -> OffsetFetchResponse:
@@ -757,54 +799,66 @@ class GroupCoordinator:
         return OffsetFetchResponse(errors.NONE.code, results)
 
     async def handle_delete_offsets(self, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-        """Kafka's OffsetDelete: only for topics the group does not consume now (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        """Kafka's OffsetDelete: any offset of an empty group; of a group with members, only a consumer group's
+        offsets of topics it does not consume now (GROUP_SUBSCRIBED_TO_TOPIC), never another kind's
+        (NON_EMPTY_GROUP). An empty group left without offsets is removed."""
         self._owner(request.group_id)
         group = self._groups.get(request.group_id)
         if group is None:
             raise _fail(errors.GROUP_ID_NOT_FOUND, f"group {request.group_id} does not exist")
         if group.is_(_DEAD):
             raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {request.group_id} is being removed")
-        subscribed = self._subscribed_topics(group)
+        subscribed = group.subscribed_topics()
+        if not group.is_(_EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise _fail(errors.NON_EMPTY_GROUP, f"group {group.group_id} of protocol type {group.protocol_type!r} "
+                                                "has members; only an empty group's offsets can be deleted")
         results, deleted = [], []
         for topic, partition in request.partitions:
-            if topic in subscribed:
+            if not group.is_(_EMPTY) and (subscribed is None or topic in subscribed):
                 results.append(OffsetDeletePartitionResponse(topic, partition, errors.GROUP_SUBSCRIBED_TO_TOPIC.code,
                                                              f"group {group.group_id} consumes {topic}"))
             else:
                 deleted.append(TopicPartition(topic, partition))
                 results.append(OffsetDeletePartitionResponse(topic, partition, errors.NONE.code))
         if deleted:
-            error = await self._finish(group, lambda: self._delete_offsets(group, deleted))
+            error = await self._finish(group, lambda: self._cleanup(group, lambda g: g.remove_offsets(deleted)))
             if error is not errors.NONE:
                 raise _fail(error, "the deletion was not stored")
         return OffsetDeleteResponse(errors.NONE.code, results)
 
-    @staticmethod
-    def _subscribed_topics(group: GroupMetadata) -> set[str]:
-        """What the members of a consumer group subscribe to; a group of another protocol type is left alone."""
-        if group.is_(_EMPTY):
-            return set()
-        if group.protocol_type != CONSUMER_PROTOCOL_TYPE or group.protocol_name is None:
-            return {tp.topic for tp in group.offsets}
-        topics: set[str] = set()
-        for member in group.members.values():
-            try:
-                topics.update(decode_subscription(member.metadata(group.protocol_name)).topics)
-            except KafkaError:
-                return {tp.topic for tp in group.offsets}
-        return topics
-
-    async def _delete_offsets(self, group: GroupMetadata, partitions: list[TopicPartition],
-                              delete_group: bool = False) -> ErrorCode:
+    async def _cleanup(self, group: GroupMetadata, select: Callable[[GroupMetadata], Removed], *,
+                       deleting: tuple[GroupState, int] | None = None) -> ErrorCode:
+        """Kafka's cleanupGroupMetadata for one group: `select` takes offsets out of it, an empty group left with
+        none becomes Dead (one `deleting` already is: its state before), and their tombstones are appended
+        before anything else runs, so that the log has them in the order memory changed. A Dead group turns
+        away commits and joins (COORDINATOR_NOT_AVAILABLE: retry) until it is forgotten, once its tombstones
+        are written. Tombstones that never reached the log put the group back as it was, so that it agrees with
+        its log (and an expiry is tried again at the next check); tombstones appended but not replicated in time
+        stand, as they will be."""
+        if self._groups.get(group.group_id) is not group or (deleting is None and group.is_(_DEAD)):
+            return errors.NONE  # gone meanwhile, or another removal is taking it
+        before = deleting or (group.state, group.state_timestamp_ms)
+        removed = select(group)
+        if group.is_(_EMPTY) and not group.has_offsets:
+            group.transition_to(_DEAD, now_ms())
+        dead = group.is_(_DEAD)
         timestamp = now_ms()
-        records = [offset_commit_record(group.group_id, tp, None, timestamp) for tp in partitions if tp in group.offsets]
-        if delete_group:
+        records = [offset_commit_record(group.group_id, tp, None, timestamp) for tp in removed]
+        if dead:
             records.append(group_metadata_record(None, group.group_id, timestamp))
-        error = await self._append(group.group_id, records) if records else errors.NONE
-        if error is errors.NONE:
-            for tp in partitions:
-                group.offsets.pop(tp, None)
-        return error
+        written = await self._write(group.group_id, records) if records else errors.NONE
+        if self._groups.get(group.group_id) is not group:
+            return _member_error(written)  # resigned meanwhile: the next coordinator loads what the log says
+        if written is errors.NONE or written in APPENDED_ANYWAY:
+            if dead:
+                log.info("broker %d: group %s removed with its offsets", self.broker_id, group.group_id)
+                self._forget_group(group)
+        else:
+            for tp, offset in removed.items():
+                group.offsets.setdefault(tp, offset)  # a commit made meanwhile is newer
+            if dead:  # nothing moves a Dead group on, so it is still as this removal left it
+                group.state, group.state_timestamp_ms = before
+        return _member_error(written)
 
     # -- groups -------------------------------------------------------------------------------------------------
 
@@ -829,17 +883,16 @@ class GroupCoordinator:
                               members)
 
     async def handle_list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
-        unknown = [name for name in request.states_filter if name not in STATES_BY_NAME]
-        if unknown:
-            raise _fail(errors.INVALID_REQUEST, f"unknown group states {unknown}; the states are "
-                                                f"{sorted(STATES_BY_NAME)}")
-        if any(not owned.loaded for owned in self._partitions.values()):
-            raise _fail(errors.COORDINATOR_LOAD_IN_PROGRESS, f"broker {self.broker_id} is loading groups")
-        wanted = {STATES_BY_NAME[name] for name in request.states_filter}
-        return ListGroupsResponse(errors.NONE.code, [
+        """The groups this broker coordinates, those of the states asked for (any case; a name that is no state
+        matches nothing, as in Kafka); while a partition loads, those loaded so far, with
+        COORDINATOR_LOAD_IN_PROGRESS."""
+        wanted = {state for name in request.states_filter
+                  if (state := STATES_BY_NAME.get(name.lower())) is not None}
+        loading = any(not owned.loaded for owned in self._partitions.values())
+        return ListGroupsResponse(errors.COORDINATOR_LOAD_IN_PROGRESS.code if loading else errors.NONE.code, [
             ListedGroup(group.group_id, group.protocol_type or "", group.state.value)
             for group in sorted(self._groups.values(), key=lambda g: g.group_id)
-            if not wanted or group.state in wanted])
+            if not request.states_filter or group.state in wanted])
 
     async def handle_delete_groups(self, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
         results = []
@@ -859,11 +912,12 @@ class GroupCoordinator:
         if not group.is_(_EMPTY):
             raise _fail(errors.NON_EMPTY_GROUP, f"group {group_id} has {len(group.members)} members; only an "
                                                 "empty group can be deleted")
-        error = await self._finish(group, lambda: self._delete_offsets(group, list(group.offsets), delete_group=True))
+        before = (group.state, group.state_timestamp_ms)
+        group.transition_to(_DEAD, now_ms())  # at once: nothing may join or commit once the deletion is accepted
+        error = await self._finish(group, lambda: self._cleanup(group, lambda g: g.remove_offsets(list(g.offsets)),
+                                                                deleting=before))
         if error is not errors.NONE:
             raise _fail(error, "the deletion was not stored")
-        if group.is_(_EMPTY):
-            self._remove_group(group)
 
     # -- offsets retention --------------------------------------------------------------------------------------
 
@@ -873,19 +927,22 @@ class GroupCoordinator:
             await self.cleanup_group_metadata()
 
     async def cleanup_group_metadata(self) -> None:
-        """offsets.retention.minutes: an empty group's offsets expire that long after they were committed (or
-        after the group emptied, if later); a group left with no offsets is removed, tombstone and all."""
+        """offsets.retention.minutes (`GroupMetadata.remove_expired_offsets`); an empty group left with no
+        offsets is removed, tombstone and all."""
         retention_ms = self.config["offsets.retention.minutes"] * 60_000
         now = now_ms()
-        for group in list(self._groups.values()):
-            if not group.is_(_EMPTY):
-                continue
-            since = group.state_timestamp_ms if group.protocol_type is not None else 0
-            expired = [tp for tp, offset in group.offsets.items()
-                       if now - max(offset.commit_timestamp_ms, since) >= retention_ms]
-            if not expired and group.offsets:
-                continue
-            error = await self._delete_offsets(group, expired, delete_group=len(expired) == len(group.offsets))
-            if error is errors.NONE and group.is_(_EMPTY) and not group.offsets:
-                log.info("broker %d: group %s expired with its offsets", self.broker_id, group.group_id)
-                self._remove_group(group)
+        await self._cleanup_all(lambda group: group.remove_expired_offsets(now, retention_ms))
+
+    def on_partitions_deleted(self, partitions: list[TopicPartition]) -> None:
+        """Kafka's onPartitionsDeleted (UpdateMetadata names a deleted topic's partitions): their committed offsets
+        go from every group this broker coordinates, so that a topic created again under the name starts with
+        none, and an empty group left with no offsets goes too."""
+        deleted = frozenset(partitions)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._cleanup_all, lambda group: group.remove_offsets(
+                [tp for tp in {*group.offsets, *group.pending_commits} if tp in deleted]))
+
+    async def _cleanup_all(self, select: Callable[[GroupMetadata], Removed]) -> None:
+        async with trio.open_nursery() as nursery:
+            for group in list(self._groups.values()):
+                nursery.start_soon(self._cleanup, group, select)

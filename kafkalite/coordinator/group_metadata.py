@@ -22,10 +22,13 @@ without a cluster.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import trio
 
+from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
+from kafkalite.common.errors import KafkaError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import JoinGroupResponseMember, Response
 
@@ -35,6 +38,8 @@ class IllegalGroupStateTransition(Exception):
 
 
 class GroupState(enum.Enum):
+    """Named as `GROUP_STATES` names them."""
+
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -51,7 +56,8 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
     GroupState.DEAD: frozenset(GroupState),
 }
 
-STATES_BY_NAME: dict[str, GroupState] = {state.value: state for state in GroupState}
+STATES_BY_NAME: dict[str, GroupState] = {state.value.lower(): state for state in GroupState}
+"""Each state by its name in lower case: Kafka's ListGroups matches states whatever their case."""
 
 
 class Waiter:
@@ -133,6 +139,7 @@ class GroupMetadata:
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED, not joined yet
     pending_sync: set[str] = field(default_factory=set)  # of this generation, and no SyncGroup from them yet
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    pending_commits: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)  # being written
     rebalance_token: int = 0  # changes whenever a timed rebalance step is superseded
     in_initial_delay: bool = False  # a new group's first rebalance waits group.initial.rebalance.delay.ms
     new_member_added: bool = False  # a member arrived during that delay, which extends it
@@ -242,3 +249,64 @@ class GroupMetadata:
         assert self.protocol_name is not None
         return [JoinGroupResponseMember(m.member_id, m.metadata(self.protocol_name), m.group_instance_id)
                 for m in self.members.values()]
+
+    def subscribed_topics(self) -> set[str] | None:
+        """The topics the members of a consumer group subscribe to; None when unknown (another protocol type, no
+        generation yet, metadata that does not decode), which Kafka treats as subscribed to everything."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None or not self.members:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics.update(decode_subscription(member.metadata(self.protocol_name)).topics)
+        except KafkaError:
+            return None
+        return topics
+
+    # -- offsets (Kafka's pendingOffsetCommits) -------------------------------------------------------------------
+
+    @property
+    def has_offsets(self) -> bool:
+        return bool(self.offsets or self.pending_commits)
+
+    def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """A commit is being written: its partitions are not expired meanwhile."""
+        self.pending_commits.update(offsets)
+
+    def on_offset_commit_done(self, offsets: dict[TopicPartition, OffsetAndMetadata], stored: bool) -> None:
+        """A commit's write ended. A partition whose offset was removed while the commit was written (the
+        group or the offset deleted, the topic deleted) does not get it back: its tombstone follows the commit
+        in the log."""
+        for tp, offset in offsets.items():
+            if stored and tp in self.pending_commits:
+                self.offsets[tp] = offset
+            if self.pending_commits.get(tp) is offset:
+                del self.pending_commits[tp]
+
+    def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Take the offsets of `partitions` out, with any commit of them still being written."""
+        removed = {}
+        for tp in partitions:
+            self.pending_commits.pop(tp, None)
+            offset = self.offsets.pop(tp, None)
+            if offset is not None:
+                removed[tp] = offset
+        return removed
+
+    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
+        """offsets.retention.minutes, as Kafka's removeExpiredOffsets: an Empty group's offsets a retention period
+        after it emptied (or after the commit, if later); a Stable consumer group's offsets of topics it no
+        longer subscribes to, a period after their commit (KIP-496); a group that never had members, a period
+        after each commit. Never an offset whose commit is being written."""
+        since = 0
+        if self.is_(GroupState.EMPTY):
+            if self.protocol_type is not None:
+                since = self.state_timestamp_ms
+            subscribed: set[str] = set()
+        elif self.is_(GroupState.STABLE) and (topics := self.subscribed_topics()) is not None:
+            subscribed = topics
+        else:
+            return {}
+        return self.remove_offsets([tp for tp, offset in self.offsets.items()
+                                    if tp.topic not in subscribed and tp not in self.pending_commits
+                                    and now_ms - max(offset.commit_timestamp_ms, since) >= retention_ms])

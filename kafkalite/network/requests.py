@@ -1007,10 +1007,14 @@ class DescribeGroupsResponse(Response):
     groups: list[DescribedGroup]
 
 
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+"""The states of a classic group, as ListGroups and DescribeGroups name them."""
+
+
 @dataclass(slots=True)
 class ListGroupsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.LIST_GROUPS
-    states_filter: list[str] = field(default_factory=list)  # empty: every state
+    states_filter: list[str] = field(default_factory=list)  # empty: every state; any case; others match nothing
 
 
 @dataclass(slots=True)

@@ -300,7 +300,9 @@ class KafkaApis:
                     self.group_coordinator.on_resignation(state.partition, state.leader_epoch)
 
     async def handle_update_metadata(self, request: UpdateMetadataRequest, context: RequestContext) -> Response:
-        self.replica_manager.maybe_update_metadata_cache(context.correlation_id, request)
+        deleted = self.replica_manager.maybe_update_metadata_cache(context.correlation_id, request)
+        if deleted:
+            self.group_coordinator.on_partitions_deleted(deleted)
         self._ready.set()
         return UpdateMetadataResponse(errors.NONE.code)
 

@@ -617,6 +617,10 @@ async def test_admin_lists_describes_resets_and_deletes_groups(autojump_clock: A
         assert described.state == "Stable" and described.protocol == "range"
         assert set(described.members[0].assignment) == ALL and described.members[0].client_id == "a"
         assert [(g.group_id, g.state) for g in await admin.list_groups()] == [("g", "Stable")]
+        assert [g.group_id for g in await admin.list_groups(["stable"])] == ["g"]  # any case, as Kafka's
+        assert await admin.list_groups(["Empty", "Dead"]) == []
+        with pytest.raises(ValueError, match="'Stabel' is not a group state; the states are Empty, Prep"):
+            await admin.list_groups(["Stabel"])
         offsets = await admin.list_group_offsets("g")
         assert {(o.committed, o.log_end_offset, o.lag) for o in offsets.values()} == {(4, 10, 6)}
         with pytest.raises(NonEmptyGroupError, match="Stable"):

@@ -9,9 +9,13 @@ import pytest
 import trio
 
 from kafkalite.cluster import Cluster
-from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, Subscription, encode_subscription
+from kafkalite.common.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE, Assignment, Subscription, encode_assignment, encode_subscription,
+)
+from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
     FindCoordinatorRequest, FindCoordinatorResponse, JoinGroupProtocol, JoinGroupRequest, Request, RequestContext,
+    SyncGroupAssignment, SyncGroupRequest,
 )
 
 GROUP_CONFIG = {"offsets.topic.num.partitions": 3, "replica.lag.time.max.ms": 10000, "zookeeper.session.timeout.ms": 6000,
@@ -50,3 +54,28 @@ def join_request(group_id: str, member_id: str = "", topics: tuple[str, ...] = (
     return JoinGroupRequest(group_id, session_timeout_ms, rebalance_timeout_ms, member_id, CONSUMER_PROTOCOL_TYPE,
                             [JoinGroupProtocol(name, metadata) for name in protocols], instance_id)
 
+
+async def stable_member(cluster: Cluster, group_id: str = "g") -> tuple[int, str]:
+    """A one-member group in generation 1 holding events-0; (coordinator, member id)."""
+    coordinator = await coordinator_of(cluster, group_id)
+    member_id = (await send(cluster, coordinator, join_request(group_id))).member_id
+    joined = await send(cluster, coordinator, join_request(group_id, member_id))
+    assert joined.error_code == 0
+    synced = await send(cluster, coordinator, SyncGroupRequest(group_id, joined.generation_id, member_id, [
+        SyncGroupAssignment(member_id, encode_assignment(Assignment((TopicPartition("events", 0),))))]))
+    assert synced.error_code == 0
+    return coordinator, member_id
+
+
+async def group_on(cluster: Cluster, coordinator: int) -> str:
+    """A group id that no one uses, coordinated by `coordinator`."""
+    for n in range(100):
+        if await coordinator_of(cluster, f"unused-{n}") == coordinator:
+            return f"unused-{n}"
+    raise AssertionError("no group id maps to the coordinator")
+
+
+def state(cluster: Cluster, coordinator: int, group_id: str = "g") -> tuple[str, int, list[str]]:
+    group = cluster.broker(coordinator).group_coordinator.group(group_id)
+    assert group is not None
+    return group.state.value, group.generation_id, sorted(group.members)

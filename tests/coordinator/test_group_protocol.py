@@ -15,7 +15,9 @@ from kafkalite.network.requests import (
     HeartbeatRequest, OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest, SyncGroupAssignment,
     SyncGroupRequest,
 )
-from tests.coordinator.conftest import GROUP_CONFIG, coordinator_of, join_request, send
+from tests.coordinator.conftest import (
+    GROUP_CONFIG, coordinator_of, group_on, join_request, send, stable_member, state,
+)
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
 
@@ -38,32 +40,6 @@ async def test_one_member_joins_syncs_commits_and_fetches(autojump_clock: Any, c
     assert [p.error_code for p in committed.partitions] == [0]
     fetched = await send(cluster, coordinator, OffsetFetchRequest("g1", [("events", 0), ("events", 1)]))
     assert [(p.partition, p.committed_offset, p.metadata) for p in fetched.partitions] == [(0, 42, "m"), (1, -1, None)]
-
-
-async def stable_member(cluster: Cluster, group_id: str = "g") -> tuple[int, str]:
-    """A one-member group in generation 1 holding events-0; (coordinator, member id)."""
-    coordinator = await coordinator_of(cluster, group_id)
-    member_id = (await send(cluster, coordinator, join_request(group_id))).member_id
-    joined = await send(cluster, coordinator, join_request(group_id, member_id))
-    assert joined.error_code == 0
-    synced = await send(cluster, coordinator, SyncGroupRequest(group_id, joined.generation_id, member_id, [
-        SyncGroupAssignment(member_id, encode_assignment(Assignment((TopicPartition("events", 0),))))]))
-    assert synced.error_code == 0
-    return coordinator, member_id
-
-
-async def group_on(cluster: Cluster, coordinator: int) -> str:
-    """A group id that no one uses, coordinated by `coordinator`."""
-    for n in range(100):
-        if await coordinator_of(cluster, f"unused-{n}") == coordinator:
-            return f"unused-{n}"
-    raise AssertionError("no group id maps to the coordinator")
-
-
-def state(cluster: Cluster, coordinator: int, group_id: str = "g") -> tuple[str, int, list[str]]:
-    group = cluster.broker(coordinator).group_coordinator.group(group_id)
-    assert group is not None
-    return group.state.value, group.generation_id, sorted(group.members)
 
 
 async def test_bad_commits_leave_the_group_as_it_was(autojump_clock: Any, cluster: Cluster) -> None:
@@ -246,6 +222,8 @@ async def test_a_new_static_member_fences_the_old_one_out_of_every_request(autoj
 
     restarted = await send(cluster, coordinator, join_request("g", instance_id="i-1"))
     assert restarted.error_code == 0 and restarted.member_id != old
+    # as Kafka: the leader id from before and no members, so that the restarted leader works out no assignment
+    assert (restarted.leader, restarted.members) == (old, [])
     new, generation = restarted.member_id, restarted.generation_id
     assert generation == 1 and state(cluster, coordinator) == ("Stable", 1, [new])
     kept = await send(cluster, coordinator, SyncGroupRequest("g", 1, new, group_instance_id="i-1"))
@@ -282,8 +260,11 @@ async def test_bad_group_admin_requests_are_refused(autojump_clock: Any, cluster
     described = await send(cluster, coordinator, DescribeGroupsRequest(["", "g"]))
     assert [g.error_code for g in described.groups] == [errors.INVALID_GROUP_ID.code, 0]
     assert described.groups[1].group_state == "Stable" and described.groups[1].members[0].member_id == member_id
+    # Kafka matches states whatever their case, and a name that is no state matches nothing
     listed = await send(cluster, coordinator, ListGroupsRequest(["Sleeping"]))
-    assert listed.error_code == errors.INVALID_REQUEST.code and "Sleeping" in listed.error_message
+    assert (listed.error_code, listed.groups) == (0, [])
+    listed = await send(cluster, coordinator, ListGroupsRequest(["sleeping", "STABLE"]))
+    assert (listed.error_code, [(g.group_id, g.group_state) for g in listed.groups]) == (0, [("g", "Stable")])
     never = await group_on(cluster, coordinator)
     deleted = await send(cluster, coordinator, DeleteGroupsRequest(["g", never, ""]))
     assert [r.error_code for r in deleted.results] == [errors.NON_EMPTY_GROUP.code,
@@ -434,3 +415,52 @@ async def test_a_member_that_never_returns_with_its_member_id_holds_a_rebalance_
         assert at - asked_at == pytest.approx(10, abs=0.01), member_id  # the pending member's session timeout
     assert sorted(m.member_id for m in answers[answers[first][0].leader][0].members) == sorted([first, second])
     assert state(cluster, coordinator) == ("CompletingRebalance", 2, sorted([first, second]))
+
+
+async def test_group_max_size_turns_away_the_member_beyond_it(autojump_clock: Any) -> None:
+    """group.max.size, as Kafka's acceptJoiningMember: a third member is refused with GROUP_MAX_SIZE_REACHED and
+    the two-member group goes on as it was."""
+    async with Cluster(brokers=3, config={**GROUP_CONFIG, "group.max.size": 2}, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=2, replication_factor=3)
+        coordinator, first = await stable_member(cluster)
+        second = (await send(cluster, coordinator, join_request("g"))).member_id
+        async with trio.open_nursery() as nursery:  # the second joins; the first rejoins for generation 2
+            nursery.start_soon(send, cluster, coordinator, join_request("g", second))
+            await trio.sleep(0.1)
+            assert (await send(cluster, coordinator, join_request("g", first))).generation_id == 2
+        for member_id in (first, second):
+            synced = await send(cluster, coordinator, SyncGroupRequest("g", 2, member_id))
+            assert synced.error_code == 0
+        before = state(cluster, coordinator)
+        assert before == ("Stable", 2, sorted([first, second]))
+        third = await send(cluster, coordinator, join_request("g"))
+        assert third.error_code == errors.GROUP_MAX_SIZE_REACHED.code and "group.max.size" in third.error_message
+        assert state(cluster, coordinator) == before
+
+        # While a rebalance gathers members, the places go to those already waiting: a member of the old
+        # generation rejoining after two newcomers is refused and dropped, and they form the next generation.
+        coordinator, old = await stable_member(cluster, "h")
+        newcomers = [(await send(cluster, coordinator, join_request("h"))).member_id for _ in range(2)]
+        joins: list[Any] = []
+        started = trio.current_time()
+
+        async def join(member_id: str) -> None:
+            joins.append(await send(cluster, coordinator, join_request("h", member_id)))
+
+        async with trio.open_nursery() as nursery:
+            for member_id in newcomers:
+                nursery.start_soon(join, member_id)
+                await trio.sleep(0.1)
+            refused = await send(cluster, coordinator, join_request("h", old))
+            assert refused.error_code == errors.GROUP_MAX_SIZE_REACHED.code
+        assert sorted((j.error_code, j.generation_id, j.member_id) for j in joins) == sorted(
+            (0, 2, member_id) for member_id in newcomers)
+        assert state(cluster, coordinator, "h") == ("CompletingRebalance", 2, sorted(newcomers))
+        assert trio.current_time() - started < 1  # at once, not after the rebalance timeout (30 s) drops it
+
+
+def test_the_coordinators_states_are_the_ones_clients_are_told() -> None:
+    from kafkalite.coordinator.group_metadata import GroupState
+    from kafkalite.network.requests import GROUP_STATES
+
+    assert [state.value for state in GroupState] == list(GROUP_STATES)
