@@ -9,6 +9,7 @@ keeps, so a restart in the same process finds them again, as a restarted broker 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -173,7 +174,7 @@ def _expect(value: Any, expected: type | tuple[type, ...], what: str) -> Any:
     raise TypeError(f"{what} must be {' or '.join(k.__name__ for k in kinds)}, not {type(value).__name__} {value!r}")
 
 
-def _seconds(value: Any, what: str) -> float:
+def check_seconds(value: Any, what: str) -> float:
     if not _expect(value, (int, float), what) >= 0:  # NaN fails this too
         raise ValueError(f"{what} must be a number of seconds >= 0, not {value!r}")
     return value  # type: ignore[no-any-return]
@@ -412,7 +413,7 @@ class Cluster:
             _expect(name, str, "topic name"), _expect(partitions, int, "partitions"),
             _expect(replication_factor, int, "replication_factor"), None,
             {k: config_text(v) for k, v in _config(config or {}, "config").items()})],
-            timeout_ms=int(_seconds(timeout, "timeout") * 1000))
+            timeout_ms=int(check_seconds(timeout, "timeout") * 1000))
         response = await self._send(self._require_controller(), request, timeout)
         result = response.topics[0]
         raise_for(result.error_code, result.error_message)
@@ -423,7 +424,7 @@ class Cluster:
         """Grow a topic to `new_total` partitions; returns once the new ones have leaders every broker knows."""
         response = await self._send(self._require_controller(), CreatePartitionsRequest(
             [CreatePartitionsTopic(_expect(topic, str, "topic"), _expect(new_total, int, "new_total"))],
-            timeout_ms=int(_seconds(timeout, "timeout") * 1000)), timeout)
+            timeout_ms=int(check_seconds(timeout, "timeout") * 1000)), timeout)
         result = response.results[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(topic, new_total), timeout=timeout,
@@ -454,7 +455,7 @@ class Cluster:
     async def reassign_partitions(self, targets: Mapping[TopicPartition, Sequence[int]], *,
                                   timeout: float = 60) -> None:
         """Move partitions to new replica lists (preferred leader first) and wait until the moves complete."""
-        _seconds(timeout, "timeout")
+        check_seconds(timeout, "timeout")
         targets = {arguments.topic_partition(tp, "reassign_partitions()"): arguments.broker_ids(
             replicas, f"reassign_partitions() for {tp}")
             for tp, replicas in arguments.mapping(targets, "reassign_partitions()", "replicas by partition").items()}
@@ -483,7 +484,7 @@ class Cluster:
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""
         response = await self._send(self._require_controller(), DeleteTopicsRequest(
-            [_expect(name, str, "topic name")], timeout_ms=int(_seconds(timeout, "timeout") * 1000)), timeout)
+            [_expect(name, str, "topic name")], timeout_ms=int(check_seconds(timeout, "timeout") * 1000)), timeout)
         result = response.responses[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: not any(self._nodes[b].broker.metadata_cache.contains_topic(name)  # type: ignore
@@ -749,7 +750,7 @@ class Cluster:
             for node in checked[-1]:
                 if _expect(node, (int, str), "a node") not in self._nodes and node != COORDINATION:
                     raise ValueError(f"no node {node!r} in this cluster: the brokers are {sorted(self._nodes)} "
-                                     "and COORDINATION is the coordination service")
+                                     f"and COORDINATION ({COORDINATION!r}) is the coordination service")
                 if node in placed:
                     raise ValueError(f"node {node!r} is in two groups")
                 placed.add(node)
@@ -819,10 +820,17 @@ class Cluster:
         if not callable(condition):
             raise TypeError(f"condition must be a function of no arguments, not {type(condition).__name__} "
                             f"{condition!r}")
-        _seconds(timeout, "timeout")
-        _seconds(interval, "interval")
+        check_seconds(timeout, "timeout")
+        check_seconds(interval, "interval")
         with trio.move_on_after(timeout):
-            while not condition():
+            done = condition()
+            if inspect.isawaitable(done):  # always truthy: the wait would end at once, having checked nothing
+                if inspect.iscoroutine(done):
+                    done.close()
+                raise TypeError("wait_until() takes a plain function: an async one returns an awaitable, which is "
+                                "never false; await what it needs before, or check a value it sets")
+            while not done:
                 await trio.sleep(interval)
+                done = condition()
             return
         raise RequestTimedOutError(f"timed out after {timeout}s waiting for {what}")

@@ -19,8 +19,11 @@ from typing import Any, Self
 import trio
 
 from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata
-from kafkalite.cluster import Cluster, check_cluster_arguments
+from kafkalite.cluster import Cluster, check_cluster_arguments, check_seconds
 from kafkalite.common.nursery import unwrap_single
+
+
+_STOPPED_DURING_CALL = "the embedded cluster has stopped while the call was running"
 
 
 class EmbeddedCluster:
@@ -123,15 +126,20 @@ class EmbeddedCluster:
             return function(*args, **kwargs)
         bound = functools.partial(function, *args, **kwargs)
         try:
-            if is_async:
-                return trio.from_thread.run(bound, trio_token=self._token)
-            return trio.from_thread.run_sync(bound, trio_token=self._token)
-        except BaseExceptionGroup as group:
-            raise unwrap_single(group) from None
+            try:
+                if is_async:
+                    return trio.from_thread.run(bound, trio_token=self._token)
+                return trio.from_thread.run_sync(bound, trio_token=self._token)
+            except BaseExceptionGroup as group:
+                raise unwrap_single(group) from None
         except trio.RunFinishedError:
             raise RuntimeError("the embedded cluster has stopped") from self._failure
         except trio.Cancelled:  # the cluster closed under the call: Trio's cancellation means nothing in this thread
-            raise RuntimeError("the embedded cluster has stopped while the call was running") from None
+            raise RuntimeError(_STOPPED_DURING_CALL) from None
+        except Exception as exc:
+            if self._stop is not None and self._stop.is_set():  # met as the cluster closed under it (a nursery gone)
+                raise RuntimeError(_STOPPED_DURING_CALL) from exc
+            raise
 
     def __getattr__(self, name: str) -> Any:
         """Every public method and property of `Cluster` (faults, topics, describe), run in the cluster's loop."""
@@ -257,6 +265,9 @@ class DeliveryFuture:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata, or its delivery error; TimeoutError (as `concurrent.futures`) after `timeout`."""
+        if timeout is not None:
+            check_seconds(timeout, "timeout")
+
         async def wait() -> RecordMetadata:
             if self._handle.done():  # a zero timeout still answers for a settled record
                 return self._handle.result()

@@ -612,6 +612,8 @@ async def test_methods_given_arguments_of_the_wrong_type_say_what_was_expected(a
             (lambda: cluster.wait_for_leader("t", 0, not_on=1), TypeError,
              r"not_on=\) takes a collection of broker ids"),
             (lambda: cluster.wait_until(True), TypeError, "condition must be a function"),
+            (lambda: cluster.wait_until(cluster.end_faults), TypeError,  # it returned at once, having checked nothing
+             r"wait_until\(\) takes a plain function: an async one returns an awaitable"),
             (lambda: cluster.describe_topic(1), TypeError, "topic must be str"),
         ]:
             with pytest.raises(error, match=message):
@@ -621,7 +623,8 @@ async def test_methods_given_arguments_of_the_wrong_type_say_what_was_expected(a
             (lambda: cluster.resume_broker("1"), TypeError, "broker id must be int"),
             (lambda: cluster.partition_network({99}, {1}), ValueError,
              r"no node 99 in this cluster: the brokers are \[1, 2, 3\]"),
-            (lambda: cluster.partition_network({"coord"}, {1}), ValueError, "no node 'coord'"),
+            (lambda: cluster.partition_network({"coord"}, {1}), ValueError,
+             "no node 'coord' in this cluster: the brokers are \\[1, 2, 3\\] and COORDINATION \\('coordination'\\)"),
             (lambda: cluster.partition_network(1, {2}), TypeError, r"partition_network\(\) takes a collection"),
             (lambda: cluster.partition_network("12", "3"), TypeError, r"partition_network\(\) takes a collection"),
             (lambda: cluster.partition_network({True}, {2}), TypeError, "a node must be int or str, not bool"),

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import trio
@@ -81,6 +83,10 @@ def test_result_times_out_while_the_leader_is_paused() -> None:
                 future.result(timeout=0.05)
             cluster.resume_broker(1)
             assert future.result(timeout=10).offset == 1
+            with pytest.raises(TypeError, match="timeout must be int or float, not str '5'"):
+                future.result("5")  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0, not -1"):
+                future.result(-1)
 
 
 def test_admin() -> None:
@@ -153,21 +159,36 @@ def test_a_loop_that_dies_fails_the_next_call_and_close() -> None:
     cluster.close()  # reported once
 
 
-def test_a_call_waiting_in_another_thread_when_the_cluster_closes_says_it_stopped() -> None:
-    """Not Trio's Cancelled, which means nothing in a plain thread."""
-    cluster = EmbeddedCluster(brokers=1).start()
-    failures: list[BaseException] = []
-    waiting = threading.Event()  # set by the condition, so only once the call runs inside the loop
+def _waiting_for_nothing(cluster: EmbeddedCluster) -> tuple[Callable[[], Any], threading.Event]:
+    inside = threading.Event()
+    return (lambda: cluster.wait_until(lambda: inside.set(), timeout=3600)), inside
 
-    def wait_forever() -> None:
+
+def _polling(cluster: EmbeddedCluster) -> tuple[Callable[[], Any], threading.Event]:
+    cluster.create_topic("t")
+    consumer = cluster.consumer(group_id="g")
+    inside = threading.Event()  # once the poll has joined the group and waits for records
+    consumer.subscribe(["t"], on_assign=lambda partitions: inside.set())
+    return (lambda: consumer.poll(3600)), inside
+
+
+@pytest.mark.parametrize("waiting_call", [_waiting_for_nothing, _polling])
+def test_a_call_waiting_in_another_thread_when_the_cluster_closes_says_it_stopped(waiting_call: Any) -> None:
+    """Not Trio's Cancelled, which means nothing in a plain thread, nor what the call met as its tasks went with
+    the loop (a consumer's "Nursery is closed to new arrivals")."""
+    cluster = EmbeddedCluster(brokers=1).start()
+    call, inside = waiting_call(cluster)  # `inside` is set in the loop, once the call waits there
+    failures: list[BaseException] = []
+
+    def run() -> None:
         try:
-            cluster.wait_until(lambda: waiting.set(), timeout=3600)
+            call()
         except BaseException as exc:  # what reaches this thread is the test's subject
             failures.append(exc)
 
-    thread = threading.Thread(target=wait_forever)
+    thread = threading.Thread(target=run)
     thread.start()
-    assert waiting.wait(timeout=30)
+    assert inside.wait(timeout=30)
     cluster.close()
     thread.join(timeout=30)
     assert [(type(f), str(f)) for f in failures] == [

@@ -722,6 +722,37 @@ def test_acl_calls_are_refused_as_by_a_broker_without_an_authorizer(cluster: Emb
     assert "wire-acl" in cluster.topics()
 
 
+def test_a_transactional_producer_is_refused_at_once_by_every_client(cluster: EmbeddedCluster, topic: str) -> None:
+    """No transactions: each client's transactional producer fails at its first step with a final error naming
+    why, TRANSACTIONAL_ID_AUTHORIZATION_FAILED. librdkafka retried the INVALID_REQUEST it was told before for
+    ever, so init_transactions() only ever timed out; an idempotent producer still works."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
+                                         "transactional.id": "tx-ck"})
+    started = time.monotonic()
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        producer.init_transactions(DEADLINE)
+    error = refused.value.args[0]
+    assert (error.code(), error.fatal()) == (confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True)
+    assert "kafkalite has no transactions" in error.str() and time.monotonic() - started < DEADLINE / 2
+
+    with pytest.raises(kafka.errors.TransactionalIdAuthorizationFailedError):
+        kafka.KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers, transactional_id="tx-kp",
+                            max_block_ms=int(DEADLINE * 1000)).init_transactions()
+
+    async def aiokafka_start() -> None:
+        transactional = aiokafka.AIOKafkaProducer(bootstrap_servers=cluster.kafka_bootstrap_servers,
+                                                  transactional_id="tx-aio")
+        try:
+            with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
+                await asyncio.wait_for(transactional.start(), DEADLINE)
+        finally:
+            await transactional.stop()
+
+    asyncio.run(aiokafka_start())
+    produce("confluent-kafka", cluster.kafka_bootstrap_servers, topic, records(3), idempotence=True)
+    assert len(native_read(cluster, topic, 3)) == 3
+
+
 def test_authorized_operations_are_everything_a_resource_supports(cluster: EmbeddedCluster, topic: str) -> None:
     """Asked for them (Metadata v8+, DescribeCluster, DescribeGroups v3+), a broker without an authorizer lists
     every operation a topic, the cluster or a group supports, as Kafka's does; not asked, none (None)."""

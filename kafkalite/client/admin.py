@@ -20,7 +20,7 @@ from kafkalite.client.arguments import (
 from kafkalite.client.config import admin_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.offsets import ListOffsetsResultInfo, list_offsets_once
-from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
+from kafkalite.client.transport import ClientTransport, ClusterLike, OneBlock, open_transport
 from kafkalite.common import errors
 from kafkalite.common.config import ConfigOp, config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
@@ -154,6 +154,8 @@ class _GroupAdmin:
         response says it or one of its `entries` (DescribeGroups and DeleteGroups answer per group, OffsetCommit
         per partition), as Kafka's admin client does: a group read just after its coordinator failed over meets
         several in a row."""
+        if not isinstance(group_id, str):
+            raise TypeError(f"{what}() takes a group id (str), not {type(group_id).__name__} {group_id!r}")
         async def attempt() -> tuple[int, Any]:
             coordinator = await self._coordinator_of(group_id)
             response = await self._transport.send(coordinator, request)
@@ -188,7 +190,7 @@ class _GroupAdmin:
     async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
         """State, assignor and members (with their assignments, for consumer groups) of each group."""
         described = {}
-        for group_id in topic_names(group_ids, "describe_groups()"):
+        for group_id in topic_names(group_ids, "describe_groups()", "group ids"):
             coordinator, response = await self._ask_coordinator(group_id, DescribeGroupsRequest([group_id]),
                                                                 "describe_groups", lambda r: r.groups)
             group = cast(DescribeGroupsResponse, response).groups[0]
@@ -203,7 +205,7 @@ class _GroupAdmin:
 
     async def delete_groups(self, group_ids: Sequence[str]) -> None:
         """Delete empty groups with their offsets (NON_EMPTY_GROUP while a group has members)."""
-        for group_id in topic_names(group_ids, "delete_groups()"):
+        for group_id in topic_names(group_ids, "delete_groups()", "group ids"):
             _, response = await self._ask_coordinator(group_id, DeleteGroupsRequest([group_id]), "delete_groups",
                                                       lambda r: r.results)
             result = cast(DeleteGroupsResponse, response).results[0]
@@ -244,6 +246,10 @@ class _GroupAdmin:
         `value` (epoch ms). Results are clamped to each partition's range. Returns the new offsets."""
         if spec not in RESET_SPECS:
             raise ValueError(f"reset spec must be one of {', '.join(RESET_SPECS)}, not {spec!r}")
+        if spec == "offset":
+            non_negative_int(value, "the offset to reset to")
+        elif spec == "shift" and not is_int(value):
+            raise TypeError(f"the shift must be an int, not {type(value).__name__} {value!r}")
         wanted = topic_partitions(partitions, "reset_group_offsets()")
         await self._require_empty(group_id)
         earliest = await self.list_offsets({tp: "earliest" for tp in wanted})
@@ -271,10 +277,12 @@ class Admin(_GroupAdmin):
                  **kwargs: Any) -> None:
         self.config = cfg = admin_config({**(config or {}), **kwargs})
         self._transport = open_transport(bootstrap, "admin", cfg["client.id"], cfg["request.timeout.ms"])
+        self._block = OneBlock()
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._timeout_ms: int = cfg["default.api.timeout.ms"]
 
     async def __aenter__(self) -> Admin:
+        self._block.enter(self._transport.name)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -19,19 +19,37 @@ def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def non_negative_int(value: Any, what: str) -> int:
-    """`value` if it is an int >= 0: TypeError naming `what` for another type, ValueError for a negative one."""
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+"""Kafka's int and long: partitions and leader epochs are the one, offsets and timestamps the other."""
+
+
+def non_negative_int(value: Any, what: str, most: int = INT64_MAX) -> int:
+    """`value` if it is an int from 0 to `most`: TypeError naming `what` for another type, ValueError for one out
+    of range (past a Kafka long it would fail only when a request is encoded, far from the call)."""
     if not is_int(value):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{what} must not be negative, got {value}")
+    if value > most:
+        raise ValueError(f"{what} must be at most {most}, got {value}")
+    return int(value)
+
+
+def checked_leader_epoch(value: Any, what: str) -> int:
+    """A leader epoch: an int from -1 (unknown) up."""
+    if not is_int(value):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not -1 <= value <= INT32_MAX:
+        raise ValueError(f"{what} must be -1 (unknown) or a leader epoch up to {INT32_MAX}, got {value}")
     return int(value)
 
 
 def topic_partition(value: Any, where: str) -> TopicPartition:
     """A TopicPartition, or the (topic, partition) pair it is: anything else is a TypeError naming `where`."""
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and is_int(value[1]):
-        return TopicPartition(value[0], non_negative_int(value[1], f"the partition of {value[0]!r} in {where}"))
+        return TopicPartition(value[0], non_negative_int(value[1], f"the partition of {value[0]!r} in {where}",
+                                                         INT32_MAX))
     raise TypeError(f"{where} takes a TopicPartition(topic, partition), not {value!r}")
 
 
@@ -46,11 +64,11 @@ def topic_partitions(values: Any, where: str) -> list[TopicPartition]:
     return [topic_partition(value, where) for value in collection(values, where, "TopicPartition")]
 
 
-def topic_names(values: Any, where: str) -> list[str]:
-    names = list(collection(values, where, "topic names"))
+def topic_names(values: Any, where: str, items: str = "topic names") -> list[str]:
+    names = list(collection(values, where, items))
     for name in names:
         if not isinstance(name, str):
-            raise TypeError(f"{where} takes topic names (str), not {type(name).__name__} {name!r}")
+            raise TypeError(f"{where} takes {items} (str), not {type(name).__name__} {name!r}")
     return names
 
 

@@ -136,7 +136,12 @@ def producer_config(values: Mapping[str, Any]) -> ClientConfig:
 
 
 def consumer_config(values: Mapping[str, Any]) -> ClientConfig:
-    return ClientConfig(CONSUMER_CONFIG_KEYS, "consumer", values)
+    config = ClientConfig(CONSUMER_CONFIG_KEYS, "consumer", values)
+    if config["heartbeat.interval.ms"] >= config["session.timeout.ms"]:  # as Kafka's consumer refuses it
+        raise InvalidConfigError(f"heartbeat.interval.ms ({config['heartbeat.interval.ms']}) must be lower than "
+                                 f"session.timeout.ms ({config['session.timeout.ms']}): the member would be dropped "
+                                 "between its heartbeats")
+    return config
 
 
 def admin_config(values: Mapping[str, Any]) -> ClientConfig:

@@ -49,12 +49,15 @@ from typing import Any, NamedTuple, TypeVar
 
 import trio
 
-from kafkalite.client.arguments import mapping, non_negative_int, topic_names, topic_partition, topic_partitions
+from kafkalite.client.arguments import (
+    checked_leader_epoch, mapping, non_negative_int, topic_names, topic_partition, topic_partitions,
+)
 from kafkalite.client.config import consumer_config
 from kafkalite.client.consumer_coordinator import ConsumerCoordinator, Listener, OffsetAndMetadata
+from kafkalite.client.in_flight import InFlight
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.offsets import ListOffsetsResultInfo, list_offsets_once
-from kafkalite.client.transport import ClientTransport, ClusterLike, open_transport
+from kafkalite.client.transport import ClientTransport, ClusterLike, OneBlock, open_transport
 from kafkalite.common import errors
 from kafkalite.common.errors import CorruptMessageError, KafkaError, OffsetOutOfRangeError, RequestTimedOutError
 from kafkalite.common.nursery import leave_nursery
@@ -158,6 +161,7 @@ class Consumer:
                  **kwargs: Any) -> None:
         self.config = cfg = consumer_config({**(config or {}), **kwargs})
         self._transport = open_transport(bootstrap, "consumer", cfg["client.id"], cfg["request.timeout.ms"])
+        self._block = OneBlock()
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
                                         allow_auto_topic_creation=cfg["allow.auto.create.topics"])
         self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
@@ -171,7 +175,9 @@ class Consumer:
         self._iterated: deque[ConsumerRecord] = deque()
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
+        self._closing = False  # from the start of __aexit__: calls under way end, saying why
         self._coordinator: ConsumerCoordinator | None = None
+        self._positions = InFlight[None]("looking up positions")
         if cfg["group.id"] is not None:
             if not cfg["group.id"]:
                 raise errors.InvalidGroupIdError("group.id must not be empty")
@@ -179,6 +185,7 @@ class Consumer:
                                                     self)
 
     async def __aenter__(self) -> Consumer:
+        self._block.enter(self._transport.name)
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self.metadata.refresh_when_old)
@@ -190,6 +197,7 @@ class Consumer:
                         tb: TracebackType | None) -> bool | None:
         """Leaving the block closes the consumer: a group member commits (enable.auto.commit) and leaves."""
         assert self._nursery is not None
+        self._closing = True
         if self._coordinator is not None and exc_type is None:
             with trio.move_on_after(self._api_timeout_s):
                 await self._coordinator.close()
@@ -239,7 +247,7 @@ class Consumer:
         coordinator.subscribe(names, compiled, {"on_assign": on_assign, "on_revoke": on_revoke, "on_lost": on_lost})
 
     async def unsubscribe(self) -> None:
-        """Leave the group and drop the assignment."""
+        """Revoke the assignment (on_revoke), leave the group and drop it."""
         await self._group_coordinator("unsubscribe()").unsubscribe()
 
     def subscription(self) -> set[str]:
@@ -313,12 +321,8 @@ class Consumer:
         OffsetAndMetadata carries it), the position is checked against the leader's log before the first fetch
         under a newer epoch, as a position the consumer read itself is (KIP-320); without, it is taken as given."""
         state = self._state(tp, "seek()")
-        position = non_negative_int(offset, "seek offset")
-        if isinstance(leader_epoch, bool) or not isinstance(leader_epoch, int):
-            raise TypeError(f"seek leader_epoch must be an int, not {type(leader_epoch).__name__}")
-        if leader_epoch < -1:
-            raise ValueError(f"seek leader_epoch must be -1 (unknown) or more, got {leader_epoch}")
-        self._move(state, position, None, leader_epoch)
+        self._move(state, non_negative_int(offset, "seek offset"), None,
+                   checked_leader_epoch(leader_epoch, "seek leader_epoch"))
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for state in self._states_of(partitions, "seek_to_beginning()"):
@@ -343,9 +347,12 @@ class Consumer:
         partition, REQUEST_TIMED_OUT otherwise.
         """
         state = self._state(tp, "position()")
+        if state.position is None:
+            self._check_open()
         with trio.move_on_after(self._api_timeout_s):
             while state.position is None:
-                await self._reset_positions()
+                self._check_open("position()")
+                await self._update_fetch_positions()
             return state.position
         if not self.metadata.lists(tp):
             raise self.metadata.missing(f"partition {tp}", self._api_timeout_s)
@@ -403,6 +410,17 @@ class Consumer:
         """The high watermark the last fetch of `tp` reported, or None before one returned."""
         hw = self._state(tp, "highwater()").high_watermark
         return hw if hw >= 0 else None
+
+    async def _update_fetch_positions(self) -> None:
+        """Kafka's updateFetchPositions: partitions without a position start at the group's committed offsets,
+        the rest where auto.offset.reset (or a seek to either end) says; in flight, so that polls with a short
+        timeout get there (`InFlight`)."""
+        await self._positions.wait(self._nursery, self._fetch_positions)
+
+    async def _fetch_positions(self) -> None:
+        if self._coordinator is not None:
+            await self._coordinator.fetch_committed_positions()
+        await self._reset_positions()
 
     def _resettable(self) -> bool:
         """Whether a partition waits for a position that a ListOffsets to its known leader can give."""
@@ -494,9 +512,16 @@ class Consumer:
         """
         return await self._poll_with(timeout, self._drain_batches)
 
-    async def _poll_with(self, timeout: float, drain: Callable[[], list[_Drained]]) -> list[_Drained]:
-        if self._nursery is None:
+    def _check_open(self, under_way: str | None = None) -> None:
+        """RuntimeError unless the consumer is open; `under_way`: the call in progress, which its closing ends."""
+        if under_way is not None and self._closing:
+            raise RuntimeError(f"{self._transport.name} closed while {under_way} was under way: its `async with` "
+                               "block ended")
+        if self._nursery is None or self._closing:
             raise RuntimeError("the consumer is not open: use `async with Consumer(...)`")
+
+    async def _poll_with(self, timeout: float, drain: Callable[[], list[_Drained]]) -> list[_Drained]:
+        self._check_open()
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise TypeError(f"poll timeout must be a number of seconds, not {type(timeout).__name__}")
         if not timeout >= 0:  # NaN fails this too
@@ -514,6 +539,7 @@ class Consumer:
         coordinator = self._coordinator
         with trio.move_on_after(timeout):
             while True:
+                self._check_open("poll()")
                 if coordinator is not None:
                     await coordinator.handle_lost_partitions()
                     await coordinator.poll()
@@ -523,7 +549,7 @@ class Consumer:
                     return records
                 self._raise_pending_error()
                 if self._resettable():
-                    await self._reset_positions()
+                    await self._update_fetch_positions()
                     continue
                 self._data_arrived = trio.Event()
                 wake_at = self._send_fetches()

@@ -35,7 +35,9 @@ from typing import Any, Protocol
 
 import trio
 
+from kafkalite.client.arguments import checked_leader_epoch, non_negative_int
 from kafkalite.client.assignors import ASSIGNORS, COOPERATIVE, rebalance_protocol
+from kafkalite.client.in_flight import InFlight
 from kafkalite.client.metadata import ClusterMetadata
 from kafkalite.client.transport import ClientTransport
 from kafkalite.common import errors
@@ -49,7 +51,7 @@ from kafkalite.network.requests import (
     NO_GENERATION, FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
     JoinGroupProtocol, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, MemberIdentity, MetadataBroker,
     OffsetCommitPartition, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    Request, SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse,
+    MetadataResponse, Request, SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse,
 )
 
 log = logging.getLogger(__name__)
@@ -64,9 +66,19 @@ class PollIntervalExceededError(UnknownMemberIdError):
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
+    """An offset to commit (the next one to read), with its metadata and the leader epoch of the record before it;
+    checked here, so that a float offset is not committed (a group would then skip a record) and a string fails
+    at the call, not inside the coordinator."""
+
     offset: int
     metadata: str | None = None
     leader_epoch: int = -1
+
+    def __post_init__(self) -> None:
+        non_negative_int(self.offset, "OffsetAndMetadata offset")
+        if self.metadata is not None and not isinstance(self.metadata, str):
+            raise TypeError(f"OffsetAndMetadata metadata must be a str or None, not {type(self.metadata).__name__}")
+        checked_leader_epoch(self.leader_epoch, "OffsetAndMetadata leader_epoch")
 
 
 # What a coordinator error means for the member: find the coordinator again, retry, or rejoin as who.
@@ -79,15 +91,6 @@ RESET_MEMBER_ERRORS = frozenset({errors.UNKNOWN_MEMBER_ID})
 
 IMMEDIATE_REJOIN_ERRORS = frozenset({errors.MEMBER_ID_REQUIRED, errors.REBALANCE_IN_PROGRESS,
                                      errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION})
-
-
-class _JoinRound:
-    """One JoinGroup-and-SyncGroup round under way: the assignment it got, or the error that ended it."""
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.assignment: set[TopicPartition] = set()
-        self.error: KafkaError | None = None
 
 
 class GroupMember(Protocol):
@@ -178,10 +181,12 @@ class ConsumerCoordinator:
         self._auto_committing = False
         self._last_poll = 0.0
         self._polling = 0
-        self._pending_error: KafkaError | None = None
+        self._pending_error: Exception | None = None  # raised from the next poll
         self._lost_pending = False  # the group dropped this member; its partitions await on_lost
         self._heartbeat_wake = trio.Event()
-        self._join: _JoinRound | None = None
+        self._join = InFlight[set[TopicPartition]]("joining the group")
+        self._commit_before_join = InFlight[None]("the commit before rebalancing")
+        self._pattern_listing = InFlight[MetadataResponse]("listing the topics the pattern may match")
         self._nursery: trio.Nursery | None = None
 
     # -- subscription ---------------------------------------------------------------------------------------
@@ -200,6 +205,11 @@ class ConsumerCoordinator:
         self._rejoin_needed = True
 
     async def unsubscribe(self) -> None:
+        """Kafka's onLeavePrepare, then leave: the partitions the group gave are revoked first, so that an
+        application committing in on_revoke (at-least-once) commits what it processed."""
+        owned = self._consumer.assignment()
+        if self.subscribed and owned:
+            await self._call("on_revoke", owned)
         await self.maybe_leave_group("the consumer unsubscribed")
         self._topics, self._pattern = set(), None
         self._consumer._set_assignment(set())
@@ -216,7 +226,7 @@ class ConsumerCoordinator:
         now = trio.current_time()
         if self._pattern is None or self._topics and now < self._pattern_listed_at + self.metadata.max_age_s:
             return
-        response = await self.metadata.fetch(None)
+        response = await self._pattern_listing.wait(self._nursery, lambda: self.metadata.fetch(None))
         self._pattern_listed_at = now
         matched = {t.name for t in response.topics if t.error_code == 0 and t.name not in INTERNAL_TOPICS
                    and self._pattern.fullmatch(t.name)}
@@ -246,8 +256,6 @@ class ConsumerCoordinator:
             self._check_partition_counts()
             if self._rejoin_needed or not self.stable:
                 await self._ensure_active_group()
-        else:  # assigned by hand: still resumes from the group's commits, as Kafka's consumer does
-            await self._fetch_committed_positions()
         now = trio.current_time()
         if self._next_auto_commit is None:
             self._next_auto_commit = now + self._auto_commit_interval_s
@@ -318,35 +326,19 @@ class ConsumerCoordinator:
     # -- joining --------------------------------------------------------------------------------------------
 
     async def _ensure_active_group(self) -> None:
-        """Rejoin: callbacks run here, in poll(); the JoinGroup and SyncGroup run in a task of the consumer's,
-        which a poll that times out leaves running for the next poll to pick up, as Kafka's consumer leaves
-        its join in flight, rather than abandoning a request the coordinator would answer anyway."""
+        """Rejoin: callbacks run here, in poll(); the JoinGroup and SyncGroup run in flight (`InFlight`)."""
         await self._prepare_join()
-        if self._join is None:
-            self._join = _JoinRound()
-            assert self._nursery is not None, "the consumer is not open"
-            self._nursery.start_soon(self._join_group, self._join)
-        join = self._join
-        await join.done.wait()
-        self._join = None
-        if join.error is not None:
-            raise join.error
-        await self._on_join_complete(join.assignment)
+        await self._on_join_complete(await self._join.wait(self._nursery, self._join_group))
 
-    async def _join_group(self, join: _JoinRound) -> None:
-        try:
-            while True:
-                try:
-                    join.assignment = await self._join_and_sync()
-                    return
-                except KafkaError as exc:
-                    if not self._handle_join_error(exc.error):
-                        join.error = exc
-                        return
-                    if exc.error not in IMMEDIATE_REJOIN_ERRORS:
-                        await trio.sleep(self._retry_backoff_s)
-        finally:
-            join.done.set()
+    async def _join_group(self) -> set[TopicPartition]:
+        while True:
+            try:
+                return await self._join_and_sync()
+            except KafkaError as exc:
+                if not self._handle_join_error(exc.error):
+                    raise
+                if exc.error not in IMMEDIATE_REJOIN_ERRORS:
+                    await trio.sleep(self._retry_backoff_s)
 
     async def _prepare_join(self) -> None:
         """Once per rebalance (Kafka's onJoinPrepare): commit what was consumed, and, eager, revoke it all."""
@@ -355,7 +347,8 @@ class ConsumerCoordinator:
         owned = self._consumer.assignment()
         self._owned_before_join = owned if self.protocol == COOPERATIVE else set(owned)
         if self.stable and owned and self._auto_commit:
-            await self._commit_quietly("commit before rebalancing")
+            await self._commit_before_join.wait(self._nursery,
+                                                lambda: self._commit_quietly("commit before rebalancing"))
         self.stable = False
         if self.protocol != COOPERATIVE and owned:
             await self._call("on_revoke", owned)
@@ -374,8 +367,8 @@ class ConsumerCoordinator:
             return True
         return self._handle_coordinator_error(error)
 
-    async def _join_and_sync(self) -> set[TopicPartition] | None:
-        """One JoinGroup and SyncGroup; the assignment, or None if the round must be tried again."""
+    async def _join_and_sync(self) -> set[TopicPartition]:
+        """One JoinGroup and SyncGroup; the assignment."""
         owned = self._consumer.assignment() if self.protocol == COOPERATIVE else self._owned_before_join
         subscription = encode_subscription(Subscription(tuple(sorted(self._topics)), None,
                                                         tuple(sorted(owned)), self.generation))
@@ -428,10 +421,10 @@ class ConsumerCoordinator:
         self.stable = True
         self._heartbeat_wake.set()
         await self._call("on_assign", added)
-        await self._fetch_committed_positions()
 
-    async def _fetch_committed_positions(self) -> None:
-        """Start each newly assigned partition at its committed offset; without one, auto.offset.reset decides."""
+    async def fetch_committed_positions(self) -> None:
+        """Start each newly assigned partition at its committed offset; without one, auto.offset.reset decides.
+        A consumer that assigns partitions by hand resumes from the group's commits too, as Kafka's does."""
         needed = [tp for tp in self._consumer.assignment() if self._consumer._needs_position(tp)]
         if not needed:
             return
@@ -562,7 +555,10 @@ class ConsumerCoordinator:
                 if on_complete is None:
                     log.warning("%s: asynchronous commit failed: %s", self.transport.name, exc)
             if on_complete is not None:
-                on_complete(error)
+                try:
+                    on_complete(error)
+                except Exception as exc:  # the application's error, raised from its next poll, as Kafka's
+                    self._pending_error = exc
 
         self._nursery.start_soon(commit)
 

@@ -135,8 +135,8 @@ class ClusterMetadata:
         while True:
             due = max(self._updated_at, started) + self.max_age_s
             if self._incomplete_answers:
-                due = min(due, self._updated_at + min(self.retry_backoff_s * 2 ** (self._incomplete_answers - 1),
-                                                      INCOMPLETE_REFRESH_MAX_S))
+                doublings = min(self._incomplete_answers - 1, 32)  # the count grows for as long as a topic is missing
+                due = min(due, self._updated_at + min(self.retry_backoff_s * 2 ** doublings, INCOMPLETE_REFRESH_MAX_S))
             if trio.current_time() < due:
                 self._sooner = sooner = trio.Event()
                 with trio.move_on_at(due):

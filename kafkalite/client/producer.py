@@ -25,11 +25,11 @@ from typing import Any, NamedTuple, cast
 
 import trio
 
-from kafkalite.client.arguments import is_int
+from kafkalite.client.arguments import INT64_MAX, is_int
 from kafkalite.client.config import producer_config
 from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.partitioner import StickyPartitioner, partition_for_key
-from kafkalite.client.transport import ClientTransport, ClusterLike, RequestStream, open_transport
+from kafkalite.client.transport import ClientTransport, ClusterLike, OneBlock, RequestStream, open_transport
 from kafkalite.common import errors
 from kafkalite.common.clock import now_ms
 from kafkalite.common.errors import KafkaError, MessageTooLargeError, OutOfOrderSequenceNumberError, \
@@ -105,6 +105,8 @@ def _check_timestamp(timestamp: object) -> None:
         raise TypeError(f"timestamp must be an int (epoch milliseconds) or None, not {type(timestamp).__name__}")
     if timestamp < 0:
         raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be non-negative or null.")
+    if timestamp > INT64_MAX:
+        raise ValueError(f"timestamp {timestamp} is past a Kafka long ({INT64_MAX})")
 
 
 class RecordMetadata(NamedTuple):
@@ -321,6 +323,7 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
+        self._block = OneBlock()
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
                                         allow_auto_topic_creation=True)  # as Kafka's producer always asks
         self._topics = self.metadata.topics  # updated in place by every refresh
@@ -378,6 +381,7 @@ class Producer:
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Producer:
+        self._block.enter(self._transport.name)
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         self._nursery.start_soon(self._timer.run)
@@ -455,7 +459,7 @@ class Producer:
         batch = queue.open if queue is not None else None
         stamped = timestamp is not None or (batch is not None and batch.timestamps is not None)
         if stamped:
-            if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
+            if timestamp is not None and (type(timestamp) is not int or not 0 <= timestamp <= INT64_MAX):
                 _check_timestamp(timestamp)
             size += _STAMPED_DELTA  # a delta from a timestamp of the record's own, or from another record's
             if batch is not None and batch.timestamps is None:  # the batch's earlier records get deltas too

@@ -48,6 +48,19 @@ class ClusterLike(Protocol):
     def broker_ids(self) -> list[int]: ...
 
 
+class OneBlock:
+    """A client serves one `async with` block: entered again, nested or after the first block ended, it would find
+    its background tasks still running or gone for good (a producer took records it never sent), so it refuses."""
+
+    def __init__(self) -> None:
+        self._entered = False
+
+    def enter(self, name: str) -> None:
+        if self._entered:
+            raise RuntimeError(f"{name} was opened already: a client serves one `async with` block; make a new one")
+        self._entered = True
+
+
 class ClientTransport(ABC):
     """Sends requests to brokers by node; tracks requests in flight per node to pick the least loaded one."""
 

@@ -369,10 +369,15 @@ class _Config(Mapping[str, Any]):
         parsed: dict[str, Any] = {name: key.default for name, key in self._keys.items()}
         parsed.update(defaults or {})
         self._overrides: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
         for given, value in (values or {}).items():
             name = names.get(given)
             if name is None:
                 raise InvalidConfigError(f"Unknown {self._kind} config name: {given}")
+            if name in spelled:  # "linger.ms" and "linger_ms": which was meant?
+                raise InvalidConfigError(f"{spelled[name]!r} and {given!r} both set {self._kind} config {name}; "
+                                         "give it once")
+            spelled[name] = given
             parsed[name] = self._overrides[name] = self._keys[name].parse(value)
         self._values = parsed
 

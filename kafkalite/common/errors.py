@@ -153,6 +153,8 @@ INVALID_PRODUCER_EPOCH = _define(47, "INVALID_PRODUCER_EPOCH", False,
                                  "Producer attempted to produce with an old epoch.")
 INVALID_TXN_STATE = _define(48, "INVALID_TXN_STATE", False,
                             "The producer attempted a transactional operation in an invalid state.")
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = _define(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False,
+                                                "Transactional Id authorization failed.")
 SECURITY_DISABLED = _define(54, "SECURITY_DISABLED", False, "Security features are disabled.")
 KAFKA_STORAGE_ERROR = _define(56, "KAFKA_STORAGE_ERROR", True, "Disk error when trying to access log file on disk.")
 UNKNOWN_PRODUCER_ID = _define(59, "UNKNOWN_PRODUCER_ID", False,

@@ -375,8 +375,8 @@ class GroupCoordinator:
                                    client_host: str) -> JoinGroupResponse:
         member_id = self._new_member_id(client_id)
         instance_id = request.group_instance_id
-        if instance_id is not None:
-            old_member_id = group.static_members.get(instance_id)
+        if instance_id is not None or not request.require_known_member_id:
+            old_member_id = group.static_members.get(instance_id) if instance_id is not None else None
             if old_member_id is not None:
                 return await self._replace_static_member(group, instance_id, old_member_id, member_id, protocols)
             member = MemberMetadata(member_id, instance_id, client_id, client_host, request.rebalance_timeout_ms,

@@ -791,7 +791,8 @@ class IncrementalAlterConfigsResponse(Response):
 # ---------------------------------------------------------------------------------------------------------------
 # Consumer groups and committed offsets (served by the group coordinator of each group)
 
-GROUP_KEY_TYPE = 0  # FindCoordinator for a group; 1 (transactions) is not served
+GROUP_KEY_TYPE = 0  # FindCoordinator for a group
+TRANSACTION_KEY_TYPE = 1  # for a transactional id: not served
 NO_GENERATION = -1  # an OffsetCommit from outside group management (assign() or an admin)
 
 
@@ -828,6 +829,7 @@ class JoinGroupRequest(Request):
     protocols: list[JoinGroupProtocol]
     group_instance_id: str | None = None  # static membership (KIP-345)
     reason: str | None = None
+    require_known_member_id: bool = True  # KIP-394: False for Kafka's JoinGroup below v4, whose clients join at once
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.coordinator import GroupCoordinator
 from kafkalite.network.requests import (
     GROUP_KEY_TYPE,
+    TRANSACTION_KEY_TYPE,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
@@ -103,6 +104,9 @@ CLUSTER_ID = "kafkalite"
 METADATA_CHUNK = 1000  # topics answered between two checkpoints
 MAX_PRODUCER_ID = (1 << 63) - 1
 MAX_PRODUCER_EPOCH = (1 << 15) - 1  # an int16 on Kafka's wire
+# A transactional producer is told what Kafka tells one whose transactional id it may not use: the one answer that
+# every client (librdkafka too, which retries any other error at FindCoordinator for ever) takes as final.
+_NO_TXN = "kafkalite has no transactions: leave transactional.id unset (an idempotent producer works)"
 
 
 ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
@@ -540,8 +544,7 @@ class KafkaApis:
         and are refused with INVALID_PRODUCER_EPOCH (KIP-360).
         """
         if request.transactional_id is not None:
-            return InitProducerIdResponse(errors.INVALID_REQUEST.code,
-                                          error_message="transactions are not supported; use a null transactional id")
+            return InitProducerIdResponse(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code, error_message=_NO_TXN)
         producer_id, epoch = request.producer_id, request.producer_epoch
         if not (-1 <= producer_id <= MAX_PRODUCER_ID and -1 <= epoch <= MAX_PRODUCER_EPOCH) \
                 or (producer_id < 0) != (epoch < 0):
@@ -571,6 +574,8 @@ class KafkaApis:
         COORDINATOR_NOT_AVAILABLE while that partition has no live leader: the client asks again after its
         backoff, as it does when Kafka creates the topic.
         """
+        if request.key_type == TRANSACTION_KEY_TYPE:
+            return FindCoordinatorResponse(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code, error_message=_NO_TXN)
         if request.key_type != GROUP_KEY_TYPE:
             return FindCoordinatorResponse(errors.INVALID_REQUEST.code, error_message=(
                 f"key type {request.key_type} is not served: only group coordinators ({GROUP_KEY_TYPE}); "

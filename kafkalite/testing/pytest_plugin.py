@@ -60,8 +60,15 @@ def _shape(request: pytest.FixtureRequest) -> _Shape:
     unknown = set(kwargs) - set(_Shape._fields)
     if marker is not None and (marker.args or unknown):
         pytest.fail(f"@pytest.mark.kafkalite takes only keywords {', '.join(_Shape._fields)}", pytrace=False)
-    return _Shape(kwargs.get("brokers", DEFAULT_BROKERS), kwargs.get("topics") or {}, kwargs.get("config") or {},
-                  kwargs.get("seed"))
+    topics, config = kwargs.get("topics") or {}, kwargs.get("config") or {}
+    if not isinstance(topics, Mapping) or not all(isinstance(name, str) and type(count) is int
+                                                  for name, count in topics.items()):
+        pytest.fail(f"@pytest.mark.kafkalite(topics=...) maps each topic name to its partition count, as "
+                    f"{{'orders': 6}}; got {topics!r}", pytrace=False)
+    if not isinstance(config, Mapping):
+        pytest.fail(f"@pytest.mark.kafkalite(config=...) maps broker config names to values; got {config!r}",
+                    pytrace=False)
+    return _Shape(kwargs.get("brokers", DEFAULT_BROKERS), topics, config, kwargs.get("seed"))
 
 
 def watchdog_options(node: pytest.Item) -> dict[str, Any]:
@@ -75,10 +82,15 @@ def watchdog_options(node: pytest.Item) -> dict[str, Any]:
 
 
 def _create_missing(cluster: EmbeddedCluster, shape: _Shape) -> None:
+    """The marker's topics; one the shared cluster has already must have the partitions the marker asks for."""
     existing = set(cluster.topics())
     for name, partitions in shape.topics.items():
         if name not in existing:
             cluster.create_topic(name, partitions, shape.replication_factor)
+        elif (found := len(cluster.describe_topic(name))) != partitions:
+            pytest.fail(f"@pytest.mark.kafkalite(topics=...) asks for {partitions} partitions of {name!r}, which "
+                        f"the shared cluster already has with {found}: another test made it; give this one "
+                        "another name", pytrace=False)
 
 
 @pytest.fixture

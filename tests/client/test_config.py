@@ -36,6 +36,23 @@ def test_bad_configs_are_rejected_by_name(client: type, config: dict[str, object
         client(BOOTSTRAP, config)
 
 
+def test_a_heartbeat_must_come_within_the_session() -> None:
+    """As Kafka's consumer: else the member would be dropped from its group between two heartbeats."""
+    with pytest.raises(InvalidConfigError, match=r"heartbeat\.interval\.ms \(3000\) must be lower than "
+                                                 r"session\.timeout\.ms \(3000\)"):
+        Consumer(BOOTSTRAP, {"session.timeout.ms": 3000})
+    assert Consumer(BOOTSTRAP, {"session.timeout.ms": 3000, "heartbeat.interval.ms": 1000}).config[
+        "heartbeat.interval.ms"] == 1000
+
+
+def test_one_setting_given_in_both_spellings_is_refused() -> None:
+    """Python's keyword spelling and Kafka's: which was meant? The later one won, silently."""
+    with pytest.raises(InvalidConfigError, match="'linger.ms' and 'linger_ms' both set producer config linger.ms"):
+        Producer(BOOTSTRAP, {"linger.ms": 5, "linger_ms": 50})
+    with pytest.raises(InvalidConfigError, match="both set consumer config max.poll.records"):
+        Consumer(BOOTSTRAP, {"max.poll.records": 5}, max_poll_records=50)
+
+
 def test_idempotence_yields_to_acks_unless_asked_for() -> None:
     assert not Producer(BOOTSTRAP, acks=1).idempotent
     with pytest.raises(InvalidConfigError, match="enable.idempotence"):

@@ -477,7 +477,9 @@ async def test_an_unreachable_bootstrap_server_is_named_by_poll(autojump_clock: 
     (lambda c: c.seek(TP, "5"), TypeError, "seek offset must be an int, not str"),
     (lambda c: c.seek(TP, -1), ValueError, "seek offset must not be negative, got -1"),
     (lambda c: c.seek(TP, 5, leader_epoch="3"), TypeError, "seek leader_epoch must be an int, not str"),
-    (lambda c: c.seek(TP, 5, leader_epoch=-2), ValueError, r"seek leader_epoch must be -1 \(unknown\) or more, got -2"),
+    (lambda c: c.seek(TP, 5, leader_epoch=-2), ValueError, r"seek leader_epoch must be -1 \(unknown\) or a leader"),
+    (lambda c: c.seek(TP, 1 << 63), ValueError, "seek offset must be at most 9223372036854775807, got 92"),
+    (lambda c: c.assign([("events", 1 << 31)]), ValueError, "the partition of 'events' in assign.. must be at most"),
     (lambda c: c.seek("events", 5), TypeError, r"seek\(\) takes a TopicPartition\(topic, partition\), not 'events'"),
     (lambda c: c.seek(TopicPartition("other", 0), 5), ValueError, "seek\\(\\): other-0 is not assigned"),
     (lambda c: c.seek_to_beginning(TP), TypeError, "seek_to_beginning\\(\\) takes a collection of TopicPartition"),
@@ -493,6 +495,19 @@ def test_wrong_arguments_say_what_was_expected(call: Any, error: type, message: 
     with pytest.raises(error, match=message):
         call(consumer)
     assert consumer.assignment() == {TP}
+
+
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    ((2.5,), TypeError, "OffsetAndMetadata offset must be an int, not float"),  # committed, a group skipped offset 2
+    (("5",), TypeError, "OffsetAndMetadata offset must be an int, not str"),
+    ((1 << 64,), ValueError, "OffsetAndMetadata offset must be at most 9223372036854775807"),
+    ((5, 7), TypeError, "OffsetAndMetadata metadata must be a str or None, not int"),
+    ((5, None, "3"), TypeError, "OffsetAndMetadata leader_epoch must be an int, not str"),
+    ((5, None, -2), ValueError, r"OffsetAndMetadata leader_epoch must be -1 \(unknown\)"),
+])
+def test_offsets_to_commit_are_checked_when_made(arguments: tuple[Any, ...], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        OffsetAndMetadata(*arguments)
 
 
 def test_an_empty_group_id_is_refused() -> None:

@@ -112,3 +112,46 @@ async def test_a_failing_background_task_of_the_consumer_surfaces(autojump_clock
         async with consumer:
             consumer.assign([TopicPartition("t", 0)])
             await consumer.poll(10)
+
+
+@pytest.mark.parametrize("client", [Producer, Consumer, Admin])
+async def test_a_client_opens_once(autojump_clock: Any, cluster: Cluster, client: type) -> None:
+    """A second `async with`, nested or after the first, is refused in words: before, a producer opened again
+    took records it never sent, and a nested block corrupted Trio's cancel scopes and took the cluster down."""
+    opened = client(cluster)
+    async with opened:
+        with pytest.raises(RuntimeError, match="was opened already: a client serves one `async with` block"):
+            async with opened:
+                pass
+    with pytest.raises(RuntimeError, match="was opened already"):
+        async with opened:
+            pass
+    async with client(cluster):  # a new one serves
+        await trio.sleep(1)
+
+
+@pytest.mark.parametrize("group", [None, "g"])
+async def test_a_poll_under_way_when_its_consumer_closes_says_so(autojump_clock: Any, cluster: Cluster,
+                                                                 group: str | None) -> None:
+    """A poll in another task ends when the block does, in words (it failed on an internal assertion)."""
+    await cluster.create_topic("t")
+    outcome: list[str] = []
+    async with trio.open_nursery() as nursery:
+        async with Consumer(cluster, {"group.id": group}) as consumer:
+            if group:
+                consumer.subscribe(["t"])
+            else:
+                consumer.assign([TopicPartition("t", 0)])
+
+            async def poll() -> None:
+                try:
+                    await consumer.poll(30)
+                except RuntimeError as exc:
+                    outcome.append(str(exc))
+
+            nursery.start_soon(poll)
+            await trio.sleep(1)
+        started = trio.current_time()
+    assert trio.current_time() == started  # the poll ended with the block, not at its timeout
+    assert len(outcome) == 1 and outcome[0].endswith(" closed while poll() was under way: its `async with` block "
+                                                      "ended")

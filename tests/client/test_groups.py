@@ -525,11 +525,16 @@ async def test_commit_and_committed_retry_coordinator_errors_and_raise_the_other
 
 async def test_an_unsubscribed_consumer_leaves_the_group_and_its_partitions_move(autojump_clock: Any,
                                                                                 cluster: Cluster) -> None:
+    """As Kafka's: on_revoke first, with what a owned, so that an application committing there loses nothing."""
     async with member(cluster, "a") as a, member(cluster, "b") as b:
-        a.subscribe(["events"])
+        revoked: list[set[TopicPartition]] = []
+        a.subscribe(["events"], on_revoke=revoked.append)
         b.subscribe(["events"])
         await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        owned = a.assignment()
+        revoked.clear()  # the rebalance when b joined revoked a's partitions once already
         await a.unsubscribe()
+        assert revoked == [owned]
         assert a.assignment() == set() and a.subscription() == set()
         await poll_until([a, b], lambda: b.assignment() == ALL, timeout=3)  # a left: no wait for its session to end
         assert a.assignment() == set()  # polling did not make it rejoin
@@ -640,6 +645,14 @@ async def test_admin_lists_describes_resets_and_deletes_groups(autojump_clock: A
         assert (await admin.list_group_offsets("g"))[tp0].committed == 0
         with pytest.raises(ValueError, match="reset spec"):
             await admin.reset_group_offsets("g", [tp0], "yesterday")
+        with pytest.raises(TypeError, match="the shift must be an int, not str '2'"):
+            await admin.reset_group_offsets("g", [tp0], "shift", "2")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="the offset to reset to must not be negative"):
+            await admin.reset_group_offsets("g", [tp0], "offset", -1)
+        with pytest.raises(TypeError, match=r"describe_groups\(\) takes a collection of group ids, not str"):
+            await admin.describe_groups("g")
+        with pytest.raises(TypeError, match=r"list_group_offsets\(\) takes a group id \(str\), not int 5"):
+            await admin.list_group_offsets(5)  # type: ignore[arg-type]
         await admin.delete_groups(["g"])
         assert await admin.list_group_offsets("g") == {}
         with pytest.raises(GroupIdNotFoundError):

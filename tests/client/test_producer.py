@@ -375,6 +375,7 @@ async def test_a_batch_size_above_max_request_size_still_sends_whole_batches(
     ({"headers": {"trace": b"x"}}, TypeError, "headers must be a sequence of .* pairs, not dict"),
     ({"timestamp": "5"}, TypeError, "timestamp must be an int .* not str"),
     ({"timestamp": -5}, ValueError, "Invalid timestamp: -5"),
+    ({"timestamp": 1 << 63}, ValueError, "timestamp 9223372036854775808 is past a Kafka long"),  # killed the sender
 ])
 async def test_send_rejects_arguments_of_the_wrong_type_at_once(
         autojump_clock: Any, cluster: Cluster, arguments: dict[str, Any], error: type, message: str) -> None:

@@ -72,7 +72,8 @@ async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, c
     before = state(cluster, coordinator)
     cases = [
         (FindCoordinatorRequest(""), errors.INVALID_GROUP_ID),
-        (FindCoordinatorRequest("g", 1), errors.INVALID_REQUEST),
+        (FindCoordinatorRequest("g", 1), errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),  # no transactions
+        (FindCoordinatorRequest("g", 2), errors.INVALID_REQUEST),
         (join_request(""), errors.INVALID_GROUP_ID),
         (join_request("g", session_timeout_ms=10), errors.INVALID_SESSION_TIMEOUT),
         (join_request("g", session_timeout_ms=10**8), errors.INVALID_SESSION_TIMEOUT),

@@ -33,6 +33,9 @@ SAFETY_TIMEOUT = 20
 TOPIC = "orders"
 
 
+PRODUCE = 7  # what produce_frame sends: the newest version before the flexible ones, so `with_version` can relabel it
+
+
 def request_frame(api_key: int, version: int | None = None, **fields: object) -> bytes:
     """A well-formed request frame for `api_key` (its fields' defaults unless given), length prefix included."""
     api = APIS[api_key]
@@ -41,8 +44,8 @@ def request_frame(api_key: int, version: int | None = None, **fields: object) ->
     return bytes(request.encode(header=True, framed=True))
 
 
-def produce_frame(batch: bytes, acks: int = -1) -> bytes:
-    return request_frame(0, acks=acks, timeout_ms=5000, transactional_id=None, topic_data=[
+def produce_frame(batch: bytes, acks: int = -1, version: int = PRODUCE) -> bytes:
+    return request_frame(0, version, acks=acks, timeout_ms=5000, transactional_id=None, topic_data=[
         entry(ProduceRequest, "TopicProduceData", name=TOPIC, partition_data=[
             entry(ProduceRequest, "TopicProduceData.PartitionProduceData", index=0, records=batch)])])
 
@@ -257,6 +260,44 @@ def commit(generation: int, member_id: str, offset: int) -> dict[str, object]:
 
 FETCH_PARTITION_0 = dict(group_id=GROUP, topics=[
     entry(OffsetFetchRequest, "OffsetFetchRequestTopic", name=TOPIC, partition_indexes=[0])])
+
+
+async def test_the_versions_kafka_python_sends_when_pinned_to_a_kafka_2_release() -> None:
+    """kafka-python with api_version pinned sends its release's versions without asking: a JoinGroup below v4
+    joins at once under the id the answer gives (no MEMBER_ID_REQUIRED, which those clients do not know), SyncGroup
+    v0, InitProducerId v3 with the producer's id and epoch bumps the epoch (KIP-360), and Produce v8-9 (flexible)
+    answer with the error message."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=3) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            port = (await call(kafka_port(cluster, 1), 10, 2, key=GROUP, key_type=0)).port
+            joined = await call(port, 11, 2, **join(""))
+            assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, joined.member_id)
+            assert joined.member_id and len(joined.members) == 1
+            assignment = encode_assignment(Assignment((TopicPartition(TOPIC, 0),)))
+            synced = await call(port, 14, 0, group_id=GROUP, generation_id=1, member_id=joined.member_id,
+                                assignments=[entry(SyncGroupRequest, "SyncGroupRequestAssignment",
+                                                   member_id=joined.member_id, assignment=assignment)])
+            assert (synced.error_code, synced.assignment) == (0, assignment)
+
+            leader = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            first = await call(leader, 22, 2, transactional_id=None, transaction_timeout_ms=60000)
+            assert first.error_code == 0 and first.producer_epoch == 0
+            bumped = await call(leader, 22, 3, transactional_id=None, transaction_timeout_ms=60000,
+                                producer_id=first.producer_id, producer_epoch=first.producer_epoch)
+            assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, first.producer_id, 1)
+
+            for version, expected_offset in ((8, 0), (9, 1)):
+                [answer] = await exchange(leader, produce_frame(kafka_batch(b"v%d" % version), version=version))
+                header = 5 if APIS[0].request.flexible_version_q(version) else 4
+                partition = ProduceResponse.decode(answer[header:], version=version).responses[0].partition_responses[0]
+                assert (partition.error_code, partition.base_offset) == (0, expected_offset)
+            corrupt = bytearray(kafka_batch(b"bad"))
+            corrupt[-1] ^= 0xFF
+            [answer] = await exchange(leader, produce_frame(bytes(corrupt), version=9))
+            partition = ProduceResponse.decode(answer[5:], version=9).responses[0].partition_responses[0]
+            assert partition.error_code == errors.CORRUPT_MESSAGE.code
+            assert "is corrupt (stored crc" in partition.error_message
 
 
 async def test_group_apis_answer_errors_as_kafka_does() -> None:

@@ -63,6 +63,16 @@ def test_session_cluster_cannot_be_reshaped(kafkalite_cluster_session):
     pass
 
 
+@pytest.mark.kafkalite(topics={"shared": 4})
+def test_session_topic_made_with_other_partitions(kafkalite_cluster_session):
+    pass
+
+
+@pytest.mark.kafkalite(topics=["events"])
+def test_topics_not_a_mapping(kafkalite_cluster):
+    pass
+
+
 @pytest.mark.kafkalite(brokers=2, topics={"t": 1})
 async def test_async_cluster(kafkalite_cluster_async):
     assert kafkalite_cluster_async.live_broker_ids == [1, 2]
@@ -75,8 +85,11 @@ def test_fixtures_work_without_a_conftest(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ntrio_mode = true\n")
     pytester.makepyfile(test_project=PROJECT_TESTS)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=8, errors=1)
+    result.assert_outcomes(passed=8, errors=3)
     result.stdout.fnmatch_lines(["*kafkalite_cluster_session is shared by every test: only topics= can shape it*"])
+    result.stdout.fnmatch_lines(["*asks for 4 partitions of 'shared', which the shared cluster already has with 1*"])
+    result.stdout.fnmatch_lines(["*topics=...) maps each topic name to its partition count, as {'orders': 6}; "
+                                 "got *'events'*"])
 
 
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:

@@ -3,7 +3,8 @@
 The coordinator is the leader of the group's `__consumer_offsets` partition, advertised at its KAFKA endpoint;
 the topic is created on the first request, and until its partition has a live leader the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry after their backoff. Only group coordinators (key type 0) are
-served: a transaction coordinator (type 1) is INVALID_REQUEST, since kafkalite has no transactions. Version 4
+served: kafkalite has no transactions, so a transaction coordinator (type 1) is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the one error every client takes as final here. Version 4
 (several keys per request, KIP-699) is not served; every client falls back to one key per request.
 """
 

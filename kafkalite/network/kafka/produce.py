@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-7: record batches in, offsets out.
+"""Produce (key 0), versions 3-9: record batches in, offsets out.
 
 Each partition's record set is split into its v2 batches as sent; the broker checks each one's CRC-32C
 (CORRUPT_MESSAGE on a mismatch), assigns offsets by rewriting only the base offset and partition leader epoch,
@@ -76,4 +76,4 @@ async def handle(request: Message, session: Session) -> Message | None:
         for name, partitions in by_topic(answers).items()])
 
 
-API = KafkaApi(ProduceRequest, ProduceResponse, (3, 7), handle)
+API = KafkaApi(ProduceRequest, ProduceResponse, (3, 9), handle)

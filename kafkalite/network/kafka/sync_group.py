@@ -1,9 +1,10 @@
-"""SyncGroup (key 14), versions 3-5: the leader hands in the assignment, every member gets its own share.
+"""SyncGroup (key 14), versions 0-5: the leader hands in the assignment, every member gets its own share.
 
 The coordinator answers once the leader's assignment has arrived (and been written to `__consumer_offsets`);
 a consumer group's assignment must decode and name existing partitions, or nobody gets it. Errors as Kafka
 returns them: REBALANCE_IN_PROGRESS when a new rebalance began meanwhile, ILLEGAL_GENERATION,
-UNKNOWN_MEMBER_ID, NOT_COORDINATOR. Versions 3-5 are what the three clients send (aiokafka exactly 3).
+UNKNOWN_MEMBER_ID, NOT_COORDINATOR. Versions 3-5 are what the three clients send (aiokafka exactly 3); the
+older ones, kafka-python's when its api_version is pinned to a Kafka 2.x release.
 """
 
 from __future__ import annotations
@@ -23,4 +24,4 @@ async def handle(request: Message, session: Session) -> Message:
                              assignment=response.assignment)
 
 
-API = KafkaApi(SyncGroupRequest, SyncGroupResponse, (3, 5), handle)
+API = KafkaApi(SyncGroupRequest, SyncGroupResponse, (0, 5), handle)
