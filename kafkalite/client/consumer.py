@@ -178,6 +178,7 @@ class Consumer:
         self._closing = False  # from the start of __aexit__: calls under way end, saying why
         self._coordinator: ConsumerCoordinator | None = None
         self._positions = InFlight[None]("looking up positions")
+        self._positions_wanted = 0  # changes with the assignment and each seek: what a lookup under way is for
         if cfg["group.id"] is not None:
             if not cfg["group.id"]:
                 raise errors.InvalidGroupIdError("group.id must not be empty")
@@ -285,6 +286,7 @@ class Consumer:
     # What the group coordinator uses (kafkalite.client.consumer_coordinator.GroupMember).
 
     def _set_assignment(self, partitions: set[TopicPartition]) -> None:
+        self._positions_wanted += 1
         self._states = {tp: self._states.get(tp) or _PartitionState() for tp in sorted(partitions)}
         self.metadata.add_topics(tp.topic for tp in partitions)
         self._iterated.clear()
@@ -293,13 +295,18 @@ class Consumer:
         return {tp: OffsetAndMetadata(state.position, None, state.epoch) for tp, state in self._states.items()
                 if state.position is not None}
 
-    def _needs_position(self, tp: TopicPartition) -> bool:
+    def _awaiting_committed(self, tp: TopicPartition) -> object | None:
+        """For a partition that starts at the group's committed offset (no position, no seek to either end), what
+        `_use_committed` checks the offset against; None for the others."""
         state = self._states.get(tp)
-        return state is not None and state.position is None and state.reset is None
+        if state is None or state.position is not None or state.reset is not None:
+            return None
+        return state, state.generation
 
-    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata) -> None:
+    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata, awaited: object) -> None:
+        """Start at `committed` unless the partition moved since it was looked up (a seek, a new assignment)."""
         state = self._states.get(tp)
-        if state is not None and state.position is None:
+        if state is not None and state.position is None and awaited == (state, state.generation):
             self._move(state, committed.offset, None, committed.leader_epoch)
 
     def _wake(self) -> None:
@@ -323,14 +330,17 @@ class Consumer:
         state = self._state(tp, "seek()")
         self._move(state, non_negative_int(offset, "seek offset"), None,
                    checked_leader_epoch(leader_epoch, "seek leader_epoch"))
+        self._positions_wanted += 1
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for state in self._states_of(partitions, "seek_to_beginning()"):
             self._move(state, None, "earliest")
+        self._positions_wanted += 1
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         for state in self._states_of(partitions, "seek_to_end()"):
             self._move(state, None, "latest")
+        self._positions_wanted += 1
 
     def _move(self, state: _PartitionState, position: int | None, reset: str | None, epoch: int = -1) -> None:
         state.position, state.reset, state.epoch = position, reset, epoch
@@ -415,7 +425,7 @@ class Consumer:
         """Kafka's updateFetchPositions: partitions without a position start at the group's committed offsets,
         the rest where auto.offset.reset (or a seek to either end) says; in flight, so that polls with a short
         timeout get there (`InFlight`)."""
-        await self._positions.wait(self._nursery, self._fetch_positions)
+        await self._positions.wait(self._nursery, self._fetch_positions, self._positions_wanted)
 
     async def _fetch_positions(self) -> None:
         if self._coordinator is not None:

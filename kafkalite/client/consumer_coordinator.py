@@ -102,9 +102,9 @@ class GroupMember(Protocol):
 
     def _consumed_positions(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
 
-    def _needs_position(self, tp: TopicPartition) -> bool: ...
+    def _awaiting_committed(self, tp: TopicPartition) -> object | None: ...
 
-    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata) -> None: ...
+    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata, awaited: object) -> None: ...
 
     def _wake(self) -> None: ...
 
@@ -187,6 +187,7 @@ class ConsumerCoordinator:
         self._join = InFlight[set[TopicPartition]]("joining the group")
         self._commit_before_join = InFlight[None]("the commit before rebalancing")
         self._pattern_listing = InFlight[MetadataResponse]("listing the topics the pattern may match")
+        self._membership = 0  # changes with each subscription and each loss of membership: what a join is for
         self._nursery: trio.Nursery | None = None
 
     # -- subscription ---------------------------------------------------------------------------------------
@@ -197,6 +198,7 @@ class ConsumerCoordinator:
 
     def subscribe(self, topics: Iterable[str] | None, pattern: re.Pattern[str] | None,
                   listeners: dict[str, Listener | None]) -> None:
+        self._membership += 1
         self._topics = set(topics or ())
         self._pattern = pattern
         self._pattern_listed_at = -math.inf
@@ -208,9 +210,10 @@ class ConsumerCoordinator:
         """Kafka's onLeavePrepare, then leave: the partitions the group gave are revoked first, so that an
         application committing in on_revoke (at-least-once) commits what it processed."""
         owned = self._consumer.assignment()
-        if self.subscribed and owned:
-            await self._call("on_revoke", owned)
+        if self.subscribed and owned:  # dropped by the group already: lost, not revoked (nothing to commit)
+            await self._call("on_revoke" if self.stable and self.generation != NO_GENERATION else "on_lost", owned)
         await self.maybe_leave_group("the consumer unsubscribed")
+        self._membership += 1
         self._topics, self._pattern = set(), None
         self._consumer._set_assignment(set())
 
@@ -226,7 +229,8 @@ class ConsumerCoordinator:
         now = trio.current_time()
         if self._pattern is None or self._topics and now < self._pattern_listed_at + self.metadata.max_age_s:
             return
-        response = await self._pattern_listing.wait(self._nursery, lambda: self.metadata.fetch(None))
+        response = await self._pattern_listing.wait(self._nursery, lambda: self.metadata.fetch(None),
+                                                    self._membership)
         self._pattern_listed_at = now
         matched = {t.name for t in response.topics if t.error_code == 0 and t.name not in INTERNAL_TOPICS
                    and self._pattern.fullmatch(t.name)}
@@ -328,7 +332,7 @@ class ConsumerCoordinator:
     async def _ensure_active_group(self) -> None:
         """Rejoin: callbacks run here, in poll(); the JoinGroup and SyncGroup run in flight (`InFlight`)."""
         await self._prepare_join()
-        await self._on_join_complete(await self._join.wait(self._nursery, self._join_group))
+        await self._on_join_complete(await self._join.wait(self._nursery, self._join_group, self._membership))
 
     async def _join_group(self) -> set[TopicPartition]:
         while True:
@@ -348,7 +352,8 @@ class ConsumerCoordinator:
         self._owned_before_join = owned if self.protocol == COOPERATIVE else set(owned)
         if self.stable and owned and self._auto_commit:
             await self._commit_before_join.wait(self._nursery,
-                                                lambda: self._commit_quietly("commit before rebalancing"))
+                                                lambda: self._commit_quietly("commit before rebalancing"),
+                                                self._membership)
         self.stable = False
         if self.protocol != COOPERATIVE and owned:
             await self._call("on_revoke", owned)
@@ -425,12 +430,14 @@ class ConsumerCoordinator:
     async def fetch_committed_positions(self) -> None:
         """Start each newly assigned partition at its committed offset; without one, auto.offset.reset decides.
         A consumer that assigns partitions by hand resumes from the group's commits too, as Kafka's does."""
-        needed = [tp for tp in self._consumer.assignment() if self._consumer._needs_position(tp)]
+        consumer = self._consumer
+        needed = {tp: awaited for tp in consumer.assignment()
+                  if (awaited := consumer._awaiting_committed(tp)) is not None}
         if not needed:
             return
-        for tp, committed in (await self.committed(needed)).items():
+        for tp, committed in (await self.committed(list(needed))).items():
             if committed is not None:
-                self._consumer._use_committed(tp, committed)
+                consumer._use_committed(tp, committed, needed[tp])
 
     async def _call(self, name: str, partitions: set[TopicPartition]) -> None:
         listener = self._listeners.get(name)
@@ -438,7 +445,8 @@ class ConsumerCoordinator:
             return
         result = listener(set(partitions))
         if inspect.isawaitable(result):
-            await result
+            with trio.CancelScope(shield=True):  # as in Kafka, a callback runs to its end, whatever poll's timeout
+                await result
 
     # -- heartbeats -----------------------------------------------------------------------------------------
 
@@ -488,6 +496,7 @@ class ConsumerCoordinator:
         """The group went on without this member: its partitions are lost (on_lost at the next poll)."""
         if reset_member:
             self.member_id = ""
+        self._membership += 1
         self.generation = NO_GENERATION
         self.stable = False
         self._rejoin_needed = True

@@ -18,7 +18,8 @@ _T = TypeVar("_T")
 
 
 class _Round(Generic[_T]):
-    def __init__(self) -> None:
+    def __init__(self, key: object) -> None:
+        self.key = key
         self.done = trio.Event()
         self.outcome: tuple[bool, _T | BaseException] | None = None
 
@@ -31,13 +32,15 @@ class InFlight(Generic[_T]):
         self._what = what
         self._round: _Round[_T] | None = None
 
-    async def wait(self, nursery: trio.Nursery | None, work: Callable[[], Awaitable[_T]]) -> _T:
-        """The outcome of the work under way, started now (in `nursery`) if none is."""
+    async def wait(self, nursery: trio.Nursery | None, work: Callable[[], Awaitable[_T]], key: object = None) -> _T:
+        """The outcome of the work under way, started now (in `nursery`) if none is. `key` says what the work is
+        for (the assignment and seeks it looks up positions for, the subscription it joins with): work under way
+        for another key, or done for it and never taken, is stale, and dropped; it is not an answer to this."""
         current = self._round
-        if current is None:
+        if current is None or current.key != key:
             if nursery is None:
                 raise RuntimeError(f"{self._what}: the client is not open")
-            current = self._round = _Round()
+            current = self._round = _Round(key)
             nursery.start_soon(self._run, current, work)
         if not current.done.is_set():  # done already: no checkpoint, which a poll's spent timeout would cancel
             await current.done.wait()

@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 LOAD_BATCH_BYTES = 1 << 20  # read per step while loading a partition, with a checkpoint between steps
+DELETED_PARTITIONS_RETRY_S = 1.0  # between attempts to remove a deleted topic's offsets the log refused
 _EMPTY = GroupState.EMPTY
 _PREPARING = GroupState.PREPARING_REBALANCE
 _COMPLETING = GroupState.COMPLETING_REBALANCE
@@ -327,6 +328,9 @@ class GroupCoordinator:
             member = group.members.get(request.member_id)
             if member is not None:  # a member that had not rejoined: the others take the places
                 self._remove_member_and_update_group(group, member)
+            elif request.member_id in group.pending_members:  # as Kafka's remove: not waited for any longer
+                group.pending_members.discard(request.member_id)
+                self._try_complete_join(group)
             raise _fail(errors.GROUP_MAX_SIZE_REACHED, f"group {group.group_id} has reached group.max.size "
                                                        f"({self.config['group.max.size']} members)")
         protocols = [(p.name, p.metadata) for p in request.protocols]
@@ -775,6 +779,10 @@ class GroupCoordinator:
 
     async def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
                              ) -> ErrorCode:
+        if self._groups.get(group.group_id) is not group:  # the request was checked before this step ran
+            return errors.NOT_COORDINATOR
+        if group.is_(_DEAD):  # deleted meanwhile: written after its tombstone, the commit would outlive it
+            return errors.COORDINATOR_NOT_AVAILABLE
         timestamp = now_ms()
         group.prepare_offset_commit(offsets)
         error = errors.UNKNOWN_SERVER_ERROR
@@ -835,8 +843,10 @@ class GroupCoordinator:
         are written. Tombstones that never reached the log put the group back as it was, so that it agrees with
         its log (and an expiry is tried again at the next check); tombstones appended but not replicated in time
         stand, as they will be."""
-        if self._groups.get(group.group_id) is not group or (deleting is None and group.is_(_DEAD)):
-            return errors.NONE  # gone meanwhile, or another removal is taking it
+        if self._groups.get(group.group_id) is not group:
+            return errors.NOT_COORDINATOR  # resigned since the request was accepted: nothing is written
+        if deleting is None and group.is_(_DEAD):
+            return errors.NONE  # another removal is taking it
         before = deleting or (group.state, group.state_timestamp_ms)
         removed = select(group)
         if group.is_(_EMPTY) and not group.has_offsets:
@@ -854,7 +864,7 @@ class GroupCoordinator:
                 log.info("broker %d: group %s removed with its offsets", self.broker_id, group.group_id)
                 self._forget_group(group)
         else:
-            for tp, offset in removed.items():
+            for tp, offset in removed.items():  # as the log has them, commits still being written included
                 group.offsets.setdefault(tp, offset)  # a commit made meanwhile is newer
             if dead:  # nothing moves a Dead group on, so it is still as this removal left it
                 group.state, group.state_timestamp_ms = before
@@ -937,10 +947,20 @@ class GroupCoordinator:
         """Kafka's onPartitionsDeleted (UpdateMetadata names a deleted topic's partitions): their committed offsets
         go from every group this broker coordinates, so that a topic created again under the name starts with
         none, and an empty group left with no offsets goes too."""
-        deleted = frozenset(partitions)
         if self._nursery is not None:
-            self._nursery.start_soon(self._cleanup_all, lambda group: group.remove_offsets(
-                [tp for tp in {*group.offsets, *group.pending_commits} if tp in deleted]))
+            self._nursery.start_soon(self._remove_deleted_partitions, frozenset(partitions))
+
+    async def _remove_deleted_partitions(self, deleted: frozenset[TopicPartition]) -> None:
+        """Until no group this broker holds has offsets of `deleted`: a removal the log refused (too few in-sync
+        replicas) is tried again, as nothing else would remove them."""
+        def select(group: GroupMetadata) -> Removed:
+            return group.remove_offsets([tp for tp in {*group.offsets, *group.pending_commits} if tp in deleted])
+
+        while True:
+            await self._cleanup_all(select)
+            if not any(tp in deleted for group in self._groups.values() for tp in group.offsets):
+                return
+            await trio.sleep(DELETED_PARTITIONS_RETRY_S)
 
     async def _cleanup_all(self, select: Callable[[GroupMetadata], Removed]) -> None:
         async with trio.open_nursery() as nursery:

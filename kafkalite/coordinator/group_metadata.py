@@ -284,13 +284,16 @@ class GroupMetadata:
                 del self.pending_commits[tp]
 
     def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Take the offsets of `partitions` out, with any commit of them still being written."""
+        """Take the offsets of `partitions` out, with any commit of them still being written: its record is in
+        the log already (it is pending only once appended), so it is the newest there and among those returned,
+        whose tombstones must follow."""
         removed = {}
         for tp in partitions:
-            self.pending_commits.pop(tp, None)
             offset = self.offsets.pop(tp, None)
-            if offset is not None:
-                removed[tp] = offset
+            pending = self.pending_commits.pop(tp, None)
+            newest = pending if pending is not None else offset
+            if newest is not None:
+                removed[tp] = newest
         return removed
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:

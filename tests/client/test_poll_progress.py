@@ -97,3 +97,81 @@ async def test_a_commit_callback_that_raises_is_raised_from_the_next_poll(cluste
         async with Producer(cluster) as producer:
             await (await producer.send("t", b"more", partition=0))
         assert await polled(consumer, 1, 1) == [3]
+
+
+@pytest.mark.parametrize("subscribed", [False, True])
+async def test_a_seek_after_a_poll_timed_out_wins_over_the_lookup_still_under_way(cluster: Cluster,
+                                                                                  subscribed: bool) -> None:
+    """The committed offset (5) looked up for the poll that timed out is not applied over the application's
+    seek_to_beginning made since, even when it comes before the beginning's offset does: records from 0."""
+    await produced(cluster, 10)
+    async with Consumer(cluster, {"group.id": "g"}) as first:
+        first.assign([TP])
+        await first.commit({TP: OffsetAndMetadata(5)})
+    slow = cluster.fail_requests("OffsetFetch", delay=2.0)
+    async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "latest"}) as consumer:
+        if subscribed:
+            consumer.subscribe(["t"])
+        else:
+            consumer.assign([TP])
+        while not (consumer.assignment() and slow.hits):
+            assert await consumer.poll(0.3) == []
+        cluster.fail_requests("ListOffsets", delay=4.0)  # the lookup for the seek answers after the stale one
+        consumer.seek_to_beginning([TP])
+        assert (await polled(consumer, 10, 1))[:3] == [0, 1, 2]
+
+
+async def test_a_join_left_in_flight_is_not_taken_for_a_later_subscription(cluster: Cluster) -> None:
+    """A join that finished after its poll timed out, for a subscription since dropped, is stale: the consumer
+    subscribed to b reads b, not the partition of a that the old join was given."""
+    for topic in ("a", "b"):
+        await cluster.create_topic(topic, 1, 3)
+        await cluster.produce(topic, 0, [Record(None, topic.encode(), 1000)])
+    async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "earliest"}) as consumer:
+        cluster.fail_requests("SyncGroup", delay=1.0)
+        consumer.subscribe(["a"])
+        assert await consumer.poll(0.5) == []
+        await trio.sleep(2)  # the join has its answer, which no poll took
+        await consumer.unsubscribe()
+        consumer.subscribe(["b"])
+        with trio.fail_after(30):
+            while not (records := await consumer.poll(1)):
+                pass
+        assert [(r.topic, r.value) for r in records] == [("b", b"b")]
+        assert consumer.assignment() == {TopicPartition("b", 0)}
+
+
+async def test_a_slow_rebalance_callback_runs_once_to_its_end(cluster: Cluster) -> None:
+    """As in Kafka, a callback is not cut short by the poll's timeout: an async on_assign longer than the
+    poll's timeout was cancelled and started again at every poll, and the consumer never read."""
+    await produced(cluster, 3)
+    calls: list[str] = []
+
+    async def on_assign(partitions: set[TopicPartition]) -> None:
+        calls.append("start")
+        await trio.sleep(2)
+        calls.append("end")
+
+    async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "earliest"}) as consumer:
+        consumer.subscribe(["t"], on_assign=on_assign)
+        assert await polled(consumer, 3, 0.1) == [0, 1, 2]
+    assert calls == ["start", "end"]
+
+
+async def test_unsubscribing_after_the_group_dropped_the_member_loses_its_partitions(cluster: Cluster) -> None:
+    """Kafka's onLeavePrepare: a member the group already dropped (no poll within max.poll.interval.ms) hands its
+    partitions to on_lost, not on_revoke, where an at-least-once commit could only fail (and made unsubscribe
+    raise)."""
+    await produced(cluster, 3)
+    calls: list[tuple[str, set[TopicPartition]]] = []
+    async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                  "max.poll.interval.ms": 10000}) as consumer:
+        async def on_revoke(partitions: set[TopicPartition]) -> None:
+            calls.append(("revoked", partitions))
+            await consumer.commit()
+
+        consumer.subscribe(["t"], on_revoke=on_revoke, on_lost=lambda partitions: calls.append(("lost", partitions)))
+        assert await polled(consumer, 3, 1) == [0, 1, 2]
+        await trio.sleep(20)  # no poll for longer than max.poll.interval.ms: the member left its group
+        await consumer.unsubscribe()
+        assert calls == [("lost", {TP})] and consumer.assignment() == set()

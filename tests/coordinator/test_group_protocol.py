@@ -465,3 +465,25 @@ def test_the_coordinators_states_are_the_ones_clients_are_told() -> None:
     from kafkalite.network.requests import GROUP_STATES
 
     assert [state.value for state in GroupState] == list(GROUP_STATES)
+
+
+async def test_a_member_turned_away_by_group_max_size_is_not_waited_for(autojump_clock: Any) -> None:
+    """Three members take ids (MEMBER_ID_REQUIRED) for a group of at most two: the third, refused when it joins,
+    is no longer awaited, so the first two form the group at once rather than after its session timeout."""
+    async with Cluster(brokers=3, config={**GROUP_CONFIG, "group.max.size": 2}, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=2, replication_factor=3)
+        coordinator = await coordinator_of(cluster, "g")
+        ids = [(await send(cluster, coordinator, join_request("g"))).member_id for _ in range(3)]
+        answers: dict[str, Any] = {}
+        started = trio.current_time()
+
+        async def join(member_id: str) -> None:
+            answers[member_id] = await send(cluster, coordinator, join_request("g", member_id))
+
+        async with trio.open_nursery() as nursery:
+            for member_id in ids:
+                nursery.start_soon(join, member_id)
+                await trio.sleep(0.1)
+        assert [answers[m].error_code for m in ids] == [0, 0, errors.GROUP_MAX_SIZE_REACHED.code]
+        assert trio.current_time() - started < 1  # not the refused member's session timeout (10 s)
+        assert state(cluster, coordinator) == ("CompletingRebalance", 1, sorted(ids[:2]))

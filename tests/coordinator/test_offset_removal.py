@@ -10,6 +10,8 @@ import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
+from kafkalite.common.types import TopicPartition
+from kafkalite.coordinator.group_metadata import OffsetAndMetadata
 from kafkalite.network.requests import (
     DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupProtocol, JoinGroupRequest, ListGroupsRequest,
     OffsetCommitPartition, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
@@ -51,13 +53,13 @@ async def test_a_deleted_topics_offsets_go_from_every_group(autojump_clock: Any,
     at the old topic's positions (records would be skipped). A group left empty with no offsets goes too."""
     await cluster.create_topic("gone", partitions=2, replication_factor=3)
     coordinator, member_id = await stable_member(cluster)
-    assert await commit(cluster, coordinator, "g", {("events", 0): 3, ("gone", 0): 7, ("gone", 1): 9},
-                        generation=1, member_id=member_id) == [0, 0, 0]
+    assert await commit(cluster, coordinator, "g", {("events", 0): 3, ("gone", 0): 7},
+                        generation=1, member_id=member_id) == [0, 0]
     only_gone = "standalone"
     standalone = await coordinator_of(cluster, only_gone)
     assert await commit(cluster, standalone, only_gone, {("gone", 0): 4}) == [0]
     held = cluster.fail_requests("Fetch", delay=2.0, topics=["__consumer_offsets"], cluster_traffic=True, times=None)
-    in_flight: list[list[int]] = []  # a commit written as the topic goes: its tombstone follows it in the log
+    in_flight: list[list[int]] = []  # a first commit of gone-1, written as the topic goes: a tombstone follows it
 
     async def recommit() -> None:
         in_flight.append(await commit(cluster, coordinator, "g", {("gone", 1): 11}, generation=1,
@@ -232,3 +234,55 @@ async def test_commit_metadata_is_measured_in_java_chars(autojump_clock: Any, cl
         OffsetCommitPartition("events", 0, 6, committed_metadata="\U0001F600" * 2049)]))
     assert [p.error_code for p in emoji.partitions] == [errors.OFFSET_METADATA_TOO_LARGE.code]
     assert await committed(cluster, coordinator, "g") == {("events", 0): 5}
+
+
+async def test_a_deleted_topics_offsets_the_log_refused_are_removed_once_it_takes_them(autojump_clock: Any) -> None:
+    """Tombstones refused for too few in-sync replicas put the offsets back, and are tried again until written:
+    nothing else would remove them."""
+    async with Cluster(brokers=3, config={**GROUP_CONFIG, "min.insync.replicas": 3}, seed=11) as cluster:
+        await cluster.create_topic("gone", partitions=1, replication_factor=1)
+        owner = cluster.partition_state("gone", 0).leader
+        group_id, coordinator, victim = "", 0, 0
+        for n in range(50):  # a group whose coordinator, the controller and gone's replica leave a broker to stop
+            group_id = f"group-{n}"
+            coordinator = await coordinator_of(cluster, group_id)
+            spare = set(cluster.broker_ids) - {coordinator, cluster.controller_id, owner}
+            if spare:
+                victim = min(spare)
+                break
+        assert await commit(cluster, coordinator, group_id, {("gone", 0): 7}) == [0]
+        partition = cluster.broker(coordinator).group_coordinator.partition_for(group_id)
+        await cluster.kill_broker(victim)
+        await cluster.wait_until(lambda: len(cluster.partition_state("__consumer_offsets", partition).isr) == 2,
+                                 timeout=60)
+        await cluster.delete_topic("gone")
+        await trio.sleep(5)
+        assert await committed(cluster, coordinator, group_id) == {("gone", 0): 7}  # refused, so kept as the log has it
+        await cluster.restart_broker(victim)
+        await cluster.wait_until(lambda: len(cluster.partition_state("__consumer_offsets", partition).isr) == 3,
+                                 timeout=60)
+        await trio.sleep(5)
+        assert await committed(cluster, coordinator, group_id) == {}
+        await cluster.create_topic("gone", partitions=1, replication_factor=3)
+        assert await after_failover(cluster, coordinator, group_id) == {}
+
+
+async def test_a_commit_accepted_before_its_group_was_deleted_is_not_written_after_it(autojump_clock: Any,
+                                                                                    cluster: Cluster) -> None:
+    """A commit is checked when it arrives and written in a step of its own, which may run after a DeleteGroups
+    made the group Dead: written then, after the group's tombstone, it would bring the deleted group back."""
+    coordinator = await coordinator_of(cluster, "g")
+    assert await commit(cluster, coordinator, "g", {("events", 0): 5}) == [0]
+    group_coordinator = cluster.broker(coordinator).group_coordinator
+    group = group_coordinator.group("g")
+    assert group is not None
+    cluster.fail_requests("Fetch", delay=2.0, brokers=[coordinator], topics=["__consumer_offsets"],
+                          cluster_traffic=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send, cluster, coordinator, DeleteGroupsRequest(["g"]))
+        await trio.sleep(0.5)
+        late = OffsetAndMetadata(9, -1, None, 0)
+        assert await group_coordinator._store_offsets(group, {TopicPartition("events", 1): late}) \
+            is errors.COORDINATOR_NOT_AVAILABLE
+    assert await after_failover(cluster, coordinator, "g") == {}
+
