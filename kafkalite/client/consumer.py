@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import math
 import re
@@ -179,6 +180,9 @@ class Consumer:
         self._coordinator: ConsumerCoordinator | None = None
         self._positions = InFlight[None]("looking up positions")
         self._positions_wanted = 0  # changes with the assignment and each seek: what a lookup under way is for
+        # Partition states' generations, unique across them: a lookup answered for a partition since assigned
+        # anew finds another generation, as it does after a seek.
+        self._generations = itertools.count(1)
         if cfg["group.id"] is not None:
             if not cfg["group.id"]:
                 raise errors.InvalidGroupIdError("group.id must not be empty")
@@ -287,7 +291,8 @@ class Consumer:
 
     def _set_assignment(self, partitions: set[TopicPartition]) -> None:
         self._positions_wanted += 1
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in sorted(partitions)}
+        self._states = {tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
+                        for tp in sorted(partitions)}
         self.metadata.add_topics(tp.topic for tp in partitions)
         self._iterated.clear()
 
@@ -295,18 +300,18 @@ class Consumer:
         return {tp: OffsetAndMetadata(state.position, None, state.epoch) for tp, state in self._states.items()
                 if state.position is not None}
 
-    def _awaiting_committed(self, tp: TopicPartition) -> object | None:
-        """For a partition that starts at the group's committed offset (no position, no seek to either end), what
-        `_use_committed` checks the offset against; None for the others."""
+    def _awaiting_committed(self, tp: TopicPartition) -> int | None:
+        """The generation of a partition that starts at the group's committed offset (no position, no seek to
+        either end), which `_use_committed` checks; None for the others."""
         state = self._states.get(tp)
         if state is None or state.position is not None or state.reset is not None:
             return None
-        return state, state.generation
+        return state.generation
 
-    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata, awaited: object) -> None:
+    def _use_committed(self, tp: TopicPartition, committed: OffsetAndMetadata, generation: int) -> None:
         """Start at `committed` unless the partition moved since it was looked up (a seek, a new assignment)."""
         state = self._states.get(tp)
-        if state is not None and state.position is None and awaited == (state, state.generation):
+        if state is not None and state.position is None and state.generation == generation:
             self._move(state, committed.offset, None, committed.leader_epoch)
 
     def _wake(self) -> None:
@@ -345,7 +350,7 @@ class Consumer:
     def _move(self, state: _PartitionState, position: int | None, reset: str | None, epoch: int = -1) -> None:
         state.position, state.reset, state.epoch = position, reset, epoch
         state.checked_epoch = -1  # a position given, not read: not yet checked under any leader epoch
-        state.generation += 1
+        state.generation = next(self._generations)
         state.batches.clear()
         state.buffer.clear()
         self._iterated.clear()
@@ -428,9 +433,11 @@ class Consumer:
         await self._positions.wait(self._nursery, self._fetch_positions, self._positions_wanted)
 
     async def _fetch_positions(self) -> None:
+        wanted = self._positions_wanted
         if self._coordinator is not None:
             await self._coordinator.fetch_committed_positions()
-        await self._reset_positions()
+        if self._positions_wanted == wanted:  # else stale: the lookup for the assignment now resets what it must
+            await self._reset_positions()
 
     def _resettable(self) -> bool:
         """Whether a partition waits for a position that a ListOffsets to its known leader can give."""

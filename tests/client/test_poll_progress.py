@@ -24,6 +24,13 @@ async def produced(cluster: Cluster, count: int) -> None:
     await cluster.produce("t", 0, [Record(None, b"v%d" % i, 1000 + i) for i in range(count)])
 
 
+async def commit_elsewhere(cluster: Cluster, offset: int) -> None:
+    """Another member of group g commits `offset` for t-0."""
+    async with Consumer(cluster, {"group.id": "g"}) as other:
+        other.assign([TP])
+        await other.commit({TP: OffsetAndMetadata(offset)})
+
+
 async def polled(consumer: Consumer, want: int, timeout: float, between: float = 0.01, polls: int = 1000
                  ) -> list[int]:
     """The offsets of `want` records, polling with `timeout` as an application's loop would; fails after `polls`."""
@@ -51,9 +58,7 @@ async def test_a_poll_that_times_out_looking_up_the_committed_offset_still_start
     """The group's committed offset, not auto.offset.reset (latest here, which would skip records 3 and 4), even
     when every poll times out before the coordinator answers the lookup."""
     await produced(cluster, 5)
-    async with Consumer(cluster, {"group.id": "g"}) as first:
-        first.assign([TP])
-        await first.commit({TP: OffsetAndMetadata(3)})
+    await commit_elsewhere(cluster, 3)
     slow = cluster.fail_requests("OffsetFetch", delay=1.0, times=None)
     async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "latest"}) as consumer:
         consumer.subscribe(["t"])
@@ -105,9 +110,7 @@ async def test_a_seek_after_a_poll_timed_out_wins_over_the_lookup_still_under_wa
     """The committed offset (5) looked up for the poll that timed out is not applied over the application's
     seek_to_beginning made since, even when it comes before the beginning's offset does: records from 0."""
     await produced(cluster, 10)
-    async with Consumer(cluster, {"group.id": "g"}) as first:
-        first.assign([TP])
-        await first.commit({TP: OffsetAndMetadata(5)})
+    await commit_elsewhere(cluster, 5)
     slow = cluster.fail_requests("OffsetFetch", delay=2.0)
     async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "latest"}) as consumer:
         if subscribed:
@@ -119,6 +122,30 @@ async def test_a_seek_after_a_poll_timed_out_wins_over_the_lookup_still_under_wa
         cluster.fail_requests("ListOffsets", delay=4.0)  # the lookup for the seek answers after the stale one
         consumer.seek_to_beginning([TP])
         assert (await polled(consumer, 10, 1))[:3] == [0, 1, 2]
+
+
+async def test_a_lookup_for_a_partition_since_assigned_again_is_not_applied(cluster: Cluster) -> None:
+    """The committed offset looked up for an assignment the application replaced (the same partition, assigned
+    again) is stale: answered 5, it is not applied; the lookup for the new assignment, answered after another
+    member committed 7, is."""
+    await produced(cluster, 10)
+    await commit_elsewhere(cluster, 5)
+    slow = cluster.fail_requests("OffsetFetch", delay=2.0)
+    async with Consumer(cluster, {"group.id": "g", "auto.offset.reset": "latest"}) as consumer:
+        consumer.assign([TP])
+        while not slow.hits:
+            assert await consumer.poll(0.3) == []
+        consumer.assign([])
+        consumer.assign([TP])
+        cluster.fail_requests("OffsetFetch", delay=4.0)  # the new lookup is answered at about 6 s
+
+        async def commit_meanwhile() -> None:
+            await trio.sleep(2.5)  # after the stale lookup was answered (at 2 s)
+            await commit_elsewhere(cluster, 7)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(commit_meanwhile)
+            assert (await polled(consumer, 3, 1))[:3] == [7, 8, 9]
 
 
 async def test_a_join_left_in_flight_is_not_taken_for_a_later_subscription(cluster: Cluster) -> None:
