@@ -210,8 +210,8 @@ class ConsumerCoordinator:
         """Kafka's onLeavePrepare, then leave: the partitions the group gave are revoked first, so that an
         application committing in on_revoke (at-least-once) commits what it processed."""
         owned = self._consumer.assignment()
-        if self.subscribed and owned:  # dropped by the group already: lost, not revoked (nothing to commit)
-            await self._call("on_revoke" if self.stable and self.generation != NO_GENERATION else "on_lost", owned)
+        if self.subscribed and owned:  # dropped by the group already (not stable): lost, not revoked
+            await self._call("on_revoke" if self.stable else "on_lost", owned)
         await self.maybe_leave_group("the consumer unsubscribed")
         self._membership += 1
         self._topics, self._pattern = set(), None

@@ -32,7 +32,7 @@ class InFlight(Generic[_T]):
         self._what = what
         self._round: _Round[_T] | None = None
 
-    async def wait(self, nursery: trio.Nursery | None, work: Callable[[], Awaitable[_T]], key: object = None) -> _T:
+    async def wait(self, nursery: trio.Nursery | None, work: Callable[[], Awaitable[_T]], key: object) -> _T:
         """The outcome of the work under way, started now (in `nursery`) if none is. `key` says what the work is
         for (the assignment and seeks it looks up positions for, the subscription it joins with): work under way
         for another key, or done for it and never taken, is stale, and dropped; it is not an answer to this."""
