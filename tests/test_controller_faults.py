@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import trio
 
+from kafkalite.client import Admin
 from kafkalite.cluster import COORDINATION, Cluster
 from kafkalite.common import errors
 from kafkalite.common.errors import NotControllerError
@@ -303,6 +304,105 @@ async def test_a_controller_request_without_this_brokers_epoch_is_refused_and_ch
         assert cluster.broker(1).metadata_cache.get_alive_broker_ids() == [1]
         assert [b.node_id for b in (await apis.handle(MetadataRequest(None), RequestContext(source="c"))).brokers] \
             == [1]
+
+
+# -- 11-14: found by a hunt comparing the controller's flows under faults with Kafka's -------------------------------
+
+@pytest.mark.parametrize("fault", ["cut", "pause"])
+async def test_a_topic_config_change_missed_during_a_lost_session_is_applied_and_the_cluster_lives(
+        autojump_clock, fault: str) -> None:
+    """The broker's config-change task read the service with nothing to catch a lost link or session: the error
+    escaped into the cluster's nursery and took every broker down with it."""
+    async with Cluster(brokers=3, config=CONFIG, seed=11) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        if fault == "cut":
+            cluster.partition_network({victim}, {COORDINATION})
+        else:
+            cluster.pause_broker(victim)
+        async with Admin(cluster) as admin:
+            await admin.alter_topic_configs({"t": {"retention.ms": 60000}}, incremental=True)
+        await trio.sleep(3 * SESSION_MS / 1000)  # the victim's session expires meanwhile
+        if fault == "cut":
+            cluster.heal()
+        else:
+            cluster.resume_broker(victim)
+        partition = cluster.broker(victim).replica_manager.get_partition(TopicPartition("t", 0))
+        await cluster.wait_until(lambda: partition.topic_config["retention.ms"] == 60000, timeout=30,
+                                 what="the new retention.ms on the victim")
+        await wait_settled(cluster, "t", 1)
+        assert sorted(cluster.live_broker_ids) == [1, 2, 3]
+        await produce_promptly(cluster, "t", 0, values(2))
+
+
+async def test_a_leader_and_isr_reaching_a_broker_cut_off_from_the_service_waits_for_the_link(autojump_clock) -> None:
+    """Reading the new topic's config failed at once, the LeaderAndIsr was answered with an error that nothing
+    resends, and the partition's elected leader never hosted it: produce failed for good after the cut healed."""
+    async with Cluster(brokers=3, config=CONFIG, seed=12) as cluster:
+        leader, follower = [b for b in cluster.broker_ids if b != cluster.controller_id]
+        cluster.partition_network({leader}, {COORDINATION})  # its links to the other brokers stay up
+        response = await cluster.transport.send("client", cluster.controller_id, CreateTopicsRequest(
+            [CreatableTopic("t", -1, -1, {0: [leader, follower]}, {})], 1000))
+        assert response.topics[0].error_code == errors.NONE.code
+        await trio.sleep(SESSION_MS / 3000)  # shorter than the session
+        assert cluster.broker(leader).replica_manager.get_partition(TopicPartition("t", 0)) is None
+        cluster.heal()
+        await cluster.wait_until(
+            lambda: cluster.broker(leader).replica_manager.get_partition(TopicPartition("t", 0)) is not None,
+            timeout=5, what="the leader hosting t-0")
+        assert cluster.leader_for("t", 0) == leader
+        assert await produce_promptly(cluster, "t", 0, values(3)) == 0
+        assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"v0", b"v1", b"v2"]
+
+
+async def test_a_topic_deleted_during_its_move_is_deleted_once_the_adding_broker_restarts(autojump_clock) -> None:
+    """As Kafka's onBrokerStartup, a restarted broker's replicas of a topic queued for deletion come online too:
+    the move reaches its new replica and completes, then the deletion. They were left out, and both waited for
+    ever."""
+    async with Cluster(brokers=4, config=CONFIG, seed=13) as cluster:
+        a, b, c = [x for x in cluster.broker_ids if x != cluster.controller_id]
+        await create_assigned(cluster, "t", [a, b])
+        await cluster.produce("t", 0, values(3), acks=-1)
+        cluster.pause_broker(c)  # the adding replica cannot catch up
+        async with Admin(cluster) as admin:
+            await admin.alter_partition_reassignments({TopicPartition("t", 0): [a, c]})
+        with pytest.raises(errors.RequestTimedOutError):
+            await cluster.delete_topic("t", timeout=5)  # waits for the move, as in Kafka
+        await cluster.kill_broker(c)
+        await cluster.restart_broker(c)
+        await cluster.wait_until(lambda: "t" not in cluster.topics(), timeout=60, what="t deleted")
+        assert await cluster.list_partition_reassignments() == []
+        assert all(cluster.log_manager(x).get_log(TopicPartition("t", 0)) is None for x in (a, b, c))
+
+
+async def test_turning_unclean_election_on_for_a_topic_elects_its_offline_partitions_at_once(autojump_clock) -> None:
+    """Kafka's TopicUncleanLeaderElectionEnable (KAFKA-6835): the partition stayed offline until some broker
+    came or went."""
+    async with Cluster(brokers=3, config=CONFIG, seed=14) as cluster:
+        isr_member, lagging = [b for b in cluster.broker_ids if b != cluster.controller_id]
+        await create_assigned(cluster, "t", [isr_member, lagging])
+        await cluster.produce("t", 0, values(3), acks=-1)
+        cluster.pause_broker(lagging)
+        await cluster.wait_until(lambda: cluster.partition_state("t", 0).isr == (isr_member,), timeout=120)
+        await cluster.kill_broker(lagging)
+        await cluster.kill_broker(isr_member)  # the only ISR member: the partition goes offline
+        await cluster.restart_broker(lagging)  # back, out of the ISR, with no leader to catch up from
+        await trio.sleep(10)
+        assert cluster.leader_for("t", 0) == -1  # unclean election is off for the topic
+        async with Admin(cluster) as admin:
+            await admin.alter_topic_configs({"t": {"unclean.leader.election.enable": "true"}}, incremental=True)
+        await cluster.wait_until(lambda: cluster.leader_for("t", 0) == lagging, timeout=2,
+                                 what="an unclean election of the live replica")
+        assert cluster.partition_state("t", 0).isr == (lagging,)
+        assert await produce_promptly(cluster, "t", 0, values(1, "after")) == 3
+
+
+async def create_assigned(cluster: Cluster, topic: str, replicas: list[int]) -> None:
+    """A one-partition topic on `replicas`, first the preferred leader, online."""
+    response = await cluster.transport.send("client", cluster.controller_id, CreateTopicsRequest(
+        [CreatableTopic(topic, -1, -1, {0: replicas}, {})], 30000))
+    assert response.topics[0].error_code == errors.NONE.code
+    await cluster.wait_for_leader(topic, 0)
 
 
 # -- 10 and the shape: one route per event and request ------------------------------------------------------------

@@ -53,3 +53,26 @@ async def test_bad_partition_counts_are_refused_and_nothing_changes(autojump_clo
         assert len(await cluster.describe_topic("t")) == 3
         assert await cluster.produce("t", 0, [Record(None, b"after")]) == 1
         assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"kept", b"after"]
+
+
+async def test_new_partitions_on_a_broker_that_is_down_are_refused(autojump_clock: Any) -> None:
+    """As Kafka, which checks the new partitions' replicas against the brokers registered: one on a broker that is
+    down was accepted when that broker already held a replica of the topic, and with no live replica its
+    partition had no leader."""
+    async with Cluster(brokers=3, config={"zookeeper.session.timeout.ms": 6000}, seed=3) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        down = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        up = next(b for b in cluster.broker_ids if b not in (down, cluster.controller_id))
+        await cluster.kill_broker(down)
+        await cluster.wait_until(lambda: down not in cluster.controller().context.live_brokers, timeout=30)
+        response = await cluster.transport.send("client", cluster.controller_id, CreatePartitionsRequest(
+            [CreatePartitionsTopic("t", 2, [[down, up, cluster.controller_id]])]))
+        assert response.results[0].error_code == errors.INVALID_REPLICA_ASSIGNMENT.code
+        assert f"[{down}]" in response.results[0].error_message
+        assert len(await cluster.describe_topic("t")) == 1
+        await cluster.restart_broker(down)
+        await cluster.wait_until(lambda: down in cluster.controller().context.live_brokers, timeout=30)
+        response = await cluster.transport.send("client", cluster.controller_id, CreatePartitionsRequest(
+            [CreatePartitionsTopic("t", 2, [[down, up, cluster.controller_id]])]))
+        assert response.results[0].error_code == errors.NONE.code
+        assert await cluster.wait_for_leader("t", 1) == down

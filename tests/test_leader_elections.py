@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 import trio
 
 from kafkalite.cluster import Cluster, ElectionOutcome
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
-from kafkalite.network.requests import UNCLEAN_ELECTION, ElectLeadersRequest
+from kafkalite.network.requests import PREFERRED_ELECTION, UNCLEAN_ELECTION, ElectLeadersRequest
 from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees, replica_batches
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
@@ -134,3 +135,20 @@ async def test_a_replica_back_from_leading_an_empty_epoch_catches_up(autojump_cl
             assert sorted(cluster.partition_state("t", 0).isr) == sorted(d.replicas)
             assert [(o, r.value) for o, r in await cluster.fetch_all("t", 0)] == [(0, b"a"), (1, b"b"), (2, b"c")]
             assert cluster.high_watermark("t", 0) == 3
+
+
+async def test_electing_every_partition_leaves_out_a_topic_being_deleted(autojump_clock: Any) -> None:
+    """As Kafka, a null partition list means the partitions brokers know, which no longer include a topic whose
+    deletion waits for a broker that is down: its partitions were answered INVALID_TOPIC_EXCEPTION."""
+    async with Cluster(brokers=3, config=CONFIG, seed=7) as cluster:
+        await cluster.create_topic("keep", partitions=1, replication_factor=3)
+        await cluster.create_topic("gone", partitions=1, replication_factor=3)
+        down = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        await cluster.kill_broker(down)
+        with pytest.raises(errors.RequestTimedOutError):
+            await cluster.delete_topic("gone", timeout=5)  # waits for the broker that is down
+        assert "gone" in cluster.controller().context.topics_to_be_deleted
+        response = await cluster.transport.send("client", cluster.controller_id,
+                                                ElectLeadersRequest(PREFERRED_ELECTION, None))
+        assert response.error_code == errors.NONE.code
+        assert {result.topic for result in response.results} == {"keep"}

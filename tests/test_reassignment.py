@@ -106,9 +106,10 @@ async def test_bad_reassignments_change_nothing(autojump_clock: Any) -> None:
         await cluster.produce("t", 0, values(2))
         before = cluster.partition_state("t", 0)
         before_replicas = (await cluster.describe_topic("t"))[0].replicas
-        dead = next(b for b in (3, 2, 1) if b != cluster.controller_id)
+        dead = next(b for b in (3, 2, 1) if b not in before_replicas)  # adding it would be the move's
         await cluster.kill_broker(dead)
-        await cluster.wait_until(lambda: dead not in cluster.controller().context.live_brokers, timeout=30)
+        await cluster.wait_until(lambda: cluster.controller_id is not None and
+                                 dead not in cluster.controller().context.live_brokers, timeout=30)
         alive = cluster.controller_id
         cases = [([], errors.InvalidReplicaAssignmentError, "empty"),
                  ([alive, alive], errors.InvalidReplicaAssignmentError, "repeats"),
@@ -125,6 +126,35 @@ async def test_bad_reassignments_change_nothing(autojump_clock: Any) -> None:
         assert await cluster.produce("t", 0, values(1, "after"), acks=1) == 2
         await cluster.wait_until(lambda: cluster.high_watermark("t", 0) == 3, timeout=30)
         assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"v0", b"v1", b"after0"]
+
+
+async def test_a_move_may_keep_a_replica_whose_broker_is_down_and_a_new_order_completes_at_once(
+        autojump_clock: Any) -> None:
+    """As Kafka's validateReplicas, only the replicas a move adds must be alive; and a move that adds and removes
+    nothing (a new order) is complete at once, as Kafka's isReassignmentComplete, with a replica out of the ISR."""
+    async with Cluster(brokers=4, config=CONFIG, seed=6) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        await cluster.produce("t", 0, values(3), acks=-1)
+        replicas = list((await cluster.describe_topic("t"))[0].replicas)
+        down = next(b for b in reversed(replicas) if b != cluster.controller_id)
+        await cluster.kill_broker(down)
+        await cluster.wait_until(lambda: down not in cluster.partition_state("t", 0).isr, timeout=30)
+        reordered = [r for r in replicas if r != down][::-1] + [down]
+        async with Admin(cluster) as admin:
+            await admin.alter_partition_reassignments({TP: reordered})
+        await cluster.wait_until(lambda: not cluster.controller().context.partitions_being_reassigned, timeout=5,
+                                 what="the new order to complete")
+        assert list((await cluster.describe_topic("t"))[0].replicas) == reordered
+        kept = [r for r in replicas if r != down][:1] + [down]  # drops one live replica, keeps the dead one
+        async with Admin(cluster) as admin:
+            await admin.alter_partition_reassignments({TP: kept})
+        await trio.sleep(30)
+        assert [o.partition for o in await cluster.list_partition_reassignments()] == [0]  # waits for `down`
+        await cluster.restart_broker(down)
+        await cluster.wait_until(lambda: list(cluster.controller().context.partition_replica_assignment(TP)) == kept
+                                 and not cluster.controller().context.partitions_being_reassigned, timeout=60)
+        await cluster.wait_until(lambda: set(cluster.partition_state("t", 0).isr) == set(kept), timeout=60)
+        assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"v0", b"v1", b"v2"]
 
 
 async def moving(cluster: Cluster, slow: int, target: list[int]) -> None:

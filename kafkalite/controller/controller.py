@@ -53,13 +53,14 @@ from kafkalite.controller.event_manager import (
     SessionReestablished,
     Startup,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
 )
 from kafkalite.controller.leader_selectors import controlled_shutdown_partition_leader_selector
 from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
 from kafkalite.controller.reassignment import ReassignmentManager
-from kafkalite.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
+from kafkalite.controller.replica_state_machine import VALID_PREVIOUS_STATES, ReplicaState, ReplicaStateMachine
 from kafkalite.controller.request_batch import ControllerBrokerRequestBatch
 from kafkalite.controller.topic_deletion_manager import TopicDeletionManager
 from kafkalite.coordination.errors import CoordinationError
@@ -362,8 +363,11 @@ class KafkaController:
         term.batch.send_update_metadata_request(new_brokers, context.all_partitions())
         term.reassignment.on_broker_startup(new_brokers)
         on_new = context.replicas_on_brokers(new_brokers)
-        term.replicas.handle_state_changes([r for r in on_new if not context.is_topic_queued_up_for_deletion(r[0])],
-                                           ReplicaState.ONLINE)
+        # As Kafka, replicas of topics queued for deletion too, unless already being deleted: a move under way
+        # must reach its new replicas to complete, and the topic's deletion waits for it
+        online_from = VALID_PREVIOUS_STATES[ReplicaState.ONLINE]
+        term.replicas.handle_state_changes([r for r in on_new if not context.is_topic_queued_up_for_deletion(r[0])
+                                            or context.replica_states.get(r) in online_from], ReplicaState.ONLINE)
         term.partitions.trigger_online_partition_state_change()
         term.deletion.resume_deletion_for_topics(on_new)
 
@@ -409,6 +413,10 @@ class KafkaController:
         remaining = [(tp.topic, tp.partition) for tp in replicated
                      if context.partition_leadership_info[tp].leader_and_isr.leader == broker_id]
         return ControlledShutdownResponse(errors.NONE.code, remaining)
+
+    def on_topic_config_change(self) -> None:
+        """This node's broker heard that a topic's config changed (it runs Kafka's config handlers)."""
+        self.event_manager.put(TopicConfigChange())
 
     # -- ISR change notifications ---------------------------------------------------------------------------------
 
@@ -508,6 +516,7 @@ ROUTES: dict[type, Route] = {
     IsrChangeNotification: Route(KafkaController._process_isr_change_notification),
     TopicChange: Route(_term_noarg("admin", "process_topic_change")),
     PartitionModifications: Route(lambda c, event: c.term.admin.process_partition_modifications(event.topic)),
+    TopicConfigChange: Route(lambda c, _: c.term.partitions.trigger_online_partition_state_change(unclean_only=True)),
     TopicDeletion: Route(_term_noarg("deletion", "process_topic_deletion")),
     TopicDeletionStopReplicaResponseReceived: Route(
         lambda c, event: c.term.deletion.on_stop_replica_response(event.broker_id, event.response)),

@@ -56,8 +56,11 @@ class Elections:
         if request.election_type not in _SELECTORS:
             return ElectLeadersResponse(errors.INVALID_REQUEST.code,
                                         error_message=f"unknown election type {request.election_type}")
-        partitions = self.context.all_partitions() if request.topic_partitions is None else \
-            [TopicPartition(t, p) for t, p in request.topic_partitions]
+        if request.topic_partitions is None:  # as Kafka, every partition brokers know, so none of a topic being deleted
+            partitions = [tp for tp in self.context.all_partitions()
+                          if not self.context.is_topic_queued_up_for_deletion(tp.topic)]
+        else:
+            partitions = [TopicPartition(t, p) for t, p in request.topic_partitions]
         return ElectLeadersResponse(errors.NONE.code, self.elect(partitions, request.election_type))
 
     def elect(self, partitions: Iterable[TopicPartition], election_type: int) -> list[ElectionResult]:

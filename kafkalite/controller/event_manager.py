@@ -88,6 +88,12 @@ class PartitionModifications(ControllerEvent):
 
 
 @dataclass
+class TopicConfigChange(ControllerEvent):
+    """A topic's config changed (this node's broker heard of it): one that now allows unclean elections elects
+    leaders for its offline partitions, as Kafka's TopicUncleanLeaderElectionEnable does."""
+
+
+@dataclass
 class PreferredReplicaLeaderElection(ControllerEvent):
     """`/admin/preferred_replica_election` was written (the znode Kafka's admin tools use)."""
 

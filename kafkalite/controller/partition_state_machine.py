@@ -73,12 +73,16 @@ class PartitionStateMachine:
                 self.context.partition_states[tp] = PartitionState.OFFLINE
         self.trigger_online_partition_state_change()
 
-    def trigger_online_partition_state_change(self) -> None:
-        """Elect leaders for every New or Offline partition of a topic not being deleted."""
+    def trigger_online_partition_state_change(self, *, unclean_only: bool = False) -> None:
+        """Elect leaders for every New or Offline partition of a topic not being deleted; `unclean_only`: of a topic
+        that allows unclean elections, after a topic's config changed (Kafka's TopicUncleanLeaderElectionEnable)."""
         context = self.context
         partitions = sorted(tp for tp, state in context.partition_states.items()
                             if state in (PartitionState.NEW, PartitionState.OFFLINE)
                             and not context.is_topic_queued_up_for_deletion(tp.topic))
+        if unclean_only:
+            allowed = {topic: self._unclean_allowed(topic) for topic in {tp.topic for tp in partitions}}
+            partitions = [tp for tp in partitions if allowed[tp.topic]]
         self.handle_state_changes(partitions, PartitionState.ONLINE)
 
     def handle_state_changes(self, partitions: Iterable[TopicPartition], target: PartitionState,

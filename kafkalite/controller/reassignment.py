@@ -167,7 +167,8 @@ class ReassignmentManager:
         if state is None:
             return
         self.context.partition_leadership_info[tp] = state
-        if set(reassignment.target_replicas) <= set(state.leader_and_isr.isr):
+        moves = reassignment.adding or reassignment.removing  # a new order alone completes at once, as in Kafka
+        if not moves or set(reassignment.target_replicas) <= set(state.leader_and_isr.isr):
             self._complete(tp, reassignment)
         else:
             self._start_new_replicas(tp, reassignment, written)
@@ -276,10 +277,14 @@ class ReassignmentManager:
             raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} is empty")
         if len(set(replicas)) != len(replicas):
             raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} repeats a broker: {replicas}")
-        unavailable = [r for r in replicas if not self.context.is_replica_online(r)]
+        # As Kafka's validateReplicas, only replicas the move adds must be alive: one may keep, reorder or drop a
+        # replica whose broker is down
+        ongoing = self.context.partitions_being_reassigned.get(tp)
+        original = ongoing.original_replicas if ongoing is not None else self.context.partition_replica_assignment(tp)
+        unavailable = [r for r in replicas if r not in original and not self.context.is_replica_online(r)]
         if unavailable:
             raise errors.InvalidReplicaAssignmentError(
-                f"brokers {unavailable} in the target replicas of {tp} are not alive (or unknown)")
+                f"brokers {unavailable} that the target replicas of {tp} add are not alive (or unknown)")
 
     def list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
                                      ) -> ListPartitionReassignmentsResponse:

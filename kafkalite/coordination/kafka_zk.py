@@ -47,6 +47,7 @@ from kafkalite.coordination.service import (
 log = logging.getLogger(__name__)
 
 K = TypeVar("K")
+T = TypeVar("T")
 
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
@@ -221,6 +222,7 @@ class KafkaZkClient:
         self.session_timeout_ms = session_timeout_ms
         self._handlers = _Handlers()
         self._expired = trio.Event()  # set when the session's expiry is heard: reconnect without waiting
+        self._link_news = trio.Event()  # set, and replaced, when a cut-off link heals or the session ends
         self.session = self._connect()
 
     def _connect(self) -> Session:
@@ -289,7 +291,22 @@ class KafkaZkClient:
             self._handlers.znode.pop(path, None)
             self._handlers.child.pop(path, None)
 
+    async def when_reachable(self, call: Callable[[], T]) -> T:
+        """`call()` (a read or write of the service), held while this node is cut off from the service and tried
+        again when the link heals, as Kafka's ZooKeeperClient holds a request while disconnected. It fails only
+        when the session ended meanwhile (SessionExpiredError): its watches are gone, and whoever holds state
+        from it must start again on the next session."""
+        while True:
+            news = self._link_news
+            try:
+                return call()
+            except ConnectionLossError:
+                await news.wait()
+
     def _dispatch(self, event: WatchedEvent) -> None:
+        if event.type in (EventType.SESSION_EXPIRED, EventType.CONNECTED):
+            self._link_news.set()
+            self._link_news = trio.Event()
         if event.type is EventType.SESSION_EXPIRED:
             self._expired.set()  # `run` reconnects now
             return

@@ -138,8 +138,10 @@ class Broker:
             await trio.sleep(retry_s)
 
     def _on_new_session(self) -> None:
-        """Called inside the coordination client's reconnect: only flag it, the task does the work."""
+        """Called inside the coordination client's reconnect: only flag it, the tasks do the work (registering;
+        the config watch died with the old session, and changes made since were never notified)."""
         self._new_session.set()
+        self._config_changed.set()
 
     async def _register_on_new_session(self) -> None:
         while True:
@@ -148,13 +150,23 @@ class Broker:
             await self._register()
 
     async def _apply_config_changes(self) -> None:
-        """Kafka's dynamic config manager: on each `/config/changes` notification, re-read hosted topics' configs."""
+        """Kafka's dynamic config manager: on each `/config/changes` notification, and on each new session, re-read
+        hosted topics' configs. Cut off from the service, it waits for the link; a session that ends meanwhile
+        leaves the work to the next one."""
         while True:
-            self.zk.get_children(CONFIG_CHANGES_PATH, watch=True)
+            try:
+                await self.zk.when_reachable(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, watch=True))
+            except SessionExpiredError:
+                pass  # the new session flags a change
             await self._config_changed.wait()
             await self.gate.checkpoint()
             self._config_changed = trio.Event()
-            self.replica_manager.update_topic_configs()
+            try:
+                await self.zk.when_reachable(self.replica_manager.update_topic_configs)
+            except SessionExpiredError:
+                pass
+            if self.apis.controller is not None:
+                self.apis.controller.on_topic_config_change()
 
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move leadership off this broker; True once it reports nothing remaining."""

@@ -121,6 +121,8 @@ class Controller(Protocol):
 
     async def handle_request(self, request: Request, context: RequestContext) -> Response: ...
 
+    def on_topic_config_change(self) -> None: ...
+
 
 def build_error_response(request: Request, error: ErrorCode, message: str | None = None) -> Response:
     """The request's own response type carrying `error` on the whole request or on every entry of it."""
@@ -284,7 +286,11 @@ class KafkaApis:
         return None
 
     async def handle_leader_and_isr(self, request: LeaderAndIsrRequest, context: RequestContext) -> Response:
-        response = self.replica_manager.become_leader_or_follower(context.correlation_id, request)
+        topic_configs = await self.replica_manager.read_new_topic_configs(request)
+        fenced = self._fence(request)  # again: a newer controller may have spoken while the read waited for the link
+        if fenced is not None:
+            return build_error_response(request, *fenced)
+        response = self.replica_manager.become_leader_or_follower(context.correlation_id, request, topic_configs)
         self._on_leadership_change(request, response)
         return response
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
@@ -152,17 +152,23 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.all_partitions.get(tp)
 
-    def get_or_create_partition(self, tp: TopicPartition, topic_configs: dict[str, TopicConfig]) -> Partition:
-        """The hosted partition, created if new; `topic_configs` holds the topic configs read for the request at
-        hand, so a topic's config is read once and its new partitions share one (read-only) copy."""
+    async def read_new_topic_configs(self, request: LeaderAndIsrRequest) -> dict[str, TopicConfig]:
+        """The config of each topic of which `request` names a partition this broker does not host yet, read once a
+        topic, so its new partitions share one (read-only) copy. Read before anything changes and held while the
+        broker is cut off from the service, as Kafka's ZooKeeper reads wait for the link: a short cut delays a
+        LeaderAndIsr, where failing it would leave the partition unhosted, as no controller resends it."""
+        def read() -> dict[str, TopicConfig]:
+            hosted = self.all_partitions
+            topics = {state.topic for state in request.partition_states if (state.topic, state.partition) not in hosted}
+            return {topic: TopicConfig.for_broker(self.zk.get_topic_config(topic), self.config) for topic in topics}
+        return await self.zk.when_reachable(read)
+
+    def get_or_create_partition(self, tp: TopicPartition, topic_configs: Mapping[str, TopicConfig]) -> Partition:
+        """The hosted partition, created if new with its topic's config from `topic_configs`."""
         partition = self.all_partitions.get(tp)
         if partition is None:
-            topic_config = topic_configs.get(tp.topic)
-            if topic_config is None:
-                topic_config = topic_configs[tp.topic] = TopicConfig.for_broker(self.zk.get_topic_config(tp.topic),
-                                                                                self.config)
-            partition = Partition(tp, self.broker_id, self.log_manager, topic_config, self.zk, self._on_isr_change,
-                                  self.fetch_sessions, self._on_lag_possible)
+            partition = Partition(tp, self.broker_id, self.log_manager, topic_configs[tp.topic], self.zk,
+                                  self._on_isr_change, self.fetch_sessions, self._on_lag_possible)
             self.all_partitions[tp] = partition
         return partition
 
@@ -182,12 +188,13 @@ class ReplicaManager:
 
     # -- controller requests --------------------------------------------------------------------------------------
 
-    def become_leader_or_follower(self, correlation_id: int, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
-        """Seed 000's becomeLeaderOrFollower, once KafkaApis has fenced the request's controller and broker epochs:
-        each partition's leader epoch must be newer than ours, then leaders and followers are made."""
+    def become_leader_or_follower(self, correlation_id: int, request: LeaderAndIsrRequest,
+                                  topic_configs: Mapping[str, TopicConfig]) -> LeaderAndIsrResponse:
+        """Seed 000's becomeLeaderOrFollower, once KafkaApis has fenced the request's controller and broker epochs
+        and read the configs of its new topics (`read_new_topic_configs`): each partition's leader epoch must be
+        newer than ours, then leaders and followers are made."""
         results: list[tuple[str, int, int]] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
-        topic_configs: dict[str, TopicConfig] = {}
         # The first few fenced partitions, for the log, and how many: a new controller resends all of them, and
         # an entry kept for each would live long enough to reach the oldest GC generation
         fenced: list[tuple[TopicPartition, int, int]] = []
