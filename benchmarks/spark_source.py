@@ -13,7 +13,11 @@ otherwise fall on the source that happens to go first. Then the two alternate fo
 the same drift of a shared machine, and each side's median round counts; the median of the side-by-side rounds'
 ratios is printed too, as a measure of how much that drift still moved the result. The wall time of a round is
 query start to termination, planning and task start-up included. Targets: 300,000 rows/s
-through the connector, and at least 80% of the synthetic source's rate.
+through the connector, and at least 80% of the synthetic source's rate. Each round also shows, and the summary
+the medians of, the two parts in which the sources differ: start-up, from the query's start to its first
+micro-batch (for every query Spark starts a fresh Python process for the source's planning, which imports the
+source's module: kafkalite's client, against the synthetic source's pyarrow alone), and reading, Spark's
+triggerExecution of the micro-batches with rows.
 
 Then the steady micro-batch latency: a query on a second topic with the default trigger into `noop`, fed 100
 records at a time, each batch awaited before the next; reported is the median and worst of Spark's own
@@ -29,8 +33,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -119,16 +124,30 @@ def fill(cluster: EmbeddedCluster, topic: str, rows: int) -> None:
     cluster.call(produce)
 
 
-def timed_round(spark: SparkSession, reader: Any) -> tuple[float, int]:
-    """(seconds, rows) of one availableNow query from `reader` into noop, start to termination."""
+class Round(NamedTuple):
+    """One availableNow query from start to termination, and the two parts of it that differ between sources."""
+
+    seconds: float
+    rows: int
+    start_up: float
+    """Query start to its first micro-batch: Spark starts a fresh Python process for the source's planning, which
+    imports the source's module, and the source finds its offsets."""
+    reading: float
+    """Spark's triggerExecution of the micro-batches that read rows: the tasks reading and Spark taking the rows."""
+
+
+def timed_round(spark: SparkSession, reader: Any) -> Round:
+    """One availableNow query from `reader` into noop."""
     with tempfile.TemporaryDirectory() as checkpoint:
-        started = time.perf_counter()
+        started, wall = time.perf_counter(), time.time()
         query = (reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         seconds = time.perf_counter() - started
-        rows = sum(progress["numInputRows"] for progress in query.recentProgress)
-    return seconds, rows
+        progress = query.recentProgress
+    first = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp()
+    return Round(seconds, sum(p["numInputRows"] for p in progress), first - wall,
+                 sum(p["durationMs"]["triggerExecution"] for p in progress if p["numInputRows"]) / 1000)
 
 
 def latency(spark: SparkSession, cluster: EmbeddedCluster, batches: int) -> list[float]:
@@ -171,26 +190,32 @@ def main(argv: list[str] | None = None) -> None:
         connector = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
                      .option("subscribe", "bench").option("startingOffsets", "earliest"))
         synthetic = spark.readStream.format("synthetic").option("rows", str(args.rows))
-        rounds: dict[str, list[float]] = {"kafkalite": [], "synthetic": []}
+        rounds: dict[str, list[Round]] = {"kafkalite": [], "synthetic": []}
         for round_number in range(max(args.rounds, 1) + 1):
             for name, reader in (("kafkalite", connector), ("synthetic", synthetic)):
-                seconds, rows = timed_round(spark, reader)
-                assert rows == (args.rows if name == "kafkalite" else args.rows // PARTITIONS * PARTITIONS), rows
+                one = timed_round(spark, reader)
+                assert one.rows == (args.rows if name == "kafkalite" else args.rows // PARTITIONS * PARTITIONS), one
                 if round_number:
-                    rounds[name].append(rows / seconds)
-                print(f"  {name:<10} {rows:>10,} rows in {seconds:6.2f} s: {rows / seconds:>10,.0f} rows/s"
+                    rounds[name].append(one)
+                print(f"  {name:<10} {one.rows:>10,} rows in {one.seconds:6.2f} s: {one.rows / one.seconds:>10,.0f} "
+                      f"rows/s (start-up {one.start_up:.2f} s, reading {one.reading:.2f} s)"
                       f"{'' if round_number else '  (warm-up, not counted)'}")
         durations = latency(spark, cluster, args.latency_batches)
-    mine, ceiling = statistics.median(rounds["kafkalite"]), statistics.median(rounds["synthetic"])
+    rates = {name: [one.rows / one.seconds for one in ones] for name, ones in rounds.items()}
+    mine, ceiling = statistics.median(rates["kafkalite"]), statistics.median(rates["synthetic"])
     print(f"\n{'source':<22} {'rows':>10} {'rows/s (median)':>16}  target")
     print(f"{'kafkalite connector':<22} {args.rows:>10,} {mine:>16,.0f}  >= {TARGET_ROWS_PER_S:,} "
           f"{'ok' if mine >= TARGET_ROWS_PER_S else 'MISSED'}")
     print(f"{'synthetic Arrow source':<22} {args.rows:>10,} {ceiling:>16,.0f}")
     print(f"{'connector / synthetic':<22} {'':>10} {mine / ceiling:>16.0%}  >= {TARGET_SHARE:.0%} "
           f"{'ok' if mine / ceiling >= TARGET_SHARE else 'MISSED'}")
-    pairs = [a / b for a, b in zip(rounds["kafkalite"], rounds["synthetic"])]
+    pairs = [a / b for a, b in zip(rates["kafkalite"], rates["synthetic"])]
     print(f"{'side-by-side ratios':<22} {'':>10} {statistics.median(pairs):>16.0%}  (median; "
           f"{min(pairs):.0%} to {max(pairs):.0%} over {len(pairs)} rounds)")
+    for part in ("start_up", "reading"):
+        medians = {name: statistics.median(getattr(one, part) for one in ones) for name, ones in rounds.items()}
+        print(f"{part.replace('_', '-') + ', median':<22} {'':>10} {medians['kafkalite']:>15.2f}s  synthetic "
+              f"{medians['synthetic']:.2f} s")
     print(f"steady micro-batch (100 records, default trigger, noop): triggerExecution median "
           f"{statistics.median(durations):.0f} ms, worst {max(durations):.0f} ms over {len(durations)} batches")
     spark.stop()
