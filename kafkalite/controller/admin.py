@@ -330,10 +330,11 @@ class AdminManager:
                     f"{len(topic.assignments)} assignments given for {new_count} new partitions.")
             added = {len(current) + i: list(replicas) for i, replicas in enumerate(topic.assignments)}
             validate_assignment({**current, **added}, set(live) | {r for rs in current.values() for r in rs})
-            unknown = sorted({r for replicas in added.values() for r in replicas} - set(live))
+            registered = set(self.context.live_or_shutting_down_broker_ids)
+            unknown = sorted({r for replicas in added.values() for r in replicas} - registered)
             if unknown:  # as Kafka, which checks the new partitions' replicas against the brokers registered
                 raise errors.InvalidReplicaAssignmentError(
-                    f"Unknown broker(s) in replica assignment: {unknown}; the live brokers are {sorted(live)}.")
+                    f"Unknown broker(s) in replica assignment: {unknown}; the live brokers are {sorted(registered)}.")
         else:
             added = assign_replicas_to_brokers(new_count, replication, sorted(live), live, rng=self.rng,
                                                start_partition_id=len(current))

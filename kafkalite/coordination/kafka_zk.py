@@ -294,10 +294,13 @@ class KafkaZkClient:
     async def when_reachable(self, call: Callable[[], T]) -> T:
         """`call()` (a read or write of the service), held while this node is cut off from the service and tried
         again when the link heals, as Kafka's ZooKeeperClient holds a request while disconnected. It fails only
-        when the session ended meanwhile (SessionExpiredError): its watches are gone, and whoever holds state
-        from it must start again on the next session."""
+        when the session ended meanwhile (SessionExpiredError), also if a new one has replaced it already: the old
+        one's watches are gone, and whoever holds state from it must start again on the next session."""
+        session = self.session
         while True:
             news = self._link_news
+            if self.session is not session:
+                raise SessionExpiredError("/", f"the session of {self.owner} ended while a call waited for the link")
             try:
                 return call()
             except ConnectionLossError:

@@ -8,7 +8,7 @@ import trio
 
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination import CoordinationService, NodeExistsError
-from kafkalite.coordination.errors import BadVersionError
+from kafkalite.coordination.errors import BadVersionError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import (
     KafkaZkClient,
     LeaderAndIsr,
@@ -58,3 +58,34 @@ async def test_a_stale_state_fails_alone_and_the_cache_is_only_kept_at_its_own_v
     again = client.get_partition_states(tps, cached={**cached, **written})
     assert again[tps[0]] is written[tps[0]] and again[tps[1]] is written[tps[1]]  # same version: the cached one
     assert again[tps[2]] == LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2), 1), epoch)  # moved on: read
+
+
+async def test_a_call_cut_off_from_the_service_waits_for_the_link_and_fails_if_the_session_ended(
+        autojump_clock) -> None:
+    """As Kafka's ZooKeeperClient holds a request while disconnected: done once the link heals within the session;
+    SessionExpiredError when the session ended meanwhile, even once a new one has replaced it."""
+    service = CoordinationService()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        client = KafkaZkClient(service, "broker-1", 6_000)
+        nursery.start_soon(client.run)
+        client.ensure_persistent_paths()
+        for cut_s, ended in ((1, False), (20, True)):
+            service.set_reachable("broker-1", False)
+            outcome: list[object] = []
+
+            async def call() -> None:
+                try:
+                    outcome.append(await client.when_reachable(lambda: client.get_children("/brokers")))
+                except SessionExpiredError as exc:
+                    outcome.append(exc)
+
+            nursery.start_soon(call)
+            await trio.sleep(cut_s)
+            assert outcome == []
+            first = client.session
+            service.set_reachable("broker-1", True)
+            await trio.sleep(3)  # past a heartbeat interval, which brings the new session
+            assert (client.session is not first) == ended
+            assert isinstance(outcome[0], SessionExpiredError if ended else list), outcome
+        nursery.cancel_scope.cancel()
