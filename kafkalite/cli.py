@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any, NoReturn
 
 import kafkalite
@@ -60,11 +61,23 @@ def _offset(text: str) -> int:
     return int(text)
 
 
-def _positive(text: str) -> int:
+def _positive(text: str, most: int | None = None) -> int:
     number = int(text) if text.isdigit() else 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    if number < 1 or (most is not None and number > most):
+        expected = "of at least 1" if most is None else f"from 1 to {most}"
+        raise argparse.ArgumentTypeError(f"expected a whole number {expected}, got {text!r}")
     return number
+
+
+MAX_BROKERS = 200
+"""The most brokers `serve` starts. Start-up time grows with the square of their number in one process (on two
+cores: 100 brokers in 2 s, 200 in 10 s, 300 in 25 s, 1000 not within 5 minutes); beyond this a cluster seems hung."""
+
+_SET_BY_SERVE = {
+    "listeners": "serve sets each broker's listeners; choose their ports with --port and --kafka-port",
+    "broker.id": "serve numbers its brokers 1..N (N from --brokers)",
+}
+"""Broker properties serve gives each broker itself, which a --config would silently lose to."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,18 +87,27 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="start a 3-broker cluster, fail a leader, show that nothing was lost")
-    demo.add_argument("--records", type=int, default=1000, help="records to produce (default 1000)")
+    demo.add_argument("--records", type=_positive, default=1000, help="records to produce (default 1000)")
     demo.add_argument("--seed", type=int, default=None, help="seed for the replica assignment (default: random)")
 
-    serve = commands.add_parser("serve", help="run a cluster in the foreground until Ctrl-C")
-    serve.add_argument("--brokers", type=_positive, default=3, help="how many brokers (default 3)")
+    serve = commands.add_parser(
+        "serve", help="run a cluster in the foreground until Ctrl-C",
+        description="Run a cluster in the foreground until Ctrl-C or SIGTERM. Every broker has two listeners on "
+                    "127.0.0.1: NATIVE speaks kafkalite's own protocol, for the kafkalite commands and kafkalite's "
+                    "clients (printed as 'bootstrap servers'); KAFKA speaks Apache Kafka's, for Kafka's own clients "
+                    "(printed as 'Kafka bootstrap servers').")
+    serve.add_argument("--brokers", type=partial(_positive, most=MAX_BROKERS), default=3,
+                       help=f"how many brokers, numbered 1..N, at most {MAX_BROKERS} (default 3)")
     serve.add_argument("--port", type=_port, default=0,
-                       help="broker i listens on PORT+i-1 (default 0: a free port each, printed at start)")
+                       help="broker i's NATIVE listener, kafkalite's own protocol (the 'bootstrap servers' line), on "
+                            "PORT+i-1 (default 0: a free port each, printed at start)")
     serve.add_argument("--kafka-port", type=_port, default=0,
-                       help="broker i speaks Apache Kafka's protocol on KAFKA_PORT+i-1, for Kafka's own clients "
-                            "(default 0: a free port each, printed at start)")
+                       help="broker i's KAFKA listener, Apache Kafka's protocol for Kafka's own clients (the 'Kafka "
+                            "bootstrap servers' line), on KAFKA_PORT+i-1 (default 0: a free port each, printed at "
+                            "start)")
     serve.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                       help="a broker property, e.g. --config min.insync.replicas=2")
+                       help="a broker property, e.g. --config min.insync.replicas=2 (not listeners or broker.id: "
+                            "--port, --kafka-port and --brokers set those)")
     serve.add_argument("--control-port", type=_port, default=None,
                        help="serve the HTTP control endpoint (kill, pause, partition, request faults) on this "
                             "port, 0 for a free one (printed at start); default: none")
@@ -168,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     try:
         code = _run(parser, parser.parse_args(argv))
-        sys.stdout.flush()  # a reader gone away (`| head`) shows here rather than at the interpreter's exit
+        if sys.stdout is not None:  # None if started without one (`>&-`)
+            sys.stdout.flush()  # a reader gone away (`| head`) shows here rather than at the interpreter's exit
         return code
     except BaseException as exc:  # one clear line, no traceback
         leaves = list(_leaves(exc))
@@ -203,12 +226,18 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _reader_gone() -> int:
     """The reader of our output went away (`kafkalite demo | head -3`): nothing to report, so stop quietly.
 
-    Standard output goes to /dev/null first, so that the interpreter's last flush does not fail again; the
-    status is 1, as Python's own advice has it (and as `rich`, which does the same, exits).
+    The status is 1, as Python's own advice has it (and as `rich`, which does the same, exits).
     """
+    _stdout_to_devnull()
+    return 1
+
+
+def _stdout_to_devnull() -> None:
+    """Point standard output at /dev/null once its reader is gone, as Python's note on SIGPIPE advises: what is
+    still buffered for it, and the interpreter's last flush, then go nowhere instead of failing again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    return 1
+    os.close(devnull)
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:
@@ -223,12 +252,14 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 # -- serve ----------------------------------------------------------------------------------------------------------
 
 def _serve(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from kafkalite.embedded import EmbeddedCluster
 
+    config = dict(args.config)
+    for key, instead in _SET_BY_SERVE.items():
+        if key in config:
+            raise UsageError(f"--config {key}: {instead}")
     for option, first in (("--port", args.port), ("--kafka-port", args.kafka_port)):
-        if first + args.brokers - 1 > MAX_PORT:
+        if first and first + args.brokers - 1 > MAX_PORT:
             raise UsageError(f"{option} {first} with {args.brokers} brokers would need ports up to "
                              f"{first + args.brokers - 1}; the highest is {MAX_PORT}")
 
@@ -238,9 +269,9 @@ def _serve(args: argparse.Namespace) -> int:
     brokers = {b: {"listeners": f"NATIVE://127.0.0.1:{port(args.port, b)},KAFKA://127.0.0.1:{port(args.kafka_port, b)}"}
                for b in range(1, args.brokers + 1)}
     stop = threading.Event()
-    console = Console()
+    console = _serve_console()
     try:
-        cluster = EmbeddedCluster(args.brokers, dict(args.config), broker_configs=brokers).start()
+        cluster = EmbeddedCluster(args.brokers, config, broker_configs=brokers).start()
     except OSError as exc:
         asked = [f"{option} {first} to {first + args.brokers - 1}" for option, first in
                  (("--port", args.port), ("--kafka-port", args.kafka_port)) if first]
@@ -252,11 +283,11 @@ def _serve(args: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             control = None if args.control_port is None else _serve_control(cluster, args.control_port)
-            print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
-            print(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}", flush=True)
+            console.out(f"bootstrap servers: {cluster.bootstrap_servers}")
+            console.out(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}")
             if control is not None:
-                print(f"control: {control}", flush=True)
-            console.print(_brokers_table(cluster.describe_brokers()))
+                console.out(f"control: {control}")
+            console.print(_brokers_table(_served_brokers(cluster)))
             console.print("Press Ctrl-C to stop.")
             stop.wait()
         finally:
@@ -266,6 +297,37 @@ def _serve(args: argparse.Namespace) -> int:
         cluster.close()
     console.print("stopped")
     return 0
+
+
+def _serve_console() -> Any:
+    """Where serve prints, for as long as it serves: its reader may go, its clients stay.
+
+    `kafkalite serve | grep -m1 "Kafka bootstrap"`, or a harness that reads the bootstrap line and closes the pipe:
+    the reader has what it came for, and clients use the cluster. rich stops the program at a broken pipe, as
+    `_reader_gone` does for commands whose output is their point; here the output goes to /dev/null instead and
+    the cluster serves on until Ctrl-C or SIGTERM.
+    """
+    from rich.console import Console
+
+    class ServeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            _stdout_to_devnull()
+
+    return ServeConsole(highlight=False)
+
+
+def _served_brokers(cluster: Any) -> list[dict[str, Any]]:
+    """The live brokers as `describe_brokers` has them (their NATIVE port), each with its KAFKA port beside.
+
+    Read in one call in the cluster's loop: a broker killed over the control endpoint between two calls, as soon as
+    its URL is printed, would otherwise be listed by the first and unknown to the second."""
+    def described(inner: Any) -> list[dict[str, Any]]:
+        return [{**broker, "kafka_port": next(ep.port for ep in inner.broker(broker["node_id"]).endpoints
+                                              if ep.listener == "KAFKA")} for broker in inner.describe_brokers()]
+
+    brokers: list[dict[str, Any]] = cluster.call(described, cluster.cluster)
+    return brokers
 
 
 def _serve_control(cluster: Any, port: int) -> str:
@@ -570,13 +632,18 @@ _CLIENT_COMMANDS = {"topics": _topics, "produce": _produce, "consume": _consume,
 
 
 def _brokers_table(brokers: list[dict[str, Any]]) -> Any:
+    """`port` is each broker's NATIVE listener, the one `describe` asks over; serve also knows its KAFKA listener's
+    (`kafka_port`), the port Kafka's own clients need. Both named by listener: a bare "port" sent Kafka clients to
+    the wrong one."""
     from rich.table import Table
 
+    kafka = any("kafka_port" in broker for broker in brokers)
     table = Table(title="Brokers")
-    for column in ("id", "host", "port", "rack", "controller"):
+    for column in ("id", "host", "NATIVE port", *(("KAFKA port",) if kafka else ()), "rack", "controller"):
         table.add_column(column)
     for broker in brokers:
-        table.add_row(str(broker["node_id"]), broker["host"], str(broker["port"]), str(broker.get("rack") or ""),
+        table.add_row(str(broker["node_id"]), broker["host"], str(broker["port"]),
+                      *((str(broker["kafka_port"]),) if kafka else ()), str(broker.get("rack") or ""),
                       "yes" if broker.get("controller") else "")
     return table
 

@@ -186,7 +186,9 @@ def _partition(topic: Any, partition: Any) -> TopicPartition:
 
 def _config(config: Any, what: str) -> Mapping[str, Any]:
     for key in _expect(config, Mapping, what):
-        _expect(key, str, f"a key of {what}")
+        if _expect(key, str, f"a key of {what}") == "broker.id":  # it was dropped without a word
+            raise ValueError(f"{what} sets broker.id, which the cluster sets itself: its brokers are numbered 1..N "
+                             "(give a broker its own settings with broker_configs={id: {...}})")
     return config  # type: ignore[no-any-return]
 
 
@@ -304,7 +306,7 @@ class Cluster:
                     # Its ports from now on, as a Kafka broker's are fixed in its server.properties: a restart
                     # binds the same ones, so bootstrap servers a client was given keep reaching it.
                     node.config = node.config.with_overrides({"listeners": ",".join(
-                        f"{ep.listener}://{ep.host}:{ep.port}" for ep in node.broker.endpoints)})
+                        f"{ep.listener}://{ep.address}" for ep in node.broker.endpoints)})
                     await node.controller.startup(nursery)
                     task_status.started()
         finally:
@@ -558,7 +560,7 @@ class Cluster:
         for broker_id, node in sorted(self._nodes.items()):
             registered = self._zk().get_broker(broker_id)
             endpoints = registered.endpoints if registered is not None else ()
-            brokers.append(BrokerDescription(broker_id, tuple(f"{ep.listener}://{ep.host}:{ep.port}" for ep in endpoints),
+            brokers.append(BrokerDescription(broker_id, tuple(f"{ep.listener}://{ep.address}" for ep in endpoints),
                                              node.config["broker.rack"], node.alive and registered is not None,
                                              broker_id == controller_id,
                                              registered.epoch if registered is not None else -1))
@@ -598,7 +600,7 @@ class Cluster:
 
     def listener_bootstrap_servers(self, listener: str) -> str:
         """`host:port,...` of the live brokers' endpoints for the listener named `listener` (empty if none)."""
-        return ",".join(f"{ep.host}:{ep.port}" for broker_id in self.live_broker_ids
+        return ",".join(ep.address for broker_id in self.live_broker_ids
                         for ep in self.broker(broker_id).endpoints if ep.listener == listener)
 
     def topics(self) -> list[str]:
@@ -680,11 +682,19 @@ class Cluster:
         await self._stop(self._live_node(broker_id))
 
     async def restart_broker(self, broker_id: int) -> None:
-        """Start a stopped broker again with the logs it had; it registers anew (a new broker epoch)."""
+        """Start a stopped broker again with the logs it had, on the ports it had; it registers anew (a new broker
+        epoch). If one of those ports is taken meanwhile, OSError naming them, and the broker stays stopped."""
         node = self._node(broker_id)
         if node.alive:
             raise ValueError(f"broker {broker_id} is running; kill or shut it down first")
-        await self._start_node(node)
+        try:
+            await self._start_node(node)
+        except BaseExceptionGroup as group:  # it fails in its own nursery: say what failed, as __aenter__ does
+            cause = unwrap_single(group)
+            if isinstance(cause, OSError):  # the bind's own error names no address
+                raise OSError(cause.errno, f"broker {broker_id} cannot listen on the ports it had "
+                                           f"({node.config['listeners']}): {cause.strerror}") from None
+            raise cause from None
 
     async def shutdown_broker(self, broker_id: int) -> bool:
         """Controlled shutdown: leadership moves off the broker first, then it stops and deregisters at once.

@@ -18,8 +18,9 @@ served cluster can fail it on command as a Python test does with `Cluster`'s met
 A request fault takes `Cluster.fail_requests`' arguments by name (`delay` in seconds, `times` null for no limit).
 Bad input gets the status that says why and a JSON body `{"error": "..."}`: 404 for a path or a broker that does
 not exist, 405 for a method a path does not take, 400 for a body that is not a JSON object or an argument the
-cluster refuses, 409 for a fault the cluster's state refuses (restarting a running broker), 413 for a body past
-64 KiB. Bytes that are not HTTP get a 400 and the connection is closed; the endpoint keeps serving everyone else.
+cluster refuses, 409 for a fault the cluster's state refuses (restarting a running broker, or one whose ports
+another process has taken meanwhile: it stays stopped), 413 for a body past 64 KiB. Bytes that are not HTTP get a
+400 and the connection is closed; the endpoint keeps serving everyone else.
 Requests are served one at a time per connection, inside the cluster's Trio loop, so a kill or a restart has
 happened when its answer arrives.
 """
@@ -92,7 +93,10 @@ async def _broker_action(cluster: Cluster, params: dict[str, str], body: Any) ->
     if action == "kill":
         await cluster.kill_broker(broker_id)
     elif action == "restart":
-        await cluster.restart_broker(broker_id)
+        try:
+            await cluster.restart_broker(broker_id)
+        except OSError as exc:  # its ports taken: the machine's state refuses it, as a running broker's would
+            raise _HttpError(409, f"{exc.strerror or exc}; it stays stopped until its ports are free") from None
     elif action == "shutdown":
         return 200, {"broker": broker_id, "clean": await cluster.shutdown_broker(broker_id)}
     elif action == "pause":

@@ -124,6 +124,7 @@ def test_missing_or_unreachable_bootstrap_server(capsys: pytest.CaptureFixture[s
     (["serve", "--config", "no-equals-sign"], "expected key=value, got 'no-equals-sign'"),
     (["no-such-command"], "invalid choice: 'no-such-command'"),
     (["produce"], "the following arguments are required: topic"),
+    (["demo", "--records", "-5"], "argument --records: expected a whole number of at least 1, got '-5'"),
 ])
 def test_bad_arguments_are_one_line_and_status_1(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                  message: str) -> None:
@@ -142,14 +143,25 @@ def test_serve_refuses_a_bad_cluster_in_one_line(capsys: pytest.CaptureFixture[s
 
 
 class Served:
-    """`kafkalite serve` in a subprocess, its output read by a thread so that every read has a deadline."""
+    """`kafkalite serve` in a subprocess, its output read by a thread so that every read has a deadline.
 
-    def __init__(self, *argv: str) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "kafkalite", "serve", *argv],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "COLUMNS": "120"})
+    `output="gone"`: its reader goes away before the first line (as `| head -0`, or a harness that closes the
+    pipe); `output="closed"`: it starts without standard output at all (`>&-`). Either way nothing is read.
+    """
+
+    def __init__(self, *argv: str, output: str = "read") -> None:
+        command = [sys.executable, "-m", "kafkalite", "serve", *argv]
+        if output == "closed":
+            command = ["/bin/sh", "-c", 'exec "$@" >&-', "sh", *command]
+        self.process = subprocess.Popen(command, stdout=None if output == "closed" else subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "120"})
         self.lines: queue.Queue[str | None] = queue.Queue()  # None: the output ended
-        threading.Thread(target=self._read, daemon=True).start()
+        if output == "read":
+            threading.Thread(target=self._read, daemon=True).start()
+        else:
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+            self.lines.put(None)
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -173,17 +185,36 @@ class Served:
             seen.append(line)
         return seen
 
-    def interrupt(self) -> int:
-        self.process.send_signal(signal.SIGINT)
+    def interrupt(self, sig: int = signal.SIGINT) -> int:
+        self.process.send_signal(sig)
         return self.process.wait(timeout=30)
+
+    def wait_until_listening(self, port: int, timeout: float = 30) -> None:
+        """Returns once `port` takes connections; fails the test if serve exits first or `timeout` passes. For a
+        serve whose output is not read: its port, chosen before, is the only sign that it is up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
+                return
+            except ConnectionRefusedError:
+                try:
+                    code = self.process.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"kafkalite serve did not listen on port {port} within {timeout} s")
+                    continue
+                assert self.process.stderr is not None
+                pytest.fail(f"kafkalite serve exited with status {code} before listening on port {port}; "
+                            f"stderr: {self.process.stderr.read()!r}")
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Served]]:
     started: list[Served] = []
 
-    def start(*argv: str) -> Served:
-        served = Served(*argv)
+    def start(*argv: str, output: str = "read") -> Served:
+        served = Served(*argv, output=output)
         started.append(served)
         return served
 
@@ -193,13 +224,16 @@ def serve() -> Iterator[Callable[..., Served]]:
         served.process.wait()
 
 
-def test_serve_prints_bootstrap_servers_and_stops_on_ctrl_c(serve: Callable[..., Served], capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_prints_bootstrap_servers_and_stops_on_ctrl_c(serve: Callable[..., Served],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     served = serve("--brokers", "1")
-    first = served.read_until("bootstrap servers")[0]
-    assert first.startswith("bootstrap servers: 127.0.0.1:")
+    first, kafka = served.read_until("Kafka bootstrap servers")
+    assert first.startswith("bootstrap servers: 127.0.0.1:") and kafka.startswith("Kafka bootstrap servers: 127.0.0.1:")
     bootstrap = first.split(": ", 1)[1].strip()
     table = "".join(served.read_until("Ctrl-C"))
-    assert "controller" in table and "yes" in table
+    assert "NATIVE port" in table and "KAFKA port" in table  # which port is for which clients
+    assert table_rows(table) == [["1", "127.0.0.1", bootstrap.rsplit(":", 1)[1], kafka.strip().rsplit(":", 1)[1],
+                                  "", "yes"]]
     assert run(capsys, "topics", "create", "served", "--partitions", "1", "--bootstrap-server", bootstrap)[0] == 0
     assert served.interrupt() == 0
     served.read_until("stopped")
@@ -226,6 +260,26 @@ def test_serve_with_a_control_endpoint_takes_faults_over_http(serve: Callable[..
         assert json.loads(response.read())["live_brokers"] == [1]
     served.read_until("Ctrl-C")
     assert served.interrupt() == 0
+
+
+@pytest.mark.parametrize(("output", "stop"), [("gone", signal.SIGINT), ("closed", signal.SIGTERM)])
+def test_serve_without_a_reader_of_its_output_serves_until_stopped(serve: Callable[..., Served], output: str,
+                                                                   stop: int) -> None:
+    """`kafkalite serve | grep -m1 "Kafka bootstrap"`, a harness that reads the bootstrap line and closes the pipe,
+    `kafkalite serve >&-`: clients go on using the cluster. It used to stop at its next line of output (status 1,
+    not a word on stderr) or, without standard output, end with "'NoneType' object has no attribute 'flush'".
+    Here the reader is gone before the first line, so that every line serve prints meets a broken pipe."""
+    import urllib.request
+
+    port = free_port_pair()
+    served = serve("--brokers", "2", "--control-port", str(port), "--config", "min.insync.replicas=1", output=output)
+    served.wait_until_listening(port)
+    kill = urllib.request.Request(f"http://127.0.0.1:{port}/brokers/2/kill", method="POST")
+    with urllib.request.urlopen(kill, timeout=30) as response:
+        assert json.loads(response.read()) == {"broker": 2, "live_brokers": [1]}
+    code = served.interrupt(stop)
+    assert served.process.stderr is not None
+    assert (code, served.process.stderr.read()) == (0, "")
 
 
 def test_serve_refuses_a_control_port_in_use_in_one_line(serve: Callable[..., Served]) -> None:
@@ -286,12 +340,23 @@ def test_serve_on_fixed_ports(serve: Callable[..., Served]) -> None:
     (["--port", "-1"], "expected a port from 1 to 65535"),
     (["--port", "65535", "--brokers", "3"], "--port 65535 with 3 brokers would need ports up to 65537; "
                                              "the highest is 65535"),
-    (["--brokers", "0"], "argument --brokers: expected a whole number of at least 1, got '0'"),
+    (["--brokers", "0"], "argument --brokers: expected a whole number from 1 to 200, got '0'"),
+    (["--brokers", "70000"], "argument --brokers: expected a whole number from 1 to 200, got '70000'"),
     (["--control-port", "http"], "argument --control-port: expected a port from 1 to 65535"),
+    (["--config", "listeners=KAFKA://127.0.0.1:29092"], "--config listeners: serve sets each broker's listeners; "
+                                                         "choose their ports with --port and --kafka-port"),
+    (["--config", "broker.id=7"], "--config broker.id: serve numbers its brokers 1..N (N from --brokers)"),
+    (["--config", "num.partitions=99999999999999"], "Invalid value '99999999999999' for configuration "
+                                                    "num.partitions: Not a number of type INT"),
+    (["--config", "message.max.bytes=99999999999"], "message.max.bytes: Not a number of type INT"),
+    (["--config", "log.retention.ms=9223372036854775808"], "log.retention.ms: Not a number of type LONG"),
 ])
-def test_serve_refuses_ports_that_do_not_exist(serve: Callable[..., Served], argv: list[str], message: str) -> None:
-    """70000 used to bind port 4464, and 65535 with three brokers wrapped around to ports 0 and 1: served, silently,
-    somewhere else than asked (hence a process, which would be serving still)."""
+def test_serve_refuses_what_it_cannot_serve_in_one_line(serve: Callable[..., Served], argv: list[str],
+                                                        message: str) -> None:
+    """Each used to serve, in a process that would be serving still: --port 70000 on port 4464, and 65535 with three
+    brokers wrapped around to ports 0 and 1, somewhere else than asked; listeners and broker.id, which serve sets
+    itself, silently ignored; integers past Kafka's INT or LONG, after which every topic created with them failed.
+    --brokers 70000 was said to need ports up to 69999, though without --port each broker takes a free one."""
     served = serve(*argv)
     assert served.process.wait(timeout=30) == 1
     assert served.lines.get(timeout=30) is None  # no output at all
@@ -416,7 +481,8 @@ def test_consume_goes_on_past_undecodable_records_when_asked(server: list[str], 
     ("produce", ["all (or -1): wait until every in-sync replica has each record", "(default all)"]),
     ("consume", ["(default: at the end, printing only new records)", "(default: no limit)",
                  "(default: wait until Ctrl-C)"]),
-    ("serve", ["(default 3)", "default 0: a free port each"]),
+    ("serve", ["(default 3)", "default 0: a free port each", "NATIVE listener, kafkalite's own protocol",
+               "KAFKA listener, Apache Kafka's protocol", "not listeners or broker.id"]),
     ("demo", ["(default 1000)", "(default: random)"]),
 ])
 def test_help_says_what_minus_one_and_the_defaults_mean(capsys: pytest.CaptureFixture[str], command: str,

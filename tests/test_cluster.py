@@ -569,6 +569,8 @@ def test_cluster_arguments_of_the_wrong_type_say_what_was_expected() -> None:
          "broker_configs names broker 4, but the brokers are 1..3"),
         (dict(broker_configs={"1": {}}), TypeError, "a broker id in broker_configs must be int"),
         (dict(seed="x"), TypeError, "seed must be int"),
+        (dict(config={"broker.id": 7}), ValueError, "config sets broker.id, which the cluster sets itself"),
+        (dict(broker_configs={1: {"broker.id": 9}}), ValueError, r"broker_configs\[1\] sets broker.id"),
     ]:
         with pytest.raises(error, match=message):
             Cluster(**kwargs)

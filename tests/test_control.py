@@ -125,6 +125,24 @@ def test_brokers_are_killed_restarted_paused_and_shut_down_over_http(call: Calla
     assert call("POST", "/brokers/1/expire-session")[0] == 200
 
 
+def test_a_restart_onto_a_taken_port_is_refused_and_the_cluster_serves_on(call: Callable[..., tuple[int, Any]],
+                                                                         cluster: EmbeddedCluster) -> None:
+    """Another process took a port of a killed broker: the restart is a 409 naming the port, where it was a 500
+    saying "ExceptionGroup: Exceptions from Trio nursery" (and a traceback on stderr). The broker stays stopped,
+    the others serve on, and once the port is free a restart works."""
+    port = next(ep.port for ep in cluster.broker(3).endpoints if ep.listener == "KAFKA")
+    assert call("POST", "/brokers/3/kill")[0] == 200
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the connections the broker left behind
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        status, answer = call("POST", "/brokers/3/restart")
+        assert status == 409 and f"127.0.0.1:{port}" in answer["error"], answer
+        assert "Address already in use" in answer["error"], answer
+        assert call("GET", "/cluster")[1]["live_brokers"] == [1, 2]
+    assert call("POST", "/brokers/3/restart") == (200, {"broker": 3, "live_brokers": [1, 2, 3]})
+
+
 def test_the_network_is_partitioned_and_healed(call: Callable[..., tuple[int, Any]], cluster: EmbeddedCluster) -> None:
     assert call("POST", "/network/partition", {"groups": [[1], [2, 3, "coordination"]]})[0] == 200
     assert not cluster.transport.link_up(1, 2)

@@ -33,6 +33,23 @@ def _parse_int(value: Any) -> int:
     raise ValueError(f"expected an integer, got {value!r}")
 
 
+def _integer_of(kind: str, bits: int) -> Callable[[Any], int]:
+    """A parser of Kafka's INT or LONG, which refuses what the type cannot hold as Kafka's ConfigDef does: where
+    the value is given, at startup or in the admin request, not later in everything that uses it."""
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def parse(value: Any) -> int:
+        number = _parse_int(value)
+        if not low <= number <= high:
+            raise ValueError(f"Not a number of type {kind} (from {low} to {high})")
+        return number
+
+    return parse
+
+
+_parse_int32 = _integer_of("INT", 32)
+
+
 def _parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -76,9 +93,9 @@ def _parse_list(value: Any) -> str:
 
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
-    "int": _parse_int, "long": _parse_int, "boolean": _parse_bool, "double": _parse_float,
+    "int": _parse_int32, "long": _integer_of("LONG", 64), "boolean": _parse_bool, "double": _parse_float,
     "string": _parse_str, "nullable string": _parse_optional_str, "list": _parse_list,
-    "nullable int": lambda value: None if value is None else _parse_int(value),
+    "nullable int": lambda value: None if value is None else _parse_int32(value),
 }
 
 

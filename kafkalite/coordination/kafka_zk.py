@@ -148,6 +148,11 @@ class EndPoint:
     port: int
     security_protocol: str = "PLAINTEXT"
 
+    @property
+    def address(self) -> str:
+        """`host:port`, an IPv6 host in brackets (`[::1]:9092`) as Kafka's clients and `listeners` spell it."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:

@@ -42,13 +42,20 @@ WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: Nat
 
 
 def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
-    """`NAME://host:port,...` as Kafka's `listeners` property spells it."""
+    """`NAME://host:port,...` as Kafka's `listeners` property spells it, an IPv6 host in brackets (`[::1]:9092`).
+
+    The brackets only set the address apart from the port, so the host is what they hold. Without them the last
+    colon starts the port.
+    """
     endpoints = []
     for item in filter(None, (part.strip() for part in listeners.split(","))):
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
-        if not sep or not colon or not port.isdigit():
-            raise errors.InvalidConfigError(f"Invalid listener {item!r} in listeners: expected NAME://host:port")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not sep or not colon or not port.isdigit() or "[" in host or "]" in host:
+            raise errors.InvalidConfigError(f"Invalid listener {item!r} in listeners: expected NAME://host:port "
+                                            "(an IPv6 host in brackets: NAME://[::1]:port)")
         endpoints.append(EndPoint(name, host, int(port)))
     return tuple(endpoints)
 
