@@ -102,3 +102,19 @@ async def test_delete_errors(autojump_clock: Any) -> None:
         assert "t" in cluster.topics()
         assert await cluster.produce("t", 0, values(1, "after")) == 2  # still serving, nothing lost
         assert [r.value for _, r in await cluster.fetch_all("t", 0)] == [b"v0", b"v1", b"after0"]
+
+
+async def test_a_deleted_topic_leaves_no_watch_behind_in_the_controller(autojump_clock: Any) -> None:
+    """The controller watched each topic's assignment znode and kept the handler after the deletion: one per
+    topic name ever deleted, for the life of a cluster a test session shares."""
+    async with Cluster(brokers=3, seed=5) as cluster:
+        watched = cluster.controller().zk._handlers.znode
+        before = set(watched)
+        for i in range(20):
+            await cluster.create_topic(f"t{i}", partitions=1, replication_factor=3)
+            await cluster.delete_topic(f"t{i}")
+        await trio.sleep(5)
+        assert set(watched) == before
+        await cluster.create_topic("t0", partitions=1, replication_factor=3)
+        await cluster.create_partitions("t0", 2)  # the watch of a topic created again brings its new partition
+        assert await cluster.wait_for_leader("t0", 1) in cluster.live_broker_ids

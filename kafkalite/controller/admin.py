@@ -252,6 +252,9 @@ class AdminManager:
         self._replicas.handle_state_changes(replicas, ReplicaState.ONLINE)
 
     def on_topic_deleted(self, topic: str) -> None:
+        """The deletion forgot the topic before the topic-change event could, so its watch goes here, or one handler
+        would be kept for every topic name ever deleted."""
+        self.zk.unregister_handlers(topic_path(topic))
         _finish(self._topics_deleted, topic)
 
     # -- requests -------------------------------------------------------------------------------------------------
