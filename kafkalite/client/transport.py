@@ -317,6 +317,8 @@ class TcpTransport(ClientTransport):
         async with self._opening[node]:
             connection = self._connections.get(node)
             if connection is None or connection.closed:
+                if connection is not None:  # broken: its socket closes now, not when the GC finds its cycle
+                    await connection.aclose()
                 address = self._addresses.get(node)
                 if address is None:
                     raise NetworkExceptionError(f"no known address for broker {node}")

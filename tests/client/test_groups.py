@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalite.client import Admin, Consumer
+from kafkalite.client import Admin, Consumer, Producer
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
@@ -702,3 +702,21 @@ async def test_a_bad_subscription_is_refused_before_the_consumer_joins(autojump_
         assert consumer.subscription() == {"orders"}
         with pytest.raises(ValueError, match="subscribed consumer"):
             consumer.assign([TopicPartition("orders", 1)])
+
+
+async def test_a_client_closes_a_broken_connection_before_opening_the_next(autojump_clock: Any,
+                                                                           cluster: Cluster) -> None:
+    """A broken connection was replaced without being closed: its socket stayed open until a cyclic GC pass found
+    it (a ResourceWarning then), one more for each broker bounce a long-lived client saw."""
+    async with Producer(cluster.bootstrap_servers, {"acks": "all"}) as producer:
+        await (await producer.send("events", b"before", partition=0))
+        leader = cluster.leader_for("events", 0)
+        broken = producer._transport._connections[leader]
+        await cluster.kill_broker(leader)
+        await cluster.restart_broker(leader)
+        await cluster.elect_preferred_leaders()
+        await cluster.wait_for_leader("events", 0)
+        for partition in range(6):  # the restarted broker leads its preferred partitions again
+            await (await producer.send("events", b"after", partition=partition))
+        assert producer._transport._connections[leader] is not broken
+        assert broken.closed and broken._stream.socket.fileno() == -1
