@@ -63,6 +63,7 @@ _PREPARING = GroupState.PREPARING_REBALANCE
 _COMPLETING = GroupState.COMPLETING_REBALANCE
 _STABLE = GroupState.STABLE
 _DEAD = GroupState.DEAD
+_JOIN, _SYNC = "join", "sync"  # the group's timers (`_start_timer`)
 
 
 class OffsetsLog(Protocol):
@@ -272,6 +273,27 @@ class GroupCoordinator:
         except RuntimeError:  # the nursery is closing: the broker is stopping under a request still being served
             return False
         return True
+
+    def _start_timer(self, group: GroupMetadata, key: str, function: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Start the group's `key` timer (its join, its syncs), cancelling the one before: as Kafka completes a
+        DelayedJoin or DelayedSync once what it waits for happened, `_cancel_timer` ends it then, where a task
+        would otherwise sleep out the rebalance timeout (max.poll.interval.ms, up to 24 days) holding the group."""
+        self._cancel_timer(group, key)
+        scope = group.timers[key] = trio.CancelScope()
+
+        async def timer() -> None:
+            with scope:
+                await function(*args)
+            if group.timers.get(key) is scope:
+                del group.timers[key]
+
+        self._start(group, timer)
+
+    @staticmethod
+    def _cancel_timer(group: GroupMetadata, key: str) -> None:
+        scope = group.timers.pop(key, None)
+        if scope is not None:
+            scope.cancel()
 
     async def _finish(self, group: GroupMetadata, step: Callable[[], Awaitable[_T]]) -> _T:
         """Run `step` in the group's partition nursery and wait for it: it completes even if the requesting
@@ -500,9 +522,11 @@ class GroupCoordinator:
         log.info("broker %d: group %s rebalancing (generation %d): %s", self.broker_id, group.group_id,
                  group.generation_id, reason)
         if initial and delay_s > 0:
-            self._start(group, self._initial_delayed_join, group, group.rebalance_token, delay_s, timeout_s - delay_s)
+            self._start_timer(group, _JOIN, self._initial_delayed_join, group, group.rebalance_token, delay_s,
+                              timeout_s - delay_s)
         else:
-            self._start(group, self._delayed_join, group, group.rebalance_token, trio.current_time() + timeout_s)
+            self._start_timer(group, _JOIN, self._delayed_join, group, group.rebalance_token,
+                              trio.current_time() + timeout_s)
         self._try_complete_join(group)  # the last member left: nobody to wait for
 
     async def _initial_delayed_join(self, group: GroupMetadata, token: int, delay_s: float,
@@ -533,6 +557,8 @@ class GroupCoordinator:
         """Kafka's onCompleteJoin: drop members that did not rejoin, open the next generation, answer everyone."""
         group.rebalance_token += 1
         group.in_initial_delay = False
+        self._cancel_timer(group, _JOIN)
+        self._cancel_timer(group, _SYNC)
         for member in group.not_yet_rejoined_members():
             log.info("broker %d: group %s drops member %s, which did not rejoin in time", self.broker_id,
                      group.group_id, member.member_id)
@@ -548,8 +574,8 @@ class GroupCoordinator:
             member.is_new = False
             self._complete_and_schedule_next_heartbeat(group, member)
         group.pending_sync = set(group.members)
-        self._start(group, self._expire_pending_sync, group, group.generation_id,
-                    trio.current_time() + group.max_rebalance_timeout_ms() / 1000)
+        self._start_timer(group, _SYNC, self._expire_pending_sync, group, group.generation_id,
+                          trio.current_time() + group.max_rebalance_timeout_ms() / 1000)
         log.info("broker %d: group %s generation %d with %d members, protocol %s", self.broker_id, group.group_id,
                  group.generation_id, len(group.members), group.protocol_name)
 
@@ -649,6 +675,8 @@ class GroupCoordinator:
         if refusal is not None:
             raise _fail(refusal, f"group {group.group_id} is {group.state.value}")
         group.pending_sync.discard(member.member_id)
+        if not group.pending_sync:
+            self._cancel_timer(group, _SYNC)
         self._complete_and_schedule_next_heartbeat(group, member)
         if group.is_(_STABLE):
             return self._sync_answer(group, member)

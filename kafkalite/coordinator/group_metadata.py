@@ -138,6 +138,8 @@ class GroupMetadata:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED, not joined yet
     pending_sync: set[str] = field(default_factory=set)  # of this generation, and no SyncGroup from them yet
+    # The timers of the rebalance under way (its join, its syncs), cancelled once what they wait for happened
+    timers: dict[str, trio.CancelScope] = field(default_factory=dict)
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     pending_commits: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)  # being written
     rebalance_token: int = 0  # changes whenever a timed rebalance step is superseded

@@ -487,3 +487,34 @@ async def test_a_member_turned_away_by_group_max_size_is_not_waited_for(autojump
         assert [answers[m].error_code for m in ids] == [0, 0, errors.GROUP_MAX_SIZE_REACHED.code]
         assert trio.current_time() - started < 1  # not the refused member's session timeout (10 s)
         assert state(cluster, coordinator) == ("CompletingRebalance", 1, sorted(ids[:2]))
+
+
+def group_timers() -> int:
+    """The group coordinators' timer tasks running now, anywhere in this Trio run."""
+    count, stack = 0, [trio.lowlevel.current_root_task()]
+    while stack:
+        task = stack.pop()
+        count += task.name.endswith("_start_timer.<locals>.timer")
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return count
+
+
+async def test_a_completed_rebalance_leaves_no_timer_sleeping_out_its_timeout(cluster: Cluster) -> None:
+    """The join's and the syncs' timers slept out the rebalance timeout (max.poll.interval.ms, up to 24 days)
+    after the rebalance completed, each holding its group: four tasks for every group that came and went. As
+    Kafka completes DelayedJoin and DelayedSync, they end when what they wait for happens."""
+    for n in range(5):
+        await stable_member(cluster, f"g{n}")
+    await trio.sleep(0)
+    assert group_timers() == 0
+    coordinator = await coordinator_of(cluster, "slow")
+    member_id = (await send(cluster, coordinator, join_request("slow"))).member_id
+    joined = await send(cluster, coordinator, join_request("slow", member_id, rebalance_timeout_ms=2_000_000))
+    assert joined.error_code == 0
+    await trio.sleep(5)
+    assert group_timers() == 1  # its SyncGroup is awaited: the sync timer runs until it comes
+    synced = await send(cluster, coordinator, SyncGroupRequest("slow", joined.generation_id, member_id, []))
+    assert synced.error_code == 0
+    await trio.sleep(0)
+    assert group_timers() == 0
