@@ -246,9 +246,7 @@ class ReassignmentManager:
             tp = TopicPartition(item.topic, item.partition)
             try:
                 ongoing = self.context.partitions_being_reassigned.get(tp)
-                self._validate(tp, item.replicas)
-                original = self.context.partition_replica_assignment(tp) if ongoing is None \
-                    else ongoing.original_replicas
+                original = self._validate(tp, item.replicas)
                 if not request.allow_replication_factor_change and item.replicas is not None \
                         and len(item.replicas) != len(original):
                     raise errors.InvalidReplicationFactorError(  # KIP-860
@@ -268,23 +266,26 @@ class ReassignmentManager:
             self._write_pending(self._pending())
         return AlterPartitionReassignmentsResponse(errors.NONE.code, responses)
 
-    def _validate(self, tp: TopicPartition, replicas: list[int] | None) -> None:
+    def _validate(self, tp: TopicPartition, replicas: list[int] | None) -> Sequence[int]:
+        """The replicas the partition's move (one under way, or the one asked for) started from, once `replicas`
+        is found a target it may move to."""
         if tp not in self.context.partition_leadership_info or self.context.is_topic_queued_up_for_deletion(tp.topic):
             raise errors.UnknownTopicOrPartitionError(f"{tp} does not exist")
+        ongoing = self.context.partitions_being_reassigned.get(tp)
+        original = ongoing.original_replicas if ongoing is not None else self.context.assigned_replicas(tp)
         if replicas is None:
-            return
+            return original
         if not replicas:
             raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} is empty")
         if len(set(replicas)) != len(replicas):
             raise errors.InvalidReplicaAssignmentError(f"the target replica list of {tp} repeats a broker: {replicas}")
         # As Kafka's validateReplicas, only replicas the move adds must be alive: one may keep, reorder or drop a
         # replica whose broker is down
-        ongoing = self.context.partitions_being_reassigned.get(tp)
-        original = ongoing.original_replicas if ongoing is not None else self.context.partition_replica_assignment(tp)
         unavailable = [r for r in replicas if r not in original and not self.context.is_replica_online(r)]
         if unavailable:
             raise errors.InvalidReplicaAssignmentError(
                 f"brokers {unavailable} that the target replicas of {tp} add are not alive (or unknown)")
+        return original
 
     def list_partition_reassignments(self, request: ListPartitionReassignmentsRequest
                                      ) -> ListPartitionReassignmentsResponse:
