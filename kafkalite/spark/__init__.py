@@ -12,7 +12,7 @@ through kafkalite's client, over TCP, since Spark runs its readers and writers i
 """
 
 from kafkalite.spark.options import OptionError
-from kafkalite.spark.records import DataLossError
+from kafkalite.spark.planning import DataLossError
 from kafkalite.spark.source import KafkaliteDataSource
 
 __all__ = ["DataLossError", "KafkaliteDataSource", "OptionError"]

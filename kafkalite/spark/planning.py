@@ -3,17 +3,25 @@
 Pure functions of offsets, so the rules users rely on (no micro-batch above maxOffsetsPerTrigger, contiguous
 ranges per partition, ranges split for minPartitions without gaps or overlaps) are tested without Spark or a
 cluster. Offsets travel through Spark's checkpoint as JSON, where dict keys are strings:
-`{"orders": {"0": 123}}`, the shape Spark's Kafka source writes.
+`{"orders": {"0": 123}}`, the shape Spark's Kafka source writes. Offsets a query still had to read that are
+gone are data loss, which both planning and reading report.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import InputPartition
 
 from kafkalite.common.types import TopicPartition
+
+if TYPE_CHECKING:
+    from kafkalite.spark.options import SourceOptions
+
+log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
 
@@ -92,3 +100,16 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
     parts = min(r.size, max(1, parts))
     bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
     return [OffsetRange(r.topic, r.partition, low, high) for low, high in zip(bounds, bounds[1:])]
+
+
+class DataLossError(RuntimeError):
+    """Records a query still had to read are gone (retention, a deleted topic), and failOnDataLoss is true."""
+
+
+def report_data_loss(options: SourceOptions, message: str) -> None:
+    """Fail with `message` under failOnDataLoss=true (the default), or log it and go on, as Spark's Kafka source."""
+    if options.fail_on_data_loss:
+        raise DataLossError(f"{message}. Some data may have been lost because they are not available in the cluster "
+                            "any more (retention, or a deleted topic). Set failOnDataLoss=false to skip them "
+                            "instead of failing the query.")
+    log.warning("%s; skipped, as failOnDataLoss is false", message)

@@ -15,7 +15,6 @@ exactly (int32 partition and timestampType, int64 offset, microsecond UTC timest
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Sequence
 
 import pyarrow as pa
@@ -27,13 +26,7 @@ from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
 from kafkalite.common.records import LOG_APPEND_TIME, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.spark.options import SourceOptions
-from kafkalite.spark.planning import OffsetRange
-
-log = logging.getLogger(__name__)
-
-SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
-              "timestampType int")
-HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
+from kafkalite.spark.planning import OffsetRange, report_data_loss
 
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -64,19 +57,6 @@ _CONSUMER_DEFAULTS = {
     "max.partition.fetch.bytes": 4 << 20,  # bytes per poll: few round trips, and small batches concatenate
 }
 """Defaults the connector picks for throughput; `kafka.*` options override them."""
-
-
-class DataLossError(RuntimeError):
-    """Records a query still had to read are gone (retention, a deleted topic), and failOnDataLoss is true."""
-
-
-def report_data_loss(options: SourceOptions, message: str) -> None:
-    """Fail with `message` under failOnDataLoss=true (the default), or log it and go on, as Spark's Kafka source."""
-    if options.fail_on_data_loss:
-        raise DataLossError(f"{message}. Some data may have been lost because they are not available in the cluster "
-                            "any more (retention, or a deleted topic). Set failOnDataLoss=false to skip them "
-                            "instead of failing the query.")
-    log.warning("%s; skipped, as failOnDataLoss is false", message)
 
 
 def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:

@@ -10,6 +10,9 @@ before any job: options are checked there, and the cluster is asked once, so a b
 cluster fails at `load()` or `start()` with a message naming the option and its value. `initialOffset`,
 `latestOffset`, `partitions` and `commit` run in a long-lived runner process; `read()` runs in executors on a
 pickled copy of the reader, so readers hold only options and plain offsets, and connect inside `read()`.
+Spark starts a fresh Python process for every query's planning, which imports this module: the reading path
+(pyarrow.compute, the consumer) and the sink are imported where they are used, not here, as each import costs
+every query's start-up.
 
 Offsets per micro-batch: `latestOffset` looks up the partitions the subscription covers now (new topics and
 partitions start at their earliest offset, as in Spark's Kafka source) and their high watermarks, then admits
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -32,9 +36,16 @@ from pyspark.sql.types import StructType
 from kafkalite.spark import bridge
 from kafkalite.spark.lookup import ClusterLookup, check_reachable
 from kafkalite.spark.options import EARLIEST, LATEST, OptionError, SourceOptions, sink_options, source_options
-from kafkalite.spark.planning import OffsetRange, Offsets, available, from_json, rate_limit, split, to_json
-from kafkalite.spark.records import HEADERS_DDL, SCHEMA_DDL, read_range, report_data_loss
-from kafkalite.spark.sink import BatchWriter, StreamWriter, check_sink
+from kafkalite.spark.planning import (
+    OffsetRange, Offsets, available, from_json, rate_limit, report_data_loss, split, to_json,
+)
+
+if TYPE_CHECKING:
+    from kafkalite.spark.sink import BatchWriter, StreamWriter
+
+SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+              "timestampType int")
+HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
 
 
 class KafkaliteDataSource(DataSource):
@@ -62,9 +73,13 @@ class KafkaliteDataSource(DataSource):
         if overwrite:  # a topic's records cannot be replaced: appending instead would pass a pipeline's test wrongly
             raise ValueError("kafkalite sink: save mode Overwrite is not allowed for Kafka; the allowed save modes "
                              "are Append and ErrorIfExists (the default), as for Spark's Kafka sink")
+        from kafkalite.spark.sink import BatchWriter, check_sink  # see the module docstring: imported when used
+
         return BatchWriter(check_sink(sink_options(self.options), schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        from kafkalite.spark.sink import StreamWriter, check_sink
+
         return StreamWriter(check_sink(sink_options(self.options), schema))
 
 
@@ -80,6 +95,8 @@ class _RangeReader:
             if partition.value is not None:
                 raise TypeError(f"the kafkalite source reads the ranges it planned, not {partition!r}")
             return iter(())  # Spark's one stand-in partition when planning found nothing to read
+        from kafkalite.spark.records import read_range  # see the module docstring: imported when used
+
         return bridge.iterate(lambda: read_range(self.options, partition))
 
     def ranges(self, start: Offsets, end: Offsets) -> list[OffsetRange]:

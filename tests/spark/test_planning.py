@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -68,3 +71,13 @@ def test_offsets_round_trip_through_checkpoint_json() -> None:
     offsets = {TopicPartition("a", 0): 5, TopicPartition("a", 10): 7, TopicPartition("b", 1): 0}
     assert to_json(offsets) == {"a": {"0": 5, "10": 7}, "b": {"1": 0}}
     assert from_json(to_json(offsets)) == offsets
+
+
+def test_planning_loads_neither_the_read_path_nor_the_sink() -> None:
+    """Spark imports the source afresh in a new process for every query's planning, before its first micro-batch;
+    the modules only executors' reads (pyarrow.compute, the consumer's Arrow path) and writes need stay out."""
+    heavy = ["pyarrow.compute", "kafkalite.spark.records", "kafkalite.spark.sink"]
+    script = f"import sys, kafkalite.spark; print([name for name in {heavy!r} if name in sys.modules])"
+    loaded = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    assert loaded.strip() == "[]"
+

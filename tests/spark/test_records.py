@@ -16,7 +16,8 @@ from kafkalite.common.records import Record, RecordBatch, _checksum
 from kafkalite.embedded import EmbeddedCluster
 from kafkalite.spark import KafkaliteDataSource
 from kafkalite.spark.planning import OffsetRange
-from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, DataLossError, to_arrow
+from kafkalite.spark.planning import DataLossError
+from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, to_arrow
 
 from .conftest import numbered, produce
 
