@@ -9,16 +9,19 @@ clock because it serves real sockets: faults that wait for a session timeout tak
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 import trio
 
-from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata
+from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata, TopicPartition
+from kafkalite.client.consumer_coordinator import Listener
 from kafkalite.cluster import Cluster, check_cluster_arguments, check_seconds
 from kafkalite.common.nursery import unwrap_single
 
@@ -54,7 +57,13 @@ class EmbeddedCluster:
             raise RuntimeError("the embedded cluster was already started")
         self._thread = threading.Thread(target=self._run, name="kafkalite-cluster", daemon=True)
         self._thread.start()
-        self._ready.wait()
+        try:
+            self._ready.wait()
+        except BaseException:  # Ctrl-C while starting: `with` never gets the object, so nothing else would close it
+            self._ready.wait()
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
         if self._failure is not None:
             self.close()
         return self
@@ -68,10 +77,10 @@ class EmbeddedCluster:
         if self._thread is None:
             return
         if self._thread.is_alive() and self._token is not None and self._stop is not None:
-            try:
-                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
+            # Not trio.from_thread, which refuses a thread that runs a Trio loop of its own (a Trio test closing
+            # the cluster it was given): setting the event needs no answer, and join() waits for the stop.
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(self._stop.set)
         self._thread.join()
         failure, self._failure = self._failure, None
         if failure is not None:
@@ -117,6 +126,10 @@ class EmbeddedCluster:
         if self._failure is not None or self._thread is None or not self._thread.is_alive():
             raise RuntimeError("the embedded cluster has stopped") from self._failure
         is_async = inspect.iscoroutinefunction(function)
+        if threading.current_thread() is not self._thread and trio.lowlevel.in_trio_run():
+            raise RuntimeError("the embedded cluster's calls block, and this thread runs a Trio loop: in Trio code use "
+                               "the async `Cluster` (`embedded.cluster`, or the kafkalite_cluster_async fixture), or "
+                               "make the call through trio.to_thread.run_sync")
         if threading.current_thread() is self._thread:
             # Already in the loop: a wait_until condition written against this object (`cluster.controller_id`)
             # runs here, and blocking on our own loop would deadlock.
@@ -143,20 +156,24 @@ class EmbeddedCluster:
 
     def __getattr__(self, name: str) -> Any:
         """Every public method and property of `Cluster` (faults, topics, describe), run in the cluster's loop."""
-        if self.cluster is None or name.startswith("_"):
+        cluster = self.__dict__.get("cluster")  # not self.cluster: on an object __init__ never ran, that lands here
+        if cluster is None or name.startswith("_"):
             if hasattr(Cluster, name) and not name.startswith("_"):
                 raise RuntimeError(f"cannot use {name}: the embedded cluster is not running; start() it first")
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        attribute = getattr(type(self.cluster), name, None)
+        attribute = getattr(type(cluster), name, None)
         if isinstance(attribute, property):
-            return self.call(lambda: getattr(self.cluster, name))
-        value = getattr(self.cluster, name)
+            return self.call(lambda: getattr(cluster, name))
+        value = getattr(cluster, name)
         if callable(value):
             return functools.partial(self.call, value)
         return value
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *(name for name in dir(Cluster) if not name.startswith("_"))})
+
+    def __copy__(self) -> EmbeddedCluster:
+        raise TypeError("an EmbeddedCluster cannot be copied: it owns a running cluster; share the one object")
 
     def serve_control(self, port: int = 0) -> str:
         """Serve the HTTP control endpoint (`kafkalite.control`) on 127.0.0.1 until the cluster stops, for tests
@@ -237,6 +254,8 @@ class _SyncClient:
         self._lifetime = lifetime
 
     def __getattr__(self, name: str) -> Any:
+        if "_client" not in self.__dict__:  # an object __init__ never ran: self._client would land here again
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         value = getattr(self._client, name)
         if name.startswith("_") or not callable(value):
             return value
@@ -251,6 +270,10 @@ class _SyncClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def __copy__(self) -> Self:
+        raise TypeError(f"a {type(self).__name__} cannot be copied: it is one client of the cluster; share it, or "
+                        "open another")
 
 
 class DeliveryFuture:
@@ -285,6 +308,15 @@ class SyncProducer(_SyncClient):
 
 
 class SyncConsumer(_SyncClient):
+    def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | re.Pattern[str] | None = None,
+                  on_assign: Listener | None = None, on_revoke: Listener | None = None,
+                  on_lost: Listener | None = None) -> None:
+        """As `Consumer.subscribe`. A plain callback runs on a worker thread while the poll that called it waits,
+        so it may use this consumer, as Kafka's onPartitionsRevoked calls commitSync: in the cluster's loop it
+        could not block on a call to that loop. An async callback runs in the loop, as on the async consumer."""
+        self._embedded.call(self._client.subscribe, topics, pattern=pattern, on_assign=_off_loop(on_assign),
+                            on_revoke=_off_loop(on_revoke), on_lost=_off_loop(on_lost))
+
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records as they come, forever; break out of the loop to stop."""
         while True:
@@ -293,3 +325,16 @@ class SyncConsumer(_SyncClient):
 
 class SyncAdmin(_SyncClient):
     pass
+
+
+def _off_loop(listener: Listener | None) -> Listener | None:
+    """A plain rebalance callback as an async one that runs it on a worker thread (see `SyncConsumer.subscribe`)."""
+    if listener is None or inspect.iscoroutinefunction(listener):
+        return listener
+    plain = listener
+
+    async def run(partitions: set[TopicPartition]) -> None:
+        await trio.to_thread.run_sync(plain, partitions)
+
+    return run
+

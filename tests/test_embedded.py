@@ -7,6 +7,7 @@ session and lag timeouts, and every wait polls against a deadline.
 from __future__ import annotations
 
 import asyncio
+import copy
 import socket
 import subprocess
 import sys
@@ -268,3 +269,88 @@ def test_arguments_of_the_wrong_type_are_refused_where_they_are_given() -> None:
         with pytest.raises(TypeError, match="topic name must be str, not int 123"):
             cluster.create_topic(123)
         assert cluster.live_broker_ids == [1]
+
+
+def test_a_sync_consumer_may_commit_in_its_own_rebalance_callbacks() -> None:
+    """Kafka's at-least-once pattern (commitSync in onPartitionsRevoked) on the blocking consumer: its callbacks run
+    off the cluster's loop, so they may call the consumer they belong to."""
+    with EmbeddedCluster(brokers=1, config={"group.initial.rebalance.delay.ms": 0}) as cluster:
+        cluster.create_topic("orders", 2, 1)
+        with cluster.producer() as producer:
+            for index in range(6):
+                producer.send("orders", b"v%d" % index, partition=index % 2)
+        group = {"group_id": "billing", "auto_offset_reset": "earliest", "enable_auto_commit": False,
+                 "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+        with cluster.consumer(**group) as ada, cluster.consumer(**group) as bob:
+            positions_at_assign: list[dict[TopicPartition, int]] = []
+            revoked: list[set[TopicPartition]] = []
+
+            def on_revoke(partitions: set[TopicPartition]) -> None:
+                ada.commit()
+                revoked.append(partitions)
+
+            ada.subscribe(["orders"], on_revoke=on_revoke,
+                          on_assign=lambda partitions: positions_at_assign.append(
+                              {tp: ada.position(tp) for tp in partitions}))
+            assert len(read(ada, 6)) == 6
+            bob.subscribe(["orders"])
+            deadline = time.monotonic() + 20
+            while not (ada.assignment() and bob.assignment()) and time.monotonic() < deadline:
+                ada.poll(0.1)
+                bob.poll(0.1)
+            moved = bob.assignment()
+            assert len(moved) == 1 and revoked and moved <= revoked[0]
+            assert positions_at_assign[0] == {TopicPartition("orders", p): 0 for p in (0, 1)}
+            assert {tp: bob.position(tp) for tp in moved} == {tp: 3 for tp in moved}
+        with cluster.admin() as admin:
+            assert {tp: o.committed for tp, o in admin.list_group_offsets("billing").items()} == {
+                TopicPartition("orders", 0): 3, TopicPartition("orders", 1): 3}
+
+
+async def test_trio_code_is_told_to_use_the_async_cluster_and_can_close_it() -> None:
+    """A Trio test given the blocking cluster (the sync fixture): a blocking call there would stall the test's own
+    loop, and Trio refuses it anyway; the error says what to use, a worker thread may call, and close() works."""
+    cluster = EmbeddedCluster(brokers=1).start()
+    try:
+        with pytest.raises(RuntimeError, match="runs a Trio loop: in Trio code use the async `Cluster`"):
+            cluster.create_topic("orders", 1, 1)
+        with pytest.raises(RuntimeError, match="runs a Trio loop"):
+            cluster.bootstrap_servers  # noqa: B018 (a property: the read is the call)
+        await trio.to_thread.run_sync(lambda: cluster.create_topic("orders", 1, 1))
+        assert await trio.to_thread.run_sync(lambda: cluster.leader_for("orders", 0)) == 1
+    finally:
+        cluster.close()
+    assert not any(t.name == "kafkalite-cluster" and t.is_alive() and t is cluster._thread
+                   for t in threading.enumerate())
+
+
+def test_ctrl_c_while_starting_stops_the_cluster_it_started() -> None:
+    """`with EmbeddedCluster()` never gets an object start() was interrupted in, so start() closes it itself."""
+
+    class InterruptedWait(threading.Event):
+        def __init__(self) -> None:
+            super().__init__()
+            self.interrupted = False
+
+        def wait(self, timeout: float | None = None) -> bool:
+            if not self.interrupted:  # Ctrl-C lands in the first wait, as the brokers start
+                self.interrupted = True
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    cluster = EmbeddedCluster(brokers=3)
+    cluster._ready = InterruptedWait()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert cluster._thread is not None and not cluster._thread.is_alive()
+    with pytest.raises(RuntimeError, match="has stopped"):
+        cluster.create_topic("orders")
+
+
+def test_copies_are_refused() -> None:
+    with EmbeddedCluster(brokers=1) as cluster, cluster.producer() as producer:
+        with pytest.raises(TypeError, match="cannot be copied"):
+            copy.copy(cluster)
+        with pytest.raises(TypeError, match="SyncProducer cannot be copied"):
+            copy.copy(producer)
+    assert not hasattr(EmbeddedCluster.__new__(EmbeddedCluster), "anything")  # not a RecursionError

@@ -345,7 +345,9 @@ class ConsumerCoordinator:
                     await trio.sleep(self._retry_backoff_s)
 
     async def _prepare_join(self) -> None:
-        """Once per rebalance (Kafka's onJoinPrepare): commit what was consumed, and, eager, revoke it all."""
+        """Once per rebalance (Kafka's onJoinPrepare): commit what was consumed, and, eager, revoke it all. Both
+        come before the member counts as rebalancing, as in Kafka, so that on_revoke may commit for the generation
+        it consumed in."""
         if self._join_prepared:
             return
         owned = self._consumer.assignment()
@@ -354,10 +356,10 @@ class ConsumerCoordinator:
             await self._commit_before_join.wait(self._nursery,
                                                 lambda: self._commit_quietly("commit before rebalancing"),
                                                 self._membership)
-        self.stable = False
         if self.protocol != COOPERATIVE and owned:
             await self._call("on_revoke", owned)
             self._consumer._set_assignment(set())
+        self.stable = False
         self._join_prepared = True
         self._rejoin_needed = True
 
@@ -413,17 +415,19 @@ class ConsumerCoordinator:
         owned = self._consumer.assignment()
         self._join_prepared = False
         self._rejoin_needed = False
+        self.stable = True  # before the callbacks, as Kafka's onJoinComplete: on_revoke may commit in the generation
         if self.protocol == COOPERATIVE:
             revoked = owned - assignment
-            if revoked:  # KIP-429: give them up, then rejoin so that their new owner gets them
-                await self._call("on_revoke", revoked)
-                self._rejoin_needed = True
-            self._consumer._set_assignment(assignment)
+            try:
+                if revoked:  # KIP-429: give them up, then rejoin so that their new owner gets them
+                    self._rejoin_needed = True
+                    await self._call("on_revoke", revoked)
+            finally:  # a callback's error still leaves the generation's assignment, as Kafka's onJoinComplete
+                self._consumer._set_assignment(assignment)
             added = assignment - owned
         else:
             self._consumer._set_assignment(assignment)
             added = assignment
-        self.stable = True
         self._heartbeat_wake.set()
         await self._call("on_assign", added)
 

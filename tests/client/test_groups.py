@@ -523,6 +523,37 @@ async def test_commit_and_committed_retry_coordinator_errors_and_raise_the_other
         assert (await a.committed([first]))[first].offset == 2  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+async def test_a_commit_in_on_revoke_is_stored_and_the_next_owner_starts_there(autojump_clock: Any, cluster: Cluster,
+                                                                              strategy: str) -> None:
+    """Kafka's at-least-once pattern without auto-commit. on_revoke runs while the member still belongs to the
+    generation it consumed in (Kafka's onJoinPrepare; for cooperative, onJoinComplete once the new generation is
+    stable), so its commit is accepted and the partitions' new owner starts after what was processed."""
+    async with Producer(cluster) as producer:
+        for index in range(18):
+            await producer.send("events", b"v%d" % index, partition=index % 6)
+    async with member(cluster, "a", enable_auto_commit=False, partition_assignment_strategy=strategy) as a, \
+            member(cluster, "b", enable_auto_commit=False, partition_assignment_strategy=strategy) as b:
+        revoked: list[set[TopicPartition]] = []
+
+        async def commit_then_give_up(partitions: set[TopicPartition]) -> None:
+            await a.commit()
+            revoked.append(partitions)
+
+        a.subscribe(["events"], on_revoke=commit_then_give_up)
+        read: list[Any] = []
+        with trio.fail_after(30):
+            while len(read) < 18:
+                read += await a.poll(0.2)
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: disjoint_and_covering([a, b]))
+        moved = b.assignment()
+        assert moved <= set().union(*revoked)
+        committed = await b.committed(moved)
+        assert {tp: c.offset for tp, c in committed.items() if c is not None} == {tp: 3 for tp in moved}
+        assert {tp: await b.position(tp) for tp in moved} == {tp: 3 for tp in moved}
+
+
 async def test_an_unsubscribed_consumer_leaves_the_group_and_its_partitions_move(autojump_clock: Any,
                                                                                 cluster: Cluster) -> None:
     """As Kafka's: on_revoke first, with what a owned, so that an application committing there loses nothing."""
