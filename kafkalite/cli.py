@@ -487,7 +487,9 @@ async def _groups(args: argparse.Namespace) -> int:
         elif args.action == "describe":
             description = (await admin.describe_groups([args.group]))[args.group]
             offsets = await admin.list_group_offsets(args.group)
-            console.print(_group_table(description, offsets))
+            uncommitted = {tp for member in description.members for tp in member.assignment} - set(offsets)
+            ends = await admin.list_offsets({tp: "latest" for tp in uncommitted}) if uncommitted else {}
+            console.print(_group_table(description, offsets, {tp: end.offset for tp, end in ends.items()}))
         else:
             return await _reset_offsets(admin, args, console)
     return 0
@@ -531,8 +533,10 @@ async def _reset_offsets(admin: Any, args: argparse.Namespace, console: Any) -> 
     return 0
 
 
-def _group_table(description: Any, offsets: dict[Any, Any]) -> Any:
-    """kafka-consumer-groups --describe: per partition the committed offset, the end, the lag and the owner."""
+def _group_table(description: Any, offsets: dict[Any, Any], ends: dict[Any, int]) -> Any:
+    """kafka-consumer-groups --describe: per partition the committed offset, the end, the lag and the owner. A
+    partition owned without a committed offset shows its end from `ends`, as Kafka's does, so that what the
+    group has yet to read is seen."""
     from rich.table import Table
 
     owners = {tp: member for member in description.members for tp in member.assignment}
@@ -543,8 +547,9 @@ def _group_table(description: Any, offsets: dict[Any, Any]) -> Any:
         table.add_column(column)
     for tp in sorted(set(offsets) | set(owners)):
         found, member = offsets.get(tp), owners.get(tp)
+        end = found.log_end_offset if found is not None else ends.get(tp)
         table.add_row(tp.topic, str(tp.partition), "-" if found is None else str(found.committed),
-                      "-" if found is None else str(found.log_end_offset), "-" if found is None else str(found.lag),
+                      "-" if end is None else str(end), "-" if found is None else str(found.lag),
                       member.member_id if member else "-", member.host if member else "-",
                       member.client_id if member else "-")
     return table

@@ -550,3 +550,29 @@ def test_groups_reset_offsets_to_an_offset_a_shift_a_datetime_or_the_end(
     code, _, err = run(capsys, *reset, "--topic", "cli-reset", "--to-datetime", "yesterday", *server)
     assert code == 1 and "--to-datetime 'yesterday' is not an ISO date and time" in err
 
+
+
+def test_groups_describe_shows_each_owned_partitions_end_and_the_lag_unclamped_as_kafka_does(
+        server: list[str], cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-consumer-groups --describe (ConsumerGroupCommand): a partition a member owns but the group has no
+    offset for shows its log end offset, with current offset and lag "-"; the lag is the log end offset minus the
+    committed offset, negative for a committed offset past the end."""
+    monkeypatch.setenv("COLUMNS", "200")  # one line a row
+    cluster.create_topic("cli-lag", 3, 3)
+    with cluster.producer() as producer:
+        for i in range(30):
+            producer.send("cli-lag", b"%d" % i, partition=i % 3)
+    with cluster.admin() as admin:
+        admin.alter_group_offsets("cli-lag-g", {TopicPartition("cli-lag", 0): 4, TopicPartition("cli-lag", 1): 25})
+    with cluster.consumer(group_id="cli-lag-g", enable_auto_commit=False) as consumer:
+        consumer.subscribe(["cli-lag"])
+        deadline = time.monotonic() + 20
+        while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        code, out, _ = run(capsys, "groups", "describe", "cli-lag-g", *server)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│ cli-lag " in line]
+    assert code == 0 and [row[:5] for row in rows] == [["cli-lag", "0", "4", "10", "6"],
+                                                        ["cli-lag", "1", "25", "10", "-15"],
+                                                        ["cli-lag", "2", "-", "10", "-"]], out
+    assert all(row[5] != "-" for row in rows), out  # each owned by the one member

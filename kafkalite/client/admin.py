@@ -112,7 +112,9 @@ class GroupDescription(NamedTuple):
 
 
 class GroupOffset(NamedTuple):
-    """A group's committed offset of a partition, the partition's end (high watermark) and the difference."""
+    """A group's committed offset of a partition, the partition's end (high watermark) and the difference, the
+    lag: end minus committed, unclamped as kafka-consumer-groups reports it, so that an offset committed past the
+    end (set there, or the log truncated under it) shows as negative instead of as a group caught up."""
 
     committed: int
     log_end_offset: int
@@ -217,8 +219,8 @@ class _GroupAdmin:
         committed = {TopicPartition(p.topic, p.partition): p for p in cast(OffsetFetchResponse, response).partitions
                      if p.committed_offset >= 0}
         ends = await self.list_offsets({tp: "latest" for tp in committed}) if committed else {}
-        return {tp: GroupOffset(p.committed_offset, ends[tp].offset, max(ends[tp].offset - p.committed_offset, 0),
-                                p.metadata) for tp, p in sorted(committed.items())}
+        return {tp: GroupOffset(p.committed_offset, ends[tp].offset, ends[tp].offset - p.committed_offset, p.metadata)
+                for tp, p in sorted(committed.items())}
 
     async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Set an empty group's committed offsets (a group with members would overwrite them: NON_EMPTY_GROUP)."""

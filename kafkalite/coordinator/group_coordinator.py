@@ -404,7 +404,7 @@ class GroupCoordinator:
         if instance_id is not None or not request.require_known_member_id:
             old_member_id = group.static_members.get(instance_id) if instance_id is not None else None
             if old_member_id is not None:
-                return await self._replace_static_member(group, instance_id, old_member_id, member_id, protocols)
+                return await self._replace_static_member(group, request, old_member_id, member_id, protocols)
             member = MemberMetadata(member_id, instance_id, client_id, client_host, request.rebalance_timeout_ms,
                                     request.session_timeout_ms, request.protocol_type, protocols)
             return await self._add_member_and_rebalance(group, member)
@@ -463,19 +463,23 @@ class GroupCoordinator:
             self._prepare_rebalance(group, reason)
         return await waiter.wait()  # type: ignore[return-value]
 
-    async def _replace_static_member(self, group: GroupMetadata, instance_id: str, old_member_id: str,
+    async def _replace_static_member(self, group: GroupMetadata, request: JoinGroupRequest, old_member_id: str,
                                      new_member_id: str, protocols: list[tuple[str, bytes]]) -> JoinGroupResponse:
-        """A static member restarting: it takes its old place; a stable group keeps its assignment (KIP-345)."""
+        """A static member restarting: it takes its old place with the timeouts it joins with now; a stable group
+        keeps its assignment (KIP-345, Kafka's updateStaticMemberAndRebalance)."""
+        assert request.group_instance_id is not None
         leader_before = group.leader_id
-        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        member = group.replace_static_member(request.group_instance_id, old_member_id, new_member_id)
         fenced = errors.FENCED_INSTANCE_ID
         for waiter in (member.join_waiter, member.sync_waiter):
             if waiter is not None:
                 waiter.complete(JoinGroupResponse(fenced.code, member_id=old_member_id)
                                 if waiter is member.join_waiter else SyncGroupResponse(fenced.code))
         member.join_waiter = member.sync_waiter = None
-        if group.is_(_STABLE) and self._same_subscription(group, member, protocols):
-            member.supported_protocols = protocols
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.session_timeout_ms = request.session_timeout_ms
+        old_protocols, member.supported_protocols = member.supported_protocols, protocols
+        if group.is_(_STABLE) and self._keeps_assignment(group, old_protocols, protocols):
             self._complete_and_schedule_next_heartbeat(group, member)
             error = await self._finish(group, lambda: self._store_group(group))
             if error is not errors.NONE:
@@ -487,17 +491,20 @@ class GroupCoordinator:
         return await self._update_member_and_rebalance(group, member, protocols)
 
     @staticmethod
-    def _same_subscription(group: GroupMetadata, member: MemberMetadata, protocols: list[tuple[str, bytes]]) -> bool:
-        """Whether a restarted static member asks for what its predecessor did. A consumer's metadata also says
-        what it owned in which generation, which a fresh process cannot know, so only its topics count."""
-        if [name for name, _ in protocols] != member.protocol_names:
+    def _keeps_assignment(group: GroupMetadata, old: list[tuple[str, bytes]], new: list[tuple[str, bytes]]) -> bool:
+        """Whether a Stable group's assignment still holds for a restarted static member's protocols. Kafka asks
+        only that the group would select the protocol it runs; kafkalite also has a consumer subscribe to the same
+        topics under it, as a member with new topics would otherwise never get them. The rest of a consumer's
+        metadata says what it owned in which generation, which a fresh process cannot know. The old protocols of a
+        group loaded after a coordinator failover hold the selected one only, which is all this reads."""
+        name = group.protocol_name
+        if name is None or group.select_protocol() != name:
             return False
         if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return member.matches(protocols)
+            return True
         try:
-            return all(decode_subscription(data).topics == decode_subscription(member.metadata(name)).topics
-                       for name, data in protocols)
-        except KafkaError:
+            return decode_subscription(dict(new)[name]).topics == decode_subscription(dict(old)[name]).topics
+        except (KafkaError, KeyError):
             return False
 
     def _join_answer(self, group: GroupMetadata, member: MemberMetadata) -> JoinGroupResponse:
@@ -560,17 +567,27 @@ class GroupCoordinator:
         self._cancel_timer(group, _JOIN)
         self._cancel_timer(group, _SYNC)
         for member in group.not_yet_rejoined_members():
+            if member.group_instance_id is not None:  # KIP-345: a static member keeps its place (and partitions)
+                continue
             log.info("broker %d: group %s drops member %s, which did not rejoin in time", self.broker_id,
                      group.group_id, member.member_id)
             group.remove(member.member_id)
+        if group.members and not group.elect_joined_leader():
+            # Only static members are left and none rejoined: wait another rebalance timeout, as Kafka does, for
+            # one of them to come back or for session timeouts to remove them.
+            log.info("broker %d: group %s waits on: none of its static members rejoined", self.broker_id,
+                     group.group_id)
+            self._start_timer(group, _JOIN, self._delayed_join, group, group.rebalance_token,
+                              trio.current_time() + group.max_rebalance_timeout_ms() / 1000)
+            return
         group.init_next_generation(now_ms())
         if group.is_(_EMPTY):
             self._start(group, self._store_group, group)
             return
         for member in group.members.values():
             waiter, member.join_waiter = member.join_waiter, None
-            assert waiter is not None
-            waiter.complete(self._join_answer(group, member))
+            if waiter is not None:  # a static member that did not rejoin hears of the generation at its next call
+                waiter.complete(self._join_answer(group, member))
             member.is_new = False
             self._complete_and_schedule_next_heartbeat(group, member)
         group.pending_sync = set(group.members)

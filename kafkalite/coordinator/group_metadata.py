@@ -213,6 +213,19 @@ class GroupMetadata:
     def not_yet_rejoined_members(self) -> list[MemberMetadata]:
         return [m for m in self.members.values() if m.join_waiter is None]
 
+    def elect_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: a leader that did not rejoin (a static member away) hands leadership
+        to a member that did, since only a member awaiting its JoinGroup answer can compute the assignment; False
+        if no member rejoined."""
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is not None and leader.join_waiter is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.join_waiter is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
+
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
@@ -300,10 +313,11 @@ class GroupMetadata:
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
         """offsets.retention.minutes, as Kafka's removeExpiredOffsets: an Empty group's offsets a retention period
-        after it emptied (or after the commit, if later); a Stable consumer group's offsets of topics it no
-        longer subscribes to, a period after their commit (KIP-496); a group that never had members, a period
-        after each commit. Never an offset whose commit is being written."""
-        since = 0
+        after it emptied, even those committed since (by an admin, say), which go with the group; a Stable
+        consumer group's offsets of topics it no longer subscribes to, a period after their commit (KIP-496); a
+        group that never had members, a period after each commit. Never an offset whose commit is being
+        written."""
+        since: int | None = None
         if self.is_(GroupState.EMPTY):
             if self.protocol_type is not None:
                 since = self.state_timestamp_ms
@@ -314,4 +328,5 @@ class GroupMetadata:
             return {}
         return self.remove_offsets([tp for tp, offset in self.offsets.items()
                                     if tp.topic not in subscribed and tp not in self.pending_commits
-                                    and now_ms - max(offset.commit_timestamp_ms, since) >= retention_ms])
+                                    and now_ms - (offset.commit_timestamp_ms if since is None else since)
+                                    >= retention_ms])

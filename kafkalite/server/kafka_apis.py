@@ -644,11 +644,16 @@ class KafkaApis:
         return await self.group_coordinator.handle_leave_group(request)
 
     async def handle_offset_commit(self, request: OffsetCommitRequest, context: RequestContext) -> Response:
-        """Partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION here, the rest committed."""
+        """Partitions of unknown topics are answered UNKNOWN_TOPIC_OR_PARTITION here, the rest committed.
+
+        Offsets are stored unchecked, as Kafka's broker stores them (its consumers refuse a negative one
+        client-side, KAFKA-4081): refusing one would lose the valid commits sent beside it, and a negative offset
+        reads back as no committed offset. A leader epoch below -1 (unknown) is refused, as kafkalite's consumer
+        would fail on reading it back."""
         for p in request.partitions:
-            if p.committed_offset < 0 or p.committed_leader_epoch < -1:
-                raise errors.InvalidRequestError(f"commit of {p.topic}-{p.partition}: offset {p.committed_offset} "
-                                                 f"and leader epoch {p.committed_leader_epoch} must be >= 0 (>= -1)")
+            if p.committed_leader_epoch < -1:
+                raise errors.InvalidRequestError(f"commit of {p.topic}-{p.partition}: leader epoch "
+                                                 f"{p.committed_leader_epoch} must be -1 (unknown) or more")
         if not request.group_id:
             raise errors.InvalidGroupIdError("the group id is empty")
         known, unknown = [], []

@@ -120,6 +120,21 @@ async def test_list_offsets_of_the_largest_timestamp(autojump_clock: Any, cluste
     assert (found[tp1].offset, found[tp1].timestamp) == (-1, -1)
 
 
+async def test_group_offsets_lag_is_the_end_minus_the_committed_offset_negative_past_the_end(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """As kafka-consumer-groups reports it (ConsumerGroupCommand.getLag): an offset committed past the log end
+    (the log was truncated under it, or it was set there) shows how far past, not a lag of 0."""
+    await cluster.create_topic("lagging", partitions=2, replication_factor=3)
+    await cluster.produce("lagging", 0, [Record(None, b"x") for _ in range(10)])
+    await cluster.produce("lagging", 1, [Record(None, b"x") for _ in range(10)])
+    tp0, tp1 = TopicPartition("lagging", 0), TopicPartition("lagging", 1)
+    async with Admin(bootstrap) as admin:
+        await admin.alter_group_offsets("lagging-g", {tp0: 4, tp1: 25})
+        offsets = await admin.list_group_offsets("lagging-g")
+    assert {tp: (o.committed, o.log_end_offset, o.lag) for tp, o in offsets.items()} == {
+        tp0: (4, 10, 6), tp1: (25, 10, -15)}
+
+
 async def test_partitions_reassignment_and_elections(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     async with Admin(bootstrap) as admin:
         await admin.create_topics([NewTopic("grow", 1, 2)])

@@ -9,11 +9,11 @@ import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
-from kafkalite.common.consumer_protocol import Assignment, encode_assignment
+from kafkalite.common.consumer_protocol import Assignment, decode_assignment, encode_assignment
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
-    HeartbeatRequest, OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest, SyncGroupAssignment,
-    SyncGroupRequest,
+    HeartbeatRequest, LeaveGroupRequest, MemberIdentity, OffsetCommitPartition, OffsetCommitRequest,
+    OffsetFetchRequest, SyncGroupAssignment, SyncGroupRequest,
 )
 from tests.coordinator.conftest import (
     GROUP_CONFIG, coordinator_of, group_on, join_request, send, stable_member, state,
@@ -54,7 +54,6 @@ async def test_bad_commits_leave_the_group_as_it_was(autojump_clock: Any, cluste
          errors.UNKNOWN_TOPIC_OR_PARTITION),
         (OffsetCommitRequest("g", 1, member_id, [OffsetCommitPartition("events", 0, 5, -1, "m" * 5000)]),
          errors.OFFSET_METADATA_TOO_LARGE),
-        (OffsetCommitRequest("g", 1, member_id, [OffsetCommitPartition("events", 0, -7)]), errors.INVALID_REQUEST),
     ]
     for request, expected in cases:
         response = await send(cluster, coordinator, request)
@@ -327,6 +326,31 @@ async def test_an_empty_groups_offsets_expire_after_the_retention(autojump_clock
     assert group_coordinator.group("standalone") is None
 
 
+async def test_a_group_that_emptied_loses_its_offsets_a_retention_after_even_those_committed_since(
+        autojump_clock: Any, cluster: Cluster) -> None:
+    """Kafka's removeExpiredOffsets for an Empty group that had members: every offset expires a retention period
+    after the group emptied, an offset an admin committed meanwhile too, and the group goes with them."""
+    coordinator, member_id = await stable_member(cluster)
+    consumed = await send(cluster, coordinator, OffsetCommitRequest("g", 1, member_id, [
+        OffsetCommitPartition("events", 0, 5)]))
+    assert consumed.partitions[0].error_code == 0
+    left = await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity(member_id)]))
+    assert left.members[0].error_code == 0 and state(cluster, coordinator)[0] == "Empty"
+    group_coordinator = cluster.broker(coordinator).group_coordinator
+    retention_s = group_coordinator.config["offsets.retention.minutes"] * 60
+    await trio.sleep(retention_s / 2)
+    admin = await send(cluster, coordinator, OffsetCommitRequest("g", -1, "", [OffsetCommitPartition("events", 1, 3)]))
+    assert admin.partitions[0].error_code == 0 and state(cluster, coordinator)[:2] == ("Empty", 2)
+    await trio.sleep(retention_s / 2 - 60)
+    await group_coordinator.cleanup_group_metadata()
+    assert group_coordinator.group("g") is not None
+    await trio.sleep(120)
+    await group_coordinator.cleanup_group_metadata()
+    assert group_coordinator.group("g") is None
+    fetched = await send(cluster, coordinator, OffsetFetchRequest("g", [("events", 0), ("events", 1)]))
+    assert [p.committed_offset for p in fetched.partitions] == [-1, -1]
+
+
 async def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(autojump_clock: Any,
                                                                                      cluster: Cluster) -> None:
     """Kafka's onCompleteJoin: a rebalance waits for every member up to the longest rebalance timeout among them.
@@ -357,6 +381,91 @@ async def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dro
     assert during == {errors.REBALANCE_IN_PROGRESS.code}  # its session was alive all along
     after = await send(cluster, coordinator, HeartbeatRequest("g", 1, stuck))  # sent after the rebalance, not racing it
     assert after.error_code == errors.UNKNOWN_MEMBER_ID.code
+
+
+async def static_stable(cluster: Cluster, instance_id: str, **join: Any) -> tuple[int, str]:
+    """A group "g" whose only member, static, holds events-0 in generation 1; (coordinator, member id)."""
+    coordinator = await coordinator_of(cluster, "g")
+    joined = await send(cluster, coordinator, join_request("g", instance_id=instance_id, **join))
+    member = joined.member_id
+    synced = await send(cluster, coordinator, SyncGroupRequest("g", 1, member, [SyncGroupAssignment(
+        member, encode_assignment(Assignment((TopicPartition("events", 0),))))], group_instance_id=instance_id))
+    assert (joined.error_code, synced.error_code) == (0, 0)
+    return coordinator, member
+
+
+async def test_a_static_member_away_during_a_rebalance_keeps_its_place_until_its_sync_is_overdue(
+        autojump_clock: Any, cluster: Cluster) -> None:
+    """KIP-345, Kafka's onCompleteJoin: only dynamic members that did not rejoin are dropped when the rebalance
+    timeout ends. A static member away (restarting) stays in the next generation, whose leader must be a member
+    that rejoined, and gets its share of the assignment; only if it sends no SyncGroup within the rebalance
+    timeout after that is it removed (Kafka 3's pending-sync expiration)."""
+    coordinator, away = await static_stable(cluster, "i-away", rebalance_timeout_ms=5000, session_timeout_ms=60000)
+    newcomer = (await send(cluster, coordinator, join_request("g", rebalance_timeout_ms=5000))).member_id
+    started = trio.current_time()
+    joined = await send(cluster, coordinator, join_request("g", newcomer, rebalance_timeout_ms=5000))
+    assert 5 <= trio.current_time() - started < 5.5
+    assert (joined.error_code, joined.generation_id, joined.leader) == (0, 2, newcomer)
+    assert sorted(m.member_id for m in joined.members) == sorted([away, newcomer])
+    assert [m.group_instance_id for m in joined.members if m.member_id == away] == ["i-away"]
+    assert state(cluster, coordinator) == ("CompletingRebalance", 2, sorted([away, newcomer]))
+    synced = await send(cluster, coordinator, SyncGroupRequest("g", 2, newcomer, [
+        SyncGroupAssignment(newcomer, encode_assignment(Assignment((TopicPartition("events", 1),)))),
+        SyncGroupAssignment(away, encode_assignment(Assignment((TopicPartition("events", 0),))))]))
+    assert synced.error_code == 0 and state(cluster, coordinator) == ("Stable", 2, sorted([away, newcomer]))
+    await trio.sleep(4.5)
+    assert state(cluster, coordinator) == ("Stable", 2, sorted([away, newcomer]))
+    await trio.sleep(1)  # its SyncGroup is overdue: removed, and the group rebalances without it
+    assert state(cluster, coordinator) == ("PreparingRebalance", 2, [newcomer])
+
+
+async def test_a_group_of_static_members_none_rejoining_waits_another_rebalance_timeout(autojump_clock: Any,
+                                                                                       cluster: Cluster) -> None:
+    """Kafka's onCompleteJoin: when no member rejoined and those left are static, the rebalance is held for
+    another rebalance timeout instead of emptying the group, and the member that comes back completes it."""
+    coordinator, away = await static_stable(cluster, "i-away", rebalance_timeout_ms=5000, session_timeout_ms=60000)
+    dynamic = (await send(cluster, coordinator, join_request("g", rebalance_timeout_ms=5000))).member_id
+    with trio.move_on_after(1):  # its join waits for the static member, and is abandoned
+        await send(cluster, coordinator, join_request("g", dynamic, rebalance_timeout_ms=5000))
+    left = await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity(dynamic)]))
+    assert left.members[0].error_code == 0
+    await trio.sleep(12)  # past two rebalance timeouts
+    assert state(cluster, coordinator) == ("PreparingRebalance", 1, [away])
+    back = await send(cluster, coordinator, join_request("g", away, instance_id="i-away", rebalance_timeout_ms=5000,
+                                                         session_timeout_ms=60000))
+    assert (back.error_code, back.generation_id, back.leader) == (0, 2, away)
+
+
+async def test_a_restarted_static_member_brings_its_own_timeouts(autojump_clock: Any, cluster: Cluster) -> None:
+    """Kafka's updateStaticMemberAndRebalance updates the member with the timeouts it joins with now: a member
+    restarted with a longer session keeps its partitions away from the others that much longer."""
+    coordinator, first = await static_stable(cluster, "i-1", session_timeout_ms=3000)
+    restarted = await send(cluster, coordinator, join_request("g", instance_id="i-1", session_timeout_ms=30000))
+    assert (restarted.error_code, restarted.generation_id) == (0, 1)
+    await trio.sleep(10)  # no heartbeat: past the old session, within the new one
+    assert state(cluster, coordinator) == ("Stable", 1, [restarted.member_id])
+    await trio.sleep(25)
+    assert state(cluster, coordinator)[0] == "Empty"
+
+
+async def test_a_static_member_restarting_after_a_coordinator_failover_is_not_rebalanced(autojump_clock: Any,
+                                                                                       cluster: Cluster) -> None:
+    """A group loaded by the next coordinator keeps each member's selected protocol only. A static member that
+    restarts offering several (librdkafka's default is range and roundrobin) keeps its assignment, as Kafka
+    decides on the protocol the group would select, not on the list offered."""
+    coordinator, first = await static_stable(cluster, "i-1", protocols=("range", "roundrobin"),
+                                             session_timeout_ms=30000)
+    await cluster.kill_broker(coordinator)
+    with trio.fail_after(60):  # until its session expires and the group's partition has a new leader
+        while (successor := await coordinator_of(cluster, "g")) == coordinator:
+            await trio.sleep(0.5)
+    restarted = await send(cluster, successor, join_request("g", instance_id="i-1", protocols=("range", "roundrobin"),
+                                                            session_timeout_ms=30000))
+    assert (restarted.error_code, restarted.generation_id, restarted.members) == (0, 1, [])
+    assert state(cluster, successor) == ("Stable", 1, [restarted.member_id])
+    kept = await send(cluster, successor, SyncGroupRequest("g", 1, restarted.member_id, group_instance_id="i-1"))
+    assert kept.error_code == 0
+    assert decode_assignment(kept.assignment).partitions == (TopicPartition("events", 0),)
 
 
 async def test_a_new_groups_first_rebalance_waits_the_initial_delay_for_more_members(autojump_clock: Any) -> None:
