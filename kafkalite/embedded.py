@@ -334,7 +334,11 @@ def _off_loop(listener: Listener | None) -> Listener | None:
     plain = listener
 
     async def run(partitions: set[TopicPartition]) -> None:
-        await trio.to_thread.run_sync(plain, partitions)
+        # Boxed, since Trio refuses a thread's result that is a coroutine: an async callable that is no coroutine
+        # function (a lambda returning one, an object with an async __call__) is awaited here, in the loop.
+        (result,) = await trio.to_thread.run_sync(lambda: (plain(partitions),))
+        if inspect.isawaitable(result):
+            await result
 
     return run
 

@@ -354,3 +354,26 @@ def test_copies_are_refused() -> None:
         with pytest.raises(TypeError, match="SyncProducer cannot be copied"):
             copy.copy(producer)
     assert not hasattr(EmbeddedCluster.__new__(EmbeddedCluster), "anything")  # not a RecursionError
+
+
+def test_a_sync_consumer_awaits_callbacks_that_return_awaitables() -> None:
+    """Not only `async def` functions are async callbacks: a lambda returning a coroutine, or an object with an
+    async `__call__`, has its result awaited in the loop, as the async consumer awaits any awaitable result."""
+    seen: list[str] = []
+
+    async def record(kind: str) -> None:
+        seen.append(kind)
+
+    class OnRevoke:
+        async def __call__(self, partitions: set[TopicPartition]) -> None:
+            seen.append("revoke")
+
+    with EmbeddedCluster(brokers=1) as cluster:
+        cluster.create_topic("orders", 2, 1)
+        consumer = cluster.consumer(group_id="g")
+        consumer.subscribe(["orders"], on_assign=lambda partitions: record("assign"), on_revoke=OnRevoke())
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        consumer.close()
+    assert seen == ["assign", "revoke"]

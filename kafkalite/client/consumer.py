@@ -200,21 +200,29 @@ class Consumer:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
-        """Leaving the block closes the consumer: a group member commits (enable.auto.commit) and leaves."""
+        """Leaving the block closes the consumer: a group member commits (enable.auto.commit) and leaves. An error
+        of its on_revoke callback there is raised once the consumer is closed, as Kafka's close() does."""
         assert self._nursery is not None
         self._closing = True
+        callback_error: Exception | None = None
         if self._coordinator is not None and exc_type is None:
             with trio.move_on_after(self._api_timeout_s):
-                await self._coordinator.close()
+                try:
+                    await self._coordinator.close()
+                except Exception as error:  # the nursery must still be left, or Trio's task tree is corrupt
+                    callback_error = error
         self._nursery.cancel_scope.cancel()
         try:
-            return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
+            suppress = await leave_nursery(self._nursery_manager, exc_type, exc, tb)
         finally:
             self._nursery = None  # poll() and commit_async() after this say the consumer is not open
             if self._coordinator is not None and self._coordinator.transport is not self._transport:
                 await self._coordinator.transport.aclose()  # its own second connection
             if self._transport.owned:
                 await self._transport.aclose()
+        if callback_error is not None:
+            raise callback_error
+        return suppress
 
     # -- assignment and positions -------------------------------------------------------------------------------
 

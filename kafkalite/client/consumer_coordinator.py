@@ -183,6 +183,7 @@ class ConsumerCoordinator:
         self._polling = 0
         self._pending_error: Exception | None = None  # raised from the next poll
         self._lost_pending = False  # the group dropped this member; its partitions await on_lost
+        self._revoking = False  # a poll is in the eager on_revoke: close() and unsubscribe() do not call it again
         self._heartbeat_wake = trio.Event()
         self._join = InFlight[set[TopicPartition]]("joining the group")
         self._commit_before_join = InFlight[None]("the commit before rebalancing")
@@ -210,7 +211,7 @@ class ConsumerCoordinator:
         """Kafka's onLeavePrepare, then leave: the partitions the group gave are revoked first, so that an
         application committing in on_revoke (at-least-once) commits what it processed."""
         owned = self._consumer.assignment()
-        if self.subscribed and owned:  # dropped by the group already (not stable): lost, not revoked
+        if self.subscribed and owned and not self._revoking:  # dropped by the group already (not stable): lost
             await self._call("on_revoke" if self.stable else "on_lost", owned)
         await self.maybe_leave_group("the consumer unsubscribed")
         self._membership += 1
@@ -332,6 +333,7 @@ class ConsumerCoordinator:
     async def _ensure_active_group(self) -> None:
         """Rejoin: callbacks run here, in poll(); the JoinGroup and SyncGroup run in flight (`InFlight`)."""
         await self._prepare_join()
+        self._consumer._check_open("poll()")  # closed while a callback ran (from another task): no join
         await self._on_join_complete(await self._join.wait(self._nursery, self._join_group, self._membership))
 
     async def _join_group(self) -> set[TopicPartition]:
@@ -357,8 +359,13 @@ class ConsumerCoordinator:
                                                 lambda: self._commit_quietly("commit before rebalancing"),
                                                 self._membership)
         if self.protocol != COOPERATIVE and owned:
-            await self._call("on_revoke", owned)
+            self._revoking = True
+            try:
+                await self._call("on_revoke", owned)
+            finally:
+                self._revoking = False
             self._consumer._set_assignment(set())
+            self._lost_pending = False  # dropped by the group while on_revoke ran: its partitions are given up already
         self.stable = False
         self._join_prepared = True
         self._rejoin_needed = True
@@ -416,20 +423,20 @@ class ConsumerCoordinator:
         self._join_prepared = False
         self._rejoin_needed = False
         self.stable = True  # before the callbacks, as Kafka's onJoinComplete: on_revoke may commit in the generation
+        failures: list[Exception] = []
         if self.protocol == COOPERATIVE:
             revoked = owned - assignment
-            try:
-                if revoked:  # KIP-429: give them up, then rejoin so that their new owner gets them
-                    self._rejoin_needed = True
-                    await self._call("on_revoke", revoked)
-            finally:  # a callback's error still leaves the generation's assignment, as Kafka's onJoinComplete
-                self._consumer._set_assignment(assignment)
+            if revoked:  # KIP-429: give them up, then rejoin so that their new owner gets them
+                self._rejoin_needed = True
+                await self._call_collecting("on_revoke", revoked, failures)
             added = assignment - owned
         else:
-            self._consumer._set_assignment(assignment)
             added = assignment
+        self._consumer._set_assignment(assignment)
         self._heartbeat_wake.set()
-        await self._call("on_assign", added)
+        await self._call_collecting("on_assign", added, failures)
+        if failures:
+            raise failures[0]
 
     async def fetch_committed_positions(self) -> None:
         """Start each newly assigned partition at its committed offset; without one, auto.offset.reset decides.
@@ -442,6 +449,14 @@ class ConsumerCoordinator:
         for tp, committed in (await self.committed(list(needed))).items():
             if committed is not None:
                 consumer._use_committed(tp, committed, needed[tp])
+
+    async def _call_collecting(self, name: str, partitions: set[TopicPartition], failures: list[Exception]) -> None:
+        """`_call`, keeping its error for later, as Kafka's onJoinComplete: a callback that fails still leaves the
+        generation's assignment in place and the next callback called; the first error is raised after."""
+        try:
+            await self._call(name, partitions)
+        except Exception as exc:
+            failures.append(exc)
 
     async def _call(self, name: str, partitions: set[TopicPartition]) -> None:
         listener = self._listeners.get(name)
@@ -539,7 +554,7 @@ class ConsumerCoordinator:
         """Commit (with enable.auto.commit), revoke and leave, as Kafka's consumer does on close."""
         if self.stable and self._auto_commit:
             await self._commit_quietly("commit on close")
-        if self.subscribed and self.stable and self.instance_id is None:
+        if self.subscribed and self.stable and self.instance_id is None and not self._revoking:
             await self._call("on_revoke", self._consumer.assignment())
         await self.maybe_leave_group("the consumer is closing")
 

@@ -554,6 +554,130 @@ async def test_a_commit_in_on_revoke_is_stored_and_the_next_owner_starts_there(a
         assert {tp: await b.position(tp) for tp in moved} == {tp: 3 for tp in moved}
 
 
+@pytest.mark.parametrize("instance_id", [None, "a-static"])
+async def test_a_member_dropped_while_its_on_revoke_ran_long_keeps_what_it_rejoins_with(
+        autojump_clock: Any, cluster: Cluster, instance_id: str | None) -> None:
+    """An eager on_revoke that outlasts the rebalance timeout: the group goes on without the member (a dynamic one
+    is dropped, a static one left out of the sync), whose heartbeat learns it meanwhile. Its partitions were
+    given up by on_revoke already, so when it rejoins, the partitions of its new generation are its own, not
+    handed to on_lost, and none is left unread."""
+    calls: list[tuple[str, set[TopicPartition]]] = []
+
+    async def slow_revoke(partitions: set[TopicPartition]) -> None:
+        calls.append(("revoke", partitions))
+        if len(calls) == 1:
+            await trio.sleep(10)  # past max.poll.interval.ms, the rebalance timeout; within the session
+
+    config = {"max.poll.interval.ms": 5000, "session.timeout.ms": 30000}
+    async with member(cluster, "a", **config, group_instance_id=instance_id) as a, member(cluster, "b", **config) as b:
+        a.subscribe(["events"], on_revoke=slow_revoke, on_lost=lambda partitions: calls.append(("lost", partitions)),
+                    on_assign=lambda partitions: calls.append(("assign", partitions)))
+        await poll_until([a], lambda: a.assignment() == ALL)
+        calls.clear()
+        b.subscribe(["events"])
+        async def poll_long() -> None:  # a poll whose timeout outlasts the callback and the join after it
+            while True:
+                await a.poll(30)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll_long)
+            await poll_until([b], lambda: calls and calls[-1][0] == "assign" and disjoint_and_covering([a, b]))
+            await trio.sleep(5)
+            nursery.cancel_scope.cancel()
+        assert [kind for kind, _ in calls if kind == "lost"] == []
+        assert disjoint_and_covering([a, b])
+
+
+async def test_closing_while_a_poll_is_in_on_revoke_does_not_revoke_again(autojump_clock: Any,
+                                                                         cluster: Cluster) -> None:
+    """A consumer closed from another task while its poll runs the eager on_revoke: the partitions are being
+    given up by that call, and a second one, overlapping it, would commit and process twice."""
+    revokes: list[set[TopicPartition]] = []
+    in_revoke = trio.Event()
+
+    async def slow_revoke(partitions: set[TopicPartition]) -> None:
+        revokes.append(partitions)
+        in_revoke.set()
+        await trio.sleep(5)
+
+    async with member(cluster, "b") as b:
+        b.subscribe(["events"])
+        polled: list[BaseException] = []
+
+        async def poll_until_closed(consumer: Consumer) -> None:
+            try:
+                while True:
+                    await consumer.poll(0.2)
+            except RuntimeError as exc:
+                polled.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            async with member(cluster, "a") as a:
+                a.subscribe(["events"], on_revoke=slow_revoke)
+                await poll_until([a], lambda: a.assignment() == ALL)
+                nursery.start_soon(poll_until_closed, a)
+                nursery.start_soon(poll_until, [b], lambda: False, 3600)
+                with trio.fail_after(60):
+                    await in_revoke.wait()
+                await trio.sleep(1)
+            await trio.sleep(10)
+            nursery.cancel_scope.cancel()
+    assert revokes == [ALL]
+    assert [str(e) for e in polled] == ["a closed while poll() was under way: its `async with` block ended"]
+
+
+async def test_a_cooperative_on_revoke_that_raises_still_gives_the_partitions_up(autojump_clock: Any,
+                                                                                cluster: Cluster) -> None:
+    """As Kafka's onJoinComplete: the error reaches the poll, after the generation's assignment is in place (the
+    revoked partitions are no longer the member's) and the rejoin that hands them on is asked for."""
+    revokes: list[set[TopicPartition]] = []
+
+    async def failing_revoke(partitions: set[TopicPartition]) -> None:
+        revokes.append(partitions)
+        if len(revokes) == 1:
+            raise RuntimeError("the application failed while giving partitions up")
+
+    strategy = {"partition_assignment_strategy": "cooperative-sticky"}
+    async with member(cluster, "a", **strategy) as a, member(cluster, "b", **strategy) as b:
+        a.subscribe(["events"], on_revoke=failing_revoke)
+        await poll_until([a], lambda: a.assignment() == ALL)
+        b.subscribe(["events"])
+        failures: list[Exception] = []
+
+        async def poll_a_noting_failures() -> None:
+            try:
+                await a.poll(0.2)
+            except RuntimeError as exc:
+                failures.append(exc)
+
+        with trio.fail_after(60):
+            while not disjoint_and_covering([a, b]):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(poll_a_noting_failures)
+                    nursery.start_soon(b.poll, 0.2)
+        assert [str(f) for f in failures] == ["the application failed while giving partitions up"]
+        assert len(a.assignment()) == len(b.assignment()) == 3
+
+
+async def test_an_on_revoke_that_raises_as_the_consumer_closes_is_raised_once_it_closed(autojump_clock: Any,
+                                                                                        cluster: Cluster) -> None:
+    """As Kafka's close(): the consumer stops its tasks, then raises the callback's error, which used to escape
+    before the consumer's nursery was left and corrupt Trio's task tree. As in Kafka, a failed onLeavePrepare
+    sends no LeaveGroup: the group hands the partitions on when the member's session ends."""
+    def failing_revoke(partitions: set[TopicPartition]) -> None:
+        raise RuntimeError("the application failed while giving partitions up")
+
+    with pytest.raises(RuntimeError, match="failed while giving partitions up"):
+        async with member(cluster, "a") as a:
+            a.subscribe(["events"], on_revoke=failing_revoke)
+            await poll_until([a], lambda: a.assignment() == ALL)
+    async with member(cluster, "b") as b:
+        b.subscribe(["events"])
+        await poll_until([b], lambda: b.assignment() == ALL, timeout=30)
+        async with Admin(cluster) as admin:
+            assert [m.client_id for m in (await admin.describe_groups(["g"]))["g"].members] == ["b"]
+
+
 async def test_an_unsubscribed_consumer_leaves_the_group_and_its_partitions_move(autojump_clock: Any,
                                                                                 cluster: Cluster) -> None:
     """As Kafka's: on_revoke first, with what a owned, so that an application committing there loses nothing."""
