@@ -14,6 +14,7 @@ import functools
 import inspect
 import re
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self
@@ -308,6 +309,14 @@ class SyncProducer(_SyncClient):
 
 
 class SyncConsumer(_SyncClient):
+    """The blocking face of `Consumer`. Its iterator hands out one poll's records at a time; a seek or a new
+    assignment made through this object drops the records of the partitions it moves that the iterator has yet
+    to hand out, as the async consumer's iterator does, so the loop goes on from the new position."""
+
+    def __init__(self, embedded: EmbeddedCluster, client: Any, lifetime: _Lifetime) -> None:
+        super().__init__(embedded, client, lifetime)
+        self._iterated: deque[ConsumerRecord] = deque()
+
     def subscribe(self, topics: Iterable[str] | None = None, *, pattern: str | re.Pattern[str] | None = None,
                   on_assign: Listener | None = None, on_revoke: Listener | None = None,
                   on_lost: Listener | None = None) -> None:
@@ -320,7 +329,32 @@ class SyncConsumer(_SyncClient):
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records as they come, forever; break out of the loop to stop."""
         while True:
-            yield from self._embedded.call(self._client.poll, 1.0)
+            while self._iterated:
+                yield self._iterated.popleft()
+            self._iterated.extend(self._embedded.call(self._client.poll, 1.0))
+
+    def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
+        self._embedded.call(self._client.seek, tp, offset, leader_epoch)
+        self._forget({tp})
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._embedded.call(self._client.seek_to_beginning, partitions)
+        self._forget(None if partitions is None else set(partitions))
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._embedded.call(self._client.seek_to_end, partitions)
+        self._forget(None if partitions is None else set(partitions))
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        partitions = list(partitions)
+        self._embedded.call(self._client.assign, partitions)
+        kept = set(partitions)
+        self._iterated = deque(r for r in self._iterated if TopicPartition(r.topic, r.partition) in kept)
+
+    def _forget(self, moved: set[TopicPartition] | None) -> None:
+        """Drop the records of `moved` (None: every partition) that the iterator has yet to hand out."""
+        self._iterated = deque(r for r in self._iterated
+                               if moved is not None and TopicPartition(r.topic, r.partition) not in moved)
 
 
 class SyncAdmin(_SyncClient):

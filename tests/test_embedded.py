@@ -377,3 +377,28 @@ def test_a_sync_consumer_awaits_callbacks_that_return_awaitables() -> None:
             consumer.poll(0.1)
         consumer.close()
     assert seen == ["assign", "revoke"]
+
+
+def test_a_seek_inside_the_sync_consumer_s_loop_goes_on_from_there() -> None:
+    """The loop hands out one poll's records: a seek through the consumer drops the records of the partition it
+    moves that the loop has yet to give, so the loop goes on from the new position (kafka-python's iterator does
+    the same), and keeps the other partitions' records."""
+    with EmbeddedCluster(brokers=1) as cluster:
+        cluster.create_topic("orders", 2, 1)
+        with cluster.producer() as producer:
+            for index in range(20):
+                producer.send("orders", b"v%d" % index, partition=index % 2)
+        first, second = TopicPartition("orders", 0), TopicPartition("orders", 1)
+        with cluster.consumer(auto_offset_reset="earliest", max_poll_records=100) as consumer:
+            consumer.assign([first, second])
+            seen: dict[int, list[int]] = {0: [], 1: []}
+            for record in consumer:
+                seen[record.partition].append(record.offset)
+                if (record.partition, record.offset) == (0, 2) and len(seen[0]) == 3:
+                    consumer.seek(first, 8)
+                if len(seen[0]) + len(seen[1]) == 15:
+                    break
+            assert seen == {0: [0, 1, 2, 8, 9], 1: list(range(10))}
+            consumer.seek_to_beginning()
+            assert next(iter(consumer)).offset == 0
+

@@ -302,7 +302,8 @@ class Consumer:
         self._states = {tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
                         for tp in sorted(partitions)}
         self.metadata.add_topics(tp.topic for tp in partitions)
-        self._iterated.clear()
+        self._iterated = deque(record for record in self._iterated
+                               if TopicPartition(record.topic, record.partition) in self._states)
 
     def _consumed_positions(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return {tp: OffsetAndMetadata(state.position, None, state.epoch) for tp, state in self._states.items()
@@ -361,7 +362,9 @@ class Consumer:
         state.generation = next(self._generations)
         state.batches.clear()
         state.buffer.clear()
-        self._iterated.clear()
+        # Only this partition's records that `async for` has yet to hand out go: the others' were consumed.
+        self._iterated = deque(record for record in self._iterated
+                               if self._states.get(TopicPartition(record.topic, record.partition)) is not state)
 
     async def position(self, tp: TopicPartition) -> int:
         """The offset of the next record poll() returns, looking it up first if a reset is pending.
@@ -593,10 +596,16 @@ class Consumer:
             raise error
 
     def _drain_buffers(self) -> list[ConsumerRecord]:
-        """Up to max.poll.records records off the partitions' buffers, decoding fetched batches one at a time."""
+        """Up to max.poll.records records off the partitions' buffers, decoding fetched batches one at a time.
+
+        In turn, as Kafka's consumer does (KIP-74): a partition whose fetched records are all handed out moves to
+        the end of the assignment's order, which is also the order of the next fetch requests, so a partition
+        fetched again waits behind the records the others have waiting and is asked for after them, and none
+        starves when max.poll.records or the fetch sizes are below what there is to read."""
         records: list[ConsumerRecord] = []
+        emptied: list[TopicPartition] = []
         for tp, state in self._states.items():
-            buffer = state.buffer
+            buffer, before = state.buffer, len(records)
             while (room := self._max_poll_records - len(records)) > 0:
                 if not buffer:
                     if not state.batches:
@@ -613,8 +622,12 @@ class Consumer:
                 else:
                     records.extend(buffer.popleft() for _ in range(room))
                 state.position = records[-1].offset + 1
+            if len(records) > before and not (buffer or state.batches):
+                emptied.append(tp)
             if room <= 0:
                 break
+        for tp in emptied:
+            self._states[tp] = self._states.pop(tp)  # Kafka's movePartitionToEnd
         return records
 
     def _drain_batches(self) -> list[FetchedBatch]:

@@ -232,6 +232,56 @@ async def test_iteration_yields_records_in_order(autojump_clock: Any, cluster: C
     assert seen == list(range(20))
 
 
+async def test_a_seek_or_assign_inside_async_for_drops_only_the_moved_partition_s_records(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """The iterator hands out one poll's records, whose positions poll() already moved past: a seek drops the
+    records of the partition it moves that the loop has yet to see, and no other's, which would otherwise be
+    lost (their positions say consumed); a new assignment drops only those of partitions no longer assigned."""
+    await fill(cluster, 10, partitions=3)
+    p0, p1, p2 = (TopicPartition("events", p) for p in range(3))
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([p0, p1])
+        seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+        async for record in consumer:  # one poll brings both partitions' records, p0's first
+            seen[record.partition].append(record.offset)
+            if (record.partition, record.offset) == (0, 2) and len(seen[0]) == 3:
+                consumer.seek(p0, 8)
+            if len(seen[0]) + len(seen[1]) == 15:
+                break
+        assert seen == {0: [0, 1, 2, 8, 9], 1: list(range(10)), 2: []}
+        consumer.seek_to_beginning()
+        seen = {0: [], 1: [], 2: []}
+        async for record in consumer:
+            seen[record.partition].append(record.offset)
+            if (record.partition, record.offset) == (0, 1):
+                consumer.assign([p1, p2])
+            if len(seen[2]) == 10:
+                break
+        assert seen == {0: [0, 1], 1: list(range(10)), 2: list(range(10))}
+
+
+async def test_poll_serves_partitions_in_turn_so_none_starves(autojump_clock: Any, cluster: Cluster,
+                                                              bootstrap: Any) -> None:
+    """As Kafka's consumer (KIP-74), a partition whose fetched records are all handed out goes to the back: the
+    records it is fetched again wait behind those the others had waiting, and it is asked for after them. So
+    when each fetch brings more than a poll hands out, the partitions are served in turn, instead of the first
+    in the assignment taking every poll its new fetches arrive for."""
+    await cluster.create_topic("events", partitions=4, replication_factor=3)
+    for p in range(4):
+        for _ in range(20):
+            await cluster.produce("events", p, [Record(None, b"%d" % i) for i in range(50)])
+    counts = dict.fromkeys(range(4), 0)
+    async with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=50,
+                        max_partition_fetch_bytes=9000) as consumer:  # a fetch brings several polls' worth
+        consumer.assign([TopicPartition("events", p) for p in range(4)])
+        with trio.fail_after(60):
+            while sum(counts.values()) < 2800:
+                for record in await consumer.poll(1):
+                    counts[record.partition] += 1
+                await trio.sleep(0.01)  # the application at work, while the next fetches arrive
+    assert max(counts.values()) <= 2 * min(counts.values()), counts
+
+
 async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     await fill(cluster, 10)
     async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
