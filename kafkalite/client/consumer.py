@@ -125,6 +125,7 @@ class _PartitionState:
     backoff_until: float = 0.0
     high_watermark: int = -1
     missing_since: float | None = None  # when the partition was first found absent from metadata
+    paused: bool = False  # pause(): not fetched, and what was fetched already waits for resume()
     epoch: int = -1  # the leader epoch of the record before the position; -1: unknown (after a seek or a reset)
     checked_epoch: int = -1  # the newest leader epoch the position was fetched at or checked against
 
@@ -336,6 +337,22 @@ class Consumer:
         if partitions is None:
             return list(self._states.values())
         return [self._state(tp, where) for tp in topic_partitions(partitions, where)]
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching `partitions` and handing out their records until resume(), as Kafka's consumer: records
+        fetched already wait, and positions, the assignment and the group membership stay (poll() goes on
+        heartbeating). A rebalance that takes a partition away forgets that it was paused."""
+        for state in self._states_of(partitions, "pause()"):
+            state.paused = True
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fetch and hand out `partitions` again, from where they were paused; a poll waiting meanwhile wakes."""
+        for state in self._states_of(partitions, "resume()"):
+            state.paused = False
+        self._wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, state in self._states.items() if state.paused}
 
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
         """Fetch from `offset` next. With the leader epoch of the record before it (as Kafka's seek with an
@@ -605,6 +622,8 @@ class Consumer:
         records: list[ConsumerRecord] = []
         emptied: list[TopicPartition] = []
         for tp, state in self._states.items():
+            if state.paused:
+                continue
             buffer, before = state.buffer, len(records)
             while (room := self._max_poll_records - len(records)) > 0:
                 if not buffer:
@@ -635,6 +654,8 @@ class Consumer:
         their batch goes out whole (or, after a corrupt batch, is fetched again from the position)."""
         fetched: list[FetchedBatch] = []
         for (topic, partition), state in self._states.items():
+            if state.paused:
+                continue
             if state.batches:
                 assert state.position is not None
                 fetched.append(FetchedBatch(topic, partition, state.position, state.batches.popleft()))
@@ -659,7 +680,7 @@ class Consumer:
         to_check: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale = False
         for tp, state in self._states.items():
-            if state.fetching or state.batches or state.buffer:
+            if state.fetching or state.batches or state.buffer or state.paused:
                 continue
             if state.backoff_until > now:
                 wake_at = min(wake_at, state.backoff_until)

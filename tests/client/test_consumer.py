@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from kafkalite.client import (
-    Admin, Consumer, LogTruncationError, NoOffsetForPartitionError, OffsetAndMetadata, Producer,
+    Admin, Consumer, ConsumerRecord, LogTruncationError, NoOffsetForPartitionError, OffsetAndMetadata, Producer,
 )
 from kafkalite.cluster import Cluster
 from kafkalite.common.errors import (
@@ -280,6 +280,48 @@ async def test_poll_serves_partitions_in_turn_so_none_starves(autojump_clock: An
                     counts[record.partition] += 1
                 await trio.sleep(0.01)  # the application at work, while the next fetches arrive
     assert max(counts.values()) <= 2 * min(counts.values()), counts
+
+
+async def test_a_paused_partition_is_neither_fetched_nor_handed_out_until_resumed(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """Kafka's pause()/resume(): records a paused partition had fetched wait, its position stays, the others go
+    on; resumed, it continues exactly where it stopped, and a poll waiting meanwhile wakes for it."""
+    await fill(cluster, 10, partitions=2)
+    p0, p1 = TopicPartition("events", 0), TopicPartition("events", 1)
+    async with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=4) as consumer:
+        consumer.assign([p0, p1])
+        first = await consumer.poll(5)
+        assert [(r.partition, r.offset) for r in first] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+        consumer.pause([p0])
+        assert consumer.paused() == {p0}
+        rest: list[ConsumerRecord] = []
+        with trio.fail_after(10):
+            while len(rest) < 10:
+                rest += await consumer.poll(1)
+        assert {r.partition for r in rest} == {1} and [r.offset for r in rest] == list(range(10))
+        assert await consumer.poll(1) == [] and await consumer.position(p0) == 4
+        await cluster.produce("events", 0, [Record(None, b"later")])
+        consumer.pause([p1])  # nothing fetched at all now: only resume() can wake the poll below
+        async with trio.open_nursery() as nursery:
+            waited: list[ConsumerRecord] = []
+
+            async def wait_for_records() -> None:
+                waited.extend(await consumer.poll(3600))
+
+            nursery.start_soon(wait_for_records)
+            await trio.sleep(5)
+            assert waited == []  # paused: nothing, however long the poll
+            started = trio.current_time()
+            consumer.resume([p0])
+        assert trio.current_time() - started < 1
+        assert consumer.paused() == {p1}
+        resumed = waited
+        with trio.fail_after(10):
+            while len(resumed) < 7:
+                resumed += await consumer.poll(1)
+        assert [(r.partition, r.offset) for r in resumed] == [(0, offset) for offset in range(4, 11)]
+        with pytest.raises(ValueError, match="not assigned"):
+            consumer.pause([TopicPartition("events", 5)])
 
 
 async def test_the_consumer_follows_a_leader_change(autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
