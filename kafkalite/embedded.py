@@ -338,12 +338,14 @@ class SyncConsumer(_SyncClient):
         self._forget({tp})
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._embedded.call(self._client.seek_to_beginning, partitions)
-        self._forget(None if partitions is None else set(partitions))
+        moved = None if partitions is None else list(partitions)  # read once: it may be a generator
+        self._embedded.call(self._client.seek_to_beginning, moved)
+        self._forget(None if moved is None else set(moved))
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._embedded.call(self._client.seek_to_end, partitions)
-        self._forget(None if partitions is None else set(partitions))
+        moved = None if partitions is None else list(partitions)  # read once: it may be a generator
+        self._embedded.call(self._client.seek_to_end, moved)
+        self._forget(None if moved is None else set(moved))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         partitions = list(partitions)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import socket
 import subprocess
 import sys
@@ -400,5 +401,11 @@ def test_a_seek_inside_the_sync_consumer_s_loop_goes_on_from_there() -> None:
                     break
             assert seen == {0: [0, 1, 2, 8, 9], 1: list(range(10))}
             consumer.seek_to_beginning()
-            assert next(iter(consumer)).offset == 0
+            records = iter(consumer)
+            head = next(records)  # one poll brings both partitions' records; which comes first is the consumer's
+            this, other = (first, second) if head.partition == 0 else (second, first)
+            assert head.offset == 0
+            consumer.seek_to_beginning(tp for tp in [this])  # a generator, read once
+            assert [(r.partition, r.offset) for r in itertools.islice(records, 11)] == [
+                (other.partition, offset) for offset in range(10)] + [(this.partition, 0)]
 
