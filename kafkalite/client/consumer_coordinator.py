@@ -358,17 +358,20 @@ class ConsumerCoordinator:
             await self._commit_before_join.wait(self._nursery,
                                                 lambda: self._commit_quietly("commit before rebalancing"),
                                                 self._membership)
-        if self.protocol != COOPERATIVE and owned:
-            self._revoking = True
-            try:
+        revoking = self._revoking = self.protocol != COOPERATIVE and bool(owned)
+        try:
+            if revoking:
                 await self._call("on_revoke", owned)
-            finally:
-                self._revoking = False
-            self._consumer._set_assignment(set())
-            self._lost_pending = False  # dropped by the group while on_revoke ran: its partitions are given up already
-        self.stable = False
-        self._join_prepared = True
-        self._rejoin_needed = True
+        finally:
+            # As Kafka's onJoinPrepare: a callback that raises has still given the partitions up, and is not called
+            # again; its error reaches this poll, and the next poll goes on with the join.
+            self._revoking = False
+            if revoking:
+                self._consumer._set_assignment(set())
+                self._lost_pending = False  # dropped by the group while on_revoke ran: nothing is left to lose
+            self.stable = False
+            self._join_prepared = True
+            self._rejoin_needed = True
 
     def _handle_join_error(self, error: ErrorCode) -> bool:
         if error is errors.MEMBER_ID_REQUIRED:

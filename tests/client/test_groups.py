@@ -659,6 +659,39 @@ async def test_a_cooperative_on_revoke_that_raises_still_gives_the_partitions_up
         assert len(a.assignment()) == len(b.assignment()) == 3
 
 
+async def test_an_eager_on_revoke_that_raises_is_raised_once_and_the_join_goes_on(autojump_clock: Any,
+                                                                                   cluster: Cluster) -> None:
+    """As Kafka's onJoinPrepare: the partitions are given up all the same, the error reaches that poll only, and
+    the next poll rejoins, instead of calling the callback again at every poll while the group waits."""
+    revokes: list[set[TopicPartition]] = []
+    failing = [True]
+
+    def failing_revoke(partitions: set[TopicPartition]) -> None:
+        revokes.append(partitions)
+        if failing[0]:
+            raise RuntimeError("the application failed while giving partitions up")
+
+    async with member(cluster, "a") as a, member(cluster, "b") as b:
+        a.subscribe(["events"], on_revoke=failing_revoke)
+        await poll_until([a], lambda: a.assignment() == ALL)
+        b.subscribe(["events"])
+        failures: list[Exception] = []
+
+        async def poll_a_noting_failures() -> None:
+            try:
+                await a.poll(0.2)
+            except RuntimeError as exc:
+                failures.append(exc)
+
+        with trio.fail_after(60):
+            while not disjoint_and_covering([a, b]):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(poll_a_noting_failures)
+                    nursery.start_soon(b.poll, 0.2)
+        assert revokes == [ALL] and len(failures) == 1
+        failing[0] = False  # leaving the block revokes a's partitions once more
+
+
 async def test_an_on_revoke_that_raises_as_the_consumer_closes_is_raised_once_it_closed(autojump_clock: Any,
                                                                                         cluster: Cluster) -> None:
     """As Kafka's close(): the consumer stops its tasks, then raises the callback's error, which used to escape
@@ -676,6 +709,23 @@ async def test_an_on_revoke_that_raises_as_the_consumer_closes_is_raised_once_it
         await poll_until([b], lambda: b.assignment() == ALL, timeout=30)
         async with Admin(cluster) as admin:
             assert [m.client_id for m in (await admin.describe_groups(["g"]))["g"].members] == ["b"]
+
+
+async def test_the_partitions_of_a_subscribed_topic_that_is_deleted_leave_the_assignment(autojump_clock: Any,
+                                                                                         cluster: Cluster) -> None:
+    """Once the cluster no longer knows a subscribed topic, the group assigns again without its partitions,
+    instead of leaving them with members that can no longer read them. (With auto-creation allowed, as by
+    default in Kafka too, the members' metadata requests create the topic again, with one partition.)"""
+    await cluster.create_topic("gone", partitions=2, replication_factor=3)
+    gone = {TopicPartition("gone", p) for p in range(2)}
+    config = {"metadata.max.age.ms": 5000, "allow.auto.create.topics": False}  # else their metadata creates it again
+    async with member(cluster, "a", **config) as a, member(cluster, "b", **config) as b:
+        a.subscribe(["events", "gone"])
+        b.subscribe(["events", "gone"])
+        await poll_until([a, b], lambda: a.assignment() | b.assignment() == ALL | gone)
+        await cluster.delete_topic("gone")
+        await poll_until([a, b], lambda: a.assignment() | b.assignment() == ALL, timeout=60)
+        assert disjoint_and_covering([a, b])
 
 
 async def test_an_unsubscribed_consumer_leaves_the_group_and_its_partitions_move(autojump_clock: Any,
