@@ -49,6 +49,25 @@ def disjoint_and_covering(consumers: list[Consumer]) -> bool:
     return all(assignments) and sum(map(len, assignments)) == len(ALL) and set().union(*assignments) == ALL
 
 
+async def rebalance_noting_failures(failing: Consumer, other: Consumer) -> list[Exception]:
+    """Poll both until they split the partitions; the errors of `failing`'s polls (its callbacks') are kept and
+    returned rather than raised."""
+    failures: list[Exception] = []
+
+    async def poll_noting_failures() -> None:
+        try:
+            await failing.poll(0.2)
+        except RuntimeError as exc:
+            failures.append(exc)
+
+    with trio.fail_after(60):
+        while not disjoint_and_covering([failing, other]):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poll_noting_failures)
+                nursery.start_soon(other.poll, 0.2)
+    return failures
+
+
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 async def test_three_consumers_split_six_partitions(autojump_clock: Any, cluster: Cluster, strategy: str) -> None:
     async with member(cluster, "a", partition_assignment_strategy=strategy) as a, \
@@ -642,19 +661,7 @@ async def test_a_cooperative_on_revoke_that_raises_still_gives_the_partitions_up
         a.subscribe(["events"], on_revoke=failing_revoke)
         await poll_until([a], lambda: a.assignment() == ALL)
         b.subscribe(["events"])
-        failures: list[Exception] = []
-
-        async def poll_a_noting_failures() -> None:
-            try:
-                await a.poll(0.2)
-            except RuntimeError as exc:
-                failures.append(exc)
-
-        with trio.fail_after(60):
-            while not disjoint_and_covering([a, b]):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(poll_a_noting_failures)
-                    nursery.start_soon(b.poll, 0.2)
+        failures = await rebalance_noting_failures(a, b)
         assert [str(f) for f in failures] == ["the application failed while giving partitions up"]
         assert len(a.assignment()) == len(b.assignment()) == 3
 
@@ -675,19 +682,7 @@ async def test_an_eager_on_revoke_that_raises_is_raised_once_and_the_join_goes_o
         a.subscribe(["events"], on_revoke=failing_revoke)
         await poll_until([a], lambda: a.assignment() == ALL)
         b.subscribe(["events"])
-        failures: list[Exception] = []
-
-        async def poll_a_noting_failures() -> None:
-            try:
-                await a.poll(0.2)
-            except RuntimeError as exc:
-                failures.append(exc)
-
-        with trio.fail_after(60):
-            while not disjoint_and_covering([a, b]):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(poll_a_noting_failures)
-                    nursery.start_soon(b.poll, 0.2)
+        failures = await rebalance_noting_failures(a, b)
         assert revokes == [ALL] and len(failures) == 1
         failing[0] = False  # leaving the block revokes a's partitions once more
 
