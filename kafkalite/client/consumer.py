@@ -645,26 +645,35 @@ class Consumer:
                 emptied.append(tp)
             if room <= 0:
                 break
-        for tp in emptied:
-            self._states[tp] = self._states.pop(tp)  # Kafka's movePartitionToEnd
+        self._to_the_back(emptied)
         return records
 
     def _drain_batches(self) -> list[FetchedBatch]:
         """Every partition's fetched batches, the first from the position; decoded records pending are dropped, as
         their batch goes out whole (or, after a corrupt batch, is fetched again from the position)."""
         fetched: list[FetchedBatch] = []
-        for (topic, partition), state in self._states.items():
+        emptied: list[TopicPartition] = []
+        for tp, state in self._states.items():
             if state.paused:
                 continue
             if state.batches:
                 assert state.position is not None
-                fetched.append(FetchedBatch(topic, partition, state.position, state.batches.popleft()))
-                fetched.extend(FetchedBatch(topic, partition, batch.base_offset, batch) for batch in state.batches)
+                fetched.append(FetchedBatch(tp.topic, tp.partition, state.position, state.batches.popleft()))
+                fetched.extend(FetchedBatch(tp.topic, tp.partition, batch.base_offset, batch)
+                               for batch in state.batches)
                 state.position = fetched[-1].batch.next_offset
                 state.epoch = fetched[-1].batch.partition_leader_epoch
+                emptied.append(tp)
             state.batches.clear()
             state.buffer.clear()  # records of the first batch, handed out again whole; or of a bad batch, refetched
+        self._to_the_back(emptied)
         return fetched
+
+    def _to_the_back(self, partitions: list[TopicPartition]) -> None:
+        """Kafka's movePartitionToEnd (KIP-74): partitions whose fetched records were all handed out go last, for
+        handing out and in the next fetch requests, which brokers fill in their order."""
+        for tp in partitions:
+            self._states[tp] = self._states.pop(tp)
 
     def _send_fetches(self, *, prefetch: bool = False) -> float:
         """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again.

@@ -29,7 +29,7 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -183,7 +183,8 @@ class ConsumerCoordinator:
         self._polling = 0
         self._pending_error: Exception | None = None  # raised from the next poll
         self._lost_pending = False  # the group dropped this member; its partitions await on_lost
-        self._revoking = False  # a poll is in the eager on_revoke: close() and unsubscribe() do not call it again
+        # A poll's on_revoke under way: the task running it, and an event set when it returns (`_revoking`).
+        self._revocation: tuple[trio.lowlevel.Task, trio.Event] | None = None
         self._heartbeat_wake = trio.Event()
         self._join = InFlight[set[TopicPartition]]("joining the group")
         self._commit_before_join = InFlight[None]("the commit before rebalancing")
@@ -210,8 +211,9 @@ class ConsumerCoordinator:
     async def unsubscribe(self) -> None:
         """Kafka's onLeavePrepare, then leave: the partitions the group gave are revoked first, so that an
         application committing in on_revoke (at-least-once) commits what it processed."""
+        inside = await self._wait_for_revocation()
         owned = self._consumer.assignment()
-        if self.subscribed and owned and not self._revoking:  # dropped by the group already (not stable): lost
+        if self.subscribed and owned and not inside:  # dropped by the group already (not stable): lost
             await self._call("on_revoke" if self.stable else "on_lost", owned)
         await self.maybe_leave_group("the consumer unsubscribed")
         self._membership += 1
@@ -334,6 +336,8 @@ class ConsumerCoordinator:
         """Rejoin: callbacks run here, in poll(); the JoinGroup and SyncGroup run in flight (`InFlight`)."""
         await self._prepare_join()
         self._consumer._check_open("poll()")  # closed while a callback ran (from another task): no join
+        if not self.subscribed:  # the callback unsubscribed
+            return
         await self._on_join_complete(await self._join.wait(self._nursery, self._join_group, self._membership))
 
     async def _join_group(self) -> set[TopicPartition]:
@@ -358,14 +362,14 @@ class ConsumerCoordinator:
             await self._commit_before_join.wait(self._nursery,
                                                 lambda: self._commit_quietly("commit before rebalancing"),
                                                 self._membership)
-        revoking = self._revoking = self.protocol != COOPERATIVE and bool(owned)
+        revoking = self.protocol != COOPERATIVE and bool(owned)
         try:
             if revoking:
-                await self._call("on_revoke", owned)
+                with self._revoking():
+                    await self._call("on_revoke", owned)
         finally:
             # As Kafka's onJoinPrepare: a callback that raises has still given the partitions up, and is not called
             # again; its error reaches this poll, and the next poll goes on with the join.
-            self._revoking = False
             if revoking:
                 self._consumer._set_assignment(set())
                 self._lost_pending = False  # dropped by the group while on_revoke ran: nothing is left to lose
@@ -431,7 +435,8 @@ class ConsumerCoordinator:
             revoked = owned - assignment
             if revoked:  # KIP-429: give them up, then rejoin so that their new owner gets them
                 self._rejoin_needed = True
-                await self._call_collecting("on_revoke", revoked, failures)
+                with self._revoking():
+                    await self._call_collecting("on_revoke", revoked, failures)
             added = assignment - owned
         else:
             added = assignment
@@ -555,11 +560,36 @@ class ConsumerCoordinator:
 
     async def close(self) -> None:
         """Commit (with enable.auto.commit), revoke and leave, as Kafka's consumer does on close."""
-        if self.stable and self._auto_commit:
+        inside = await self._wait_for_revocation()
+        if self.stable and self._auto_commit and not inside:
             await self._commit_quietly("commit on close")
-        if self.subscribed and self.stable and self.instance_id is None and not self._revoking:
+        if self.subscribed and self.stable and self.instance_id is None and not inside:
             await self._call("on_revoke", self._consumer.assignment())
         await self.maybe_leave_group("the consumer is closing")
+
+    @contextlib.contextmanager
+    def _revoking(self) -> Iterator[None]:
+        """Around a poll's on_revoke. close() and unsubscribe() from another task wait for it to return rather
+        than call it again, overlapping, or leave the group under it, which would refuse the commit it makes
+        for the generation it consumed in."""
+        done = trio.Event()
+        self._revocation = (trio.lowlevel.current_task(), done)
+        try:
+            yield
+        finally:
+            self._revocation = None
+            done.set()
+
+    async def _wait_for_revocation(self) -> bool:
+        """Wait for a poll's on_revoke under way in another task; True if this task is running it (the callback
+        itself closing or unsubscribing), which must not call it again."""
+        if self._revocation is None:
+            return False
+        task, done = self._revocation
+        if task is trio.lowlevel.current_task():
+            return True
+        await done.wait()
+        return False
 
     # -- offsets --------------------------------------------------------------------------------------------
 

@@ -282,6 +282,24 @@ async def test_poll_serves_partitions_in_turn_so_none_starves(autojump_clock: An
     assert max(counts.values()) <= 2 * min(counts.values()), counts
 
 
+async def test_poll_batches_serves_partitions_in_turn_when_a_fetch_holds_only_some(autojump_clock: Any) -> None:
+    """A broker fills a fetch response in its request's order, up to fetch.max.bytes: as in Kafka, partitions
+    whose batches were handed out are asked for last next time, so the others get their turn. (One broker, so
+    that one request asks for both partitions.)"""
+    async with Cluster(brokers=1, seed=5) as cluster:
+        await cluster.create_topic("events", partitions=2, replication_factor=1)
+        for _ in range(30):
+            for p in range(2):
+                await cluster.produce("events", p, [Record(None, bytes(10_000))])
+        order: list[int] = []
+        async with Consumer(cluster, auto_offset_reset="earliest", fetch_max_bytes=15_000) as consumer:
+            consumer.assign([TopicPartition("events", p) for p in range(2)])
+            with trio.fail_after(60):
+                while len(order) < 20:
+                    order += [fetched.partition for fetched in await consumer.poll_batches(1)]
+    assert 8 <= order[:20].count(1) <= 12, order
+
+
 async def test_a_paused_partition_is_neither_fetched_nor_handed_out_until_resumed(
         autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
     """Kafka's pause()/resume(): records a paused partition had fetched wait, its position stays, the others go

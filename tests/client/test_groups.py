@@ -607,20 +607,20 @@ async def test_a_member_dropped_while_its_on_revoke_ran_long_keeps_what_it_rejoi
         assert disjoint_and_covering([a, b])
 
 
-async def test_closing_while_a_poll_is_in_on_revoke_does_not_revoke_again(autojump_clock: Any,
-                                                                         cluster: Cluster) -> None:
-    """A consumer closed from another task while its poll runs the eager on_revoke: the partitions are being
-    given up by that call, and a second one, overlapping it, would commit and process twice."""
-    revokes: list[set[TopicPartition]] = []
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+async def test_closing_while_a_poll_is_in_on_revoke_waits_for_it(autojump_clock: Any, cluster: Cluster,
+                                                                 strategy: str) -> None:
+    """A consumer closed from another task while its poll runs on_revoke: close() waits for the callback, whose
+    commit is for the generation the member consumed in, before leaving the group (which would refuse the
+    commit), and does not run it again over the same partitions meanwhile."""
+    async with Producer(cluster) as producer:
+        for index in range(18):
+            await producer.send("events", b"v%d" % index, partition=index % 6)
+    calls: list[set[TopicPartition]] = []
+    running, overlapped = [0], [False]
     in_revoke = trio.Event()
-
-    async def slow_revoke(partitions: set[TopicPartition]) -> None:
-        revokes.append(partitions)
-        in_revoke.set()
-        await trio.sleep(5)
-
-    async with member(cluster, "b") as b:
-        b.subscribe(["events"])
+    config = {"enable_auto_commit": False, "partition_assignment_strategy": strategy}
+    async with member(cluster, "b", **config) as b:
         polled: list[BaseException] = []
 
         async def poll_until_closed(consumer: Consumer) -> None:
@@ -631,18 +631,50 @@ async def test_closing_while_a_poll_is_in_on_revoke_does_not_revoke_again(autoju
                 polled.append(exc)
 
         async with trio.open_nursery() as nursery:
-            async with member(cluster, "a") as a:
+            async with member(cluster, "a", **config) as a:
+                async def slow_revoke(partitions: set[TopicPartition]) -> None:
+                    calls.append(partitions)
+                    running[0] += 1
+                    overlapped[0] = overlapped[0] or running[0] > 1
+                    in_revoke.set()
+                    await trio.sleep(5)  # processing the last records
+                    await a.commit()
+                    running[0] -= 1
+
                 a.subscribe(["events"], on_revoke=slow_revoke)
-                await poll_until([a], lambda: a.assignment() == ALL)
+                read: list[Any] = []
+                with trio.fail_after(30):
+                    while len(read) < 18:
+                        read += await a.poll(0.2)
+                b.subscribe(["events"])
                 nursery.start_soon(poll_until_closed, a)
                 nursery.start_soon(poll_until, [b], lambda: False, 3600)
                 with trio.fail_after(60):
                     await in_revoke.wait()
                 await trio.sleep(1)
             await trio.sleep(10)
+            committed = await b.committed(ALL)
             nursery.cancel_scope.cancel()
-    assert revokes == [ALL]
-    assert [str(e) for e in polled] == ["a closed while poll() was under way: its `async with` block ended"]
+    assert not overlapped[0]
+    assert set().union(*calls) == ALL and sum(map(len, calls)) == len(ALL)  # each partition revoked once
+    assert {tp: c.offset for tp, c in committed.items() if c is not None} == {tp: 3 for tp in ALL}
+    assert len(polled) == 1  # the closed consumer's poll says so, whichever step of the rebalance it was in
+
+
+async def test_unsubscribing_in_on_revoke_leaves_the_group(autojump_clock: Any, cluster: Cluster) -> None:
+    """An application that unsubscribes from inside its on_revoke (its last partitions given up): the poll that
+    ran the callback does not go on to join again with nothing subscribed, and the group goes on without it."""
+    async with member(cluster, "a") as a, member(cluster, "b") as b:
+        async def unsubscribe_on_revoke(partitions: set[TopicPartition]) -> None:
+            await a.unsubscribe()
+
+        a.subscribe(["events"], on_revoke=unsubscribe_on_revoke)
+        await poll_until([a], lambda: a.assignment() == ALL)
+        b.subscribe(["events"])
+        await poll_until([a, b], lambda: b.assignment() == ALL)
+        assert a.assignment() == set() and a.subscription() == set()
+        async with Admin(cluster) as admin:
+            assert [m.client_id for m in (await admin.describe_groups(["g"]))["g"].members] == ["b"]
 
 
 async def test_a_cooperative_on_revoke_that_raises_still_gives_the_partitions_up(autojump_clock: Any,
