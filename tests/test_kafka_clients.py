@@ -28,6 +28,7 @@ aiokafka = pytest.importorskip("aiokafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
 import kafka.codec  # noqa: E402
+import kafka.errors  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
 from kafka.admin import KafkaAdminClient  # noqa: E402
@@ -891,14 +892,21 @@ def _kafka_python_group_consumer(bootstrap: str, topic: str, group: str) -> Any:
 
 
 def _kafka_python_group_read(bootstrap: str, topic: str, group: str, count: int) -> list[Read]:
+    """Commits once `count` records are read. A commit kafka-python refuses because it is rejoining (a metadata
+    refresh it took for a change) is made again after polling on, as its RebalanceInProgressError advises."""
     consumer = _kafka_python_group_consumer(bootstrap, topic, group)
     got: list[Read] = []
     try:
         deadline = time.monotonic() + DEADLINE
-        while len(got) < count and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             for batch in consumer.poll(200).values():
                 got += [(m.partition, m.offset, m.value) for m in batch]
-        consumer.commit()
+            if len(got) >= count:
+                try:
+                    consumer.commit()
+                    break
+                except kafka.errors.RebalanceInProgressError:
+                    continue
     finally:
         consumer.close()
     return got
