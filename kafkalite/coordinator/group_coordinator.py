@@ -476,14 +476,23 @@ class GroupCoordinator:
                 waiter.complete(JoinGroupResponse(fenced.code, member_id=old_member_id)
                                 if waiter is member.join_waiter else SyncGroupResponse(fenced.code))
         member.join_waiter = member.sync_waiter = None
+        old = member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms
+        member.supported_protocols = protocols
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.session_timeout_ms = request.session_timeout_ms
-        old_protocols, member.supported_protocols = member.supported_protocols, protocols
-        if group.is_(_STABLE) and self._keeps_assignment(group, old_protocols, protocols):
+        if group.is_(_STABLE) and self._keeps_assignment(group, old[0], protocols):
             self._complete_and_schedule_next_heartbeat(group, member)
             error = await self._finish(group, lambda: self._store_group(group))
             if error is not errors.NONE:
-                raise _fail(error, "the group could not store its new static member")
+                # As Kafka: the replacement is undone, so the member id the log still holds goes on being the
+                # member's, with its timeouts, and the restarted one is told to retry. Unless the instance restarted
+                # again, or left, while the write failed: then there is no replacement of this one to undo.
+                if group.members.get(new_member_id) is member:
+                    member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+                    group.replace_static_member(request.group_instance_id, new_member_id, old_member_id)
+                    self._complete_and_schedule_next_heartbeat(group, member)
+                raise _fail(error, f"group {group.group_id} could not store static member "
+                                   f"{request.group_instance_id}'s new member id; retry")
             # Kafka answers with the leader id from before the replacement and no members, so that a restarted
             # leader does not take itself for the leader and work out an assignment the Stable group would drop.
             return JoinGroupResponse(errors.NONE.code, group.generation_id, group.protocol_type,

@@ -79,3 +79,15 @@ def state(cluster: Cluster, coordinator: int, group_id: str = "g") -> tuple[str,
     group = cluster.broker(coordinator).group_coordinator.group(group_id)
     assert group is not None
     return group.state.value, group.generation_id, sorted(group.members)
+
+
+async def kill_followers(cluster: Cluster, coordinator: int, group_id: str = "g") -> list[int]:
+    """Kill every broker but the coordinator, and wait until the group's offsets partition has the coordinator
+    alone in its ISR: with min.insync.replicas 2, every write of the group's is then refused. The killed ids."""
+    followers = [b for b in cluster.broker_ids if b != coordinator]
+    for broker_id in followers:
+        await cluster.kill_broker(broker_id)
+    partition = cluster.broker(coordinator).group_coordinator.partition_for(group_id)
+    await cluster.wait_until(lambda: cluster.partition_state("__consumer_offsets", partition).isr == (coordinator,),
+                             timeout=60)
+    return followers

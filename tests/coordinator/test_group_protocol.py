@@ -16,7 +16,7 @@ from kafkalite.network.requests import (
     OffsetFetchRequest, SyncGroupAssignment, SyncGroupRequest,
 )
 from tests.coordinator.conftest import (
-    GROUP_CONFIG, coordinator_of, group_on, join_request, send, stable_member, state,
+    GROUP_CONFIG, coordinator_of, group_on, join_request, kill_followers, send, stable_member, state,
 )
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
@@ -627,3 +627,24 @@ async def test_a_completed_rebalance_leaves_no_timer_sleeping_out_its_timeout(cl
     assert synced.error_code == 0
     await trio.sleep(0)
     assert group_timers() == 0
+
+
+async def test_a_static_member_replacement_the_log_refused_is_undone(autojump_clock: Any) -> None:
+    """Kafka's updateStaticMemberAndRebalance: when the group cannot store a restarted static member's new member
+    id, it puts the old one back, with its timeouts, and tells the restarted one to retry. The log still names the
+    old member id, so the group in memory must too: the running member goes on heartbeating, and a coordinator
+    failover would not bring a member back that the group had dropped."""
+    async with Cluster(brokers=3, config={**GROUP_CONFIG, "min.insync.replicas": 2}, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=1, replication_factor=3)
+        coordinator, first = await static_stable(cluster, "i-1", session_timeout_ms=20000)
+        await kill_followers(cluster, coordinator)
+        beat = await send(cluster, coordinator, HeartbeatRequest("g", 1, first, group_instance_id="i-1"))
+        assert beat.error_code == 0
+
+        restarted = await send(cluster, coordinator, join_request("g", instance_id="i-1", session_timeout_ms=60000))
+        assert restarted.error_code == errors.COORDINATOR_NOT_AVAILABLE.code
+        assert state(cluster, coordinator) == ("Stable", 1, [first])
+        beat = await send(cluster, coordinator, HeartbeatRequest("g", 1, first, group_instance_id="i-1"))
+        assert beat.error_code == 0
+        await trio.sleep(25)  # no heartbeat since: past the old session, which is the one that counts again
+        assert state(cluster, coordinator)[2] == []

@@ -16,7 +16,9 @@ from kafkalite.network.requests import (
     DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupProtocol, JoinGroupRequest, ListGroupsRequest,
     OffsetCommitPartition, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
 )
-from tests.coordinator.conftest import GROUP_CONFIG, coordinator_of, join_request, send, stable_member
+from tests.coordinator.conftest import (
+    GROUP_CONFIG, coordinator_of, join_request, kill_followers, send, stable_member,
+)
 
 
 async def commit(cluster: Cluster, coordinator: int, group_id: str, offsets: dict[tuple[str, int], int],
@@ -121,12 +123,8 @@ async def test_a_deletion_the_log_never_took_leaves_the_group_as_it_was(autojump
         await cluster.create_topic("events", partitions=1, replication_factor=3)
         coordinator = await coordinator_of(cluster, "g")
         assert await commit(cluster, coordinator, "g", {("events", 0): 5}) == [0]
-        followers = [b for b in cluster.broker_ids if b != coordinator]
-        for broker_id in followers:
-            await cluster.kill_broker(broker_id)
+        followers = await kill_followers(cluster, coordinator)
         partition = cluster.broker(coordinator).group_coordinator.partition_for("g")
-        await cluster.wait_until(lambda: cluster.partition_state("__consumer_offsets", partition).isr == (coordinator,),
-                                 timeout=60)
 
         refused = await send(cluster, coordinator, DeleteGroupsRequest(["g"]))
         assert refused.results[0].error_code == errors.COORDINATOR_NOT_AVAILABLE.code
