@@ -68,6 +68,9 @@ _KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
 _KAFKA_PREFIX = struct.Struct(">qib")  # base offset, batch length, partition leader epoch, magic
 _KAFKA_LENGTH_OFFSET = 12  # batch length counts the bytes after itself
 _MAGIC = 2
+_MAGIC_OFFSET = 16  # where every format, legacy messages too, has its magic byte: after offset, length, crc or epoch
+_LENGTH = struct.Struct(">i")
+_LEGACY_MIN_LENGTH = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: shorter claims are corrupt, whatever their magic
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,13 +308,18 @@ class RecordBatch:
         pos = 0
         size = len(data)
         while pos < size:
+            if size - pos > _MAGIC_OFFSET and data[pos + _MAGIC_OFFSET] != _MAGIC and (
+                    size - pos >= RECORD_BATCH_OVERHEAD
+                    or _LEGACY_MIN_LENGTH <= _LENGTH.unpack_from(data, pos + 8)[0] <= size - pos - 12):
+                # a whole message of an older format may be shorter than a v2 header: as Kafka's log input stream
+                # frames it, then looks at the magic
+                raise UnsupportedForMessageFormatError(f"record batch magic {data[pos + _MAGIC_OFFSET]}: only v2 "
+                                                       "batches are accepted")
             if size - pos < RECORD_BATCH_OVERHEAD:
                 raise CorruptMessageError(f"a record batch header needs {RECORD_BATCH_OVERHEAD} bytes; "
                                           f"{size - pos} remain at byte {pos}")
-            (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, first_timestamp, max_timestamp,
+            (base_offset, length, leader_epoch, _magic, crc, attributes, last_delta, first_timestamp, max_timestamp,
              producer_id, producer_epoch, base_sequence, count) = _KAFKA_HEADER.unpack_from(data, pos)
-            if magic != _MAGIC:
-                raise UnsupportedForMessageFormatError(f"record batch magic {magic}: only v2 batches are accepted")
             end = pos + _KAFKA_LENGTH_OFFSET + length
             if length < RECORD_BATCH_OVERHEAD - _KAFKA_LENGTH_OFFSET or end > size:
                 raise CorruptMessageError(f"record batch at byte {pos} claims a length of {length} bytes; "

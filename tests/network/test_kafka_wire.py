@@ -215,6 +215,27 @@ async def test_zstd_is_refused_below_produce_version_7_as_by_kafka() -> None:
             assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"z" * 1000]
 
 
+async def test_a_batch_in_a_pre_0_11_format_is_an_invalid_record_as_for_kafka() -> None:
+    """Kafka's ProduceRequest.validateRecords takes only v2 batches from Produce v3 on: a magic 1 message set (as
+    kafka-python's legacy builder makes it) is INVALID_RECORD, in Kafka's words, and the broker goes on serving."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    legacy = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    legacy.append(0, timestamp=1_700_000_000_000, key=None, value=b"old")
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=3) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            port = kafka_port(cluster, cluster.leader_for(TOPIC, 0))
+            [refused, taken] = await exchange(port, produce_frame(bytes(legacy.build()), version=8)
+                                              + produce_frame(kafka_batch(b"new")), 2)
+            partition = ProduceResponse.decode(refused[4:], version=8).responses[0].partition_responses[0]
+            assert (partition.error_code, partition.error_message) == (  # messages came with version 8
+                errors.INVALID_RECORD.code,
+                "Produce requests with version 8 are only allowed to contain record batches with magic version 2")
+            assert ProduceResponse.decode(taken[4:], version=7).responses[0].partition_responses[0].error_code == 0
+            assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"new"]
+
+
 async def test_an_acks_zero_produce_that_fails_closes_the_connection_as_kafka_does() -> None:
     """A producer with acks=0 hears nothing back; Kafka closes the connection when its produce fails, which is how
     the producer learns to refresh its metadata and find a moved leader. The requests pipelined behind it are not

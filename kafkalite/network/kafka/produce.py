@@ -5,10 +5,10 @@ Each partition's record set is split into its v2 batches as sent; the broker che
 which the CRC does not cover, and stores the bytes as they came, compressed or not. Record counts come from
 the batch headers. Replication, acks=-1 waiting, min.insync.replicas and idempotence are the broker's: a
 duplicate idempotent batch answers error 0 with its original offset, and a producer id of -1 is a plain
-non-idempotent producer. A record set that does not frame into v2 batches is refused for its partition
-(CORRUPT_MESSAGE, or UNSUPPORTED_FOR_MESSAGE_FORMAT for the pre-0.11 formats) while the request's other
-partitions are still served, and so is one that breaks Kafka's ProduceRequest.validateRecords: exactly one batch
-per partition (INVALID_RECORD), and no zstd before version 7 (UNSUPPORTED_COMPRESSION_TYPE).
+non-idempotent producer. A record set that does not frame into batches is refused for its partition
+(CORRUPT_MESSAGE) while the request's other partitions are still served, and so is one that breaks Kafka's
+ProduceRequest.validateRecords: exactly one batch per partition, of the v2 format (INVALID_RECORD: the pre-0.11
+formats, magic 0 and 1, are not taken), and no zstd before version 7 (UNSUPPORTED_COMPRESSION_TYPE).
 
 With acks=0 the client expects no response, and gets none; when any partition failed, the connection is closed,
 as Kafka closes it: that is how the producer learns to refresh its metadata. Kept open, a producer whose leader
@@ -31,7 +31,11 @@ _ZSTD = 4
 
 def _batches(records: bytes | None, version: int) -> list[RecordBatch]:
     """The partition's one batch, checked as Kafka's ProduceRequest.validateRecords checks it, in its words."""
-    batches = RecordBatch.from_kafka_bytes(records or b"")
+    try:
+        batches = RecordBatch.from_kafka_bytes(records or b"")
+    except errors.UnsupportedForMessageFormatError as exc:
+        raise errors.InvalidRecordError(f"Produce requests with version {version} are only allowed to contain record "
+                                        "batches with magic version 2") from exc
     if not batches:
         raise errors.InvalidRecordError(f"Produce requests with version {version} must have at least one record "
                                         "batch per partition")
