@@ -98,6 +98,23 @@ async def test_a_twice_expired_controller_session_does_not_spin_and_a_controller
             assert await produce_promptly(cluster, "t", p, values(1)) == 0
 
 
+async def test_a_cluster_whose_process_stood_still_keeps_its_controller_and_its_brokers(autojump_clock) -> None:
+    """A computation holding up the one thread for longer than the session timeout (the clock jumps while
+    nothing runs, as a CreateTopics of 50,000 partitions does on the real clock) expires no session: the controller,
+    its epoch and every broker's registration stay, and the cluster serves on. Before, every session expired at
+    once, and on the real clock each next controller lost its own doing the same work."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=3, config={"min.insync.replicas": 2})
+        before = cluster.describe_cluster()
+        autojump_clock.jump(5 * SESSION_MS / 1000)
+        await trio.sleep(SESSION_MS / 1000)
+        after = cluster.describe_cluster()
+        assert (after.controller_id, after.controller_epoch) == (before.controller_id, before.controller_epoch)
+        assert after.brokers == before.brokers  # each registered, alive, under the same broker epoch
+        for p in range(3):
+            assert await produce_promptly(cluster, "t", p, values(1)) == 0
+
+
 async def test_a_controller_cut_from_coordination_answers_not_controller_and_stays_quiet(autojump_clock) -> None:
     async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
         await cluster.create_topic("t", partitions=3, replication_factor=3)

@@ -220,6 +220,7 @@ class CoordinationService:
         self._delivering = False
         self._held: dict[Session, list[WatchedEvent | None]] = {}  # events of sessions cut off from us
         self._wakeup = trio.Event()
+        self._next_wake = math.inf  # when `run` means to look at the deadlines again
 
     @property
     def zxid(self) -> int:
@@ -228,17 +229,41 @@ class CoordinationService:
     # -- sessions -------------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Expire sessions whose deadline passed; sleeps until the earliest deadline, so idle costs nothing."""
+        """Expire sessions whose deadline passed. Wakes at the earliest deadline, and at least every third of the
+        shortest session timeout, as often as the owners heartbeat: waking later than that means the whole
+        process was held up (`_credit_stall`)."""
         task_status.started()
         while True:
             now = trio.current_time()
+            self._credit_stall(now)
             for session in [s for s in self._sessions.values() if s._deadline <= now]:
                 log.info("session 0x%x of %s expired", session.session_id, session.owner or "?")
                 self._end_session(session, expired=True)
             earliest = min((s._deadline for s in self._sessions.values()), default=math.inf)
+            shortest = min((s.timeout for s in self._sessions.values()), default=math.inf)
+            self._next_wake = min(earliest, now + shortest / 3)
             self._wakeup = trio.Event()
-            with trio.move_on_at(earliest):
+            with trio.move_on_at(self._next_wake):
                 await self._wakeup.wait()
+
+    def _credit_stall(self, now: float) -> None:
+        """Give every session back the time the process stood still.
+
+        ZooKeeper's clients heartbeat from a thread of their own, so a long computation in a broker never costs it
+        its session. Here the service, the brokers and their heartbeats share one thread: a controller event
+        over tens of thousands of partitions holds them all up for longer than a short session timeout, and
+        without this every session would expire at once, the next controller would take as long over the same
+        work, and so on without end. `run` wakes at least every third of the shortest timeout; finding itself
+        later than that, it knows nobody could heartbeat meanwhile, and moves every deadline on by as much. A
+        stall only postpones an expiry: an owner that is dead or paused still loses its session once it has
+        stayed silent for its timeout of time in which it could have spoken."""
+        stall = now - self._next_wake
+        if stall <= 0 or not self._sessions or stall <= min(s.timeout for s in self._sessions.values()) / 3:
+            return
+        log.info("the process stood still for %.3f s: session deadlines move on by as much", stall)
+        for session in self._sessions.values():
+            session._deadline += stall
+        self._next_wake = now
 
     def connect(self, timeout_ms: int, *, owner: str = "") -> Session:
         if owner in self._unreachable:
@@ -299,7 +324,9 @@ class CoordinationService:
         if session.owner in self._unreachable:
             raise ConnectionLossError(path, f"{session.owner} cannot reach the coordination service")
         if not session._ended and trio.current_time() > session._deadline:
-            self._end_session(session, expired=True)  # the deadline is the rule, whether or not `run` woke yet
+            self._credit_stall(trio.current_time())  # the owner may be first to run after a stall
+            if trio.current_time() > session._deadline:
+                self._end_session(session, expired=True)  # the deadline is the rule, whether or not `run` woke yet
         if session._ended:
             state = "expired" if session._expired else "closed"
             raise SessionExpiredError(path, f"session 0x{session.session_id:x} is {state}")

@@ -337,6 +337,27 @@ async def test_background_task_sleeps_until_the_earliest_deadline(service, autoj
     assert slow.expired
 
 
+async def test_a_process_that_stood_still_costs_no_session_its_life(service, autojump_clock) -> None:
+    """The service, the owners and their heartbeats share one thread. A computation that holds it up for longer
+    than a session timeout (the clock jumping while no task runs: a controller event over tens of thousands of
+    partitions on the real clock) must not expire the sessions of owners that heartbeat as soon as they can run,
+    or every controller would lose its session doing the same work. A silent owner still expires: after its
+    timeout of time in which it could have heartbeated."""
+    alive, silent = service.connect(6_000), service.connect(6_000)
+    alive.create("/e", ephemeral=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(alive.keep_alive)
+        await trio.sleep(3)
+        started = trio.current_time()
+        autojump_clock.jump(30)  # nothing runs for 30 s
+        await trio.sleep(0.1)
+        assert not alive.expired and not silent.expired and alive.exists("/e") is not None
+        await trio.sleep(6)  # it had 3 s left, and gets them (counted from when the service was due to look)
+        assert silent.expired and not alive.expired
+        assert trio.current_time() - started < 37
+        nursery.cancel_scope.cancel()
+
+
 async def test_stat_fields(service, autojump_clock) -> None:
     s = service.connect(60_000)
     await trio.sleep(5)
