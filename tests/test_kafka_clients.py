@@ -881,19 +881,22 @@ def _kafka_python_group_consumer(bootstrap: str, topic: str, group: str) -> Any:
     """A kafka-python consumer subscribed to `topic` in `group`, knowing the topic's partitions before it joins.
 
     kafka-python 3.0 loses a rebalance when a poll() times out between its JoinGroup and SyncGroup responses and
-    the rebalance was started by a metadata change: it never applies the assignment and its session expires.
-    The first join starts such a rebalance whenever it completes before the client has the topic's metadata
-    (kafkalite's group.initial.rebalance.delay.ms is 0, Kafka's is 3 s), so the metadata is fetched first."""
+    the rebalance was started by a metadata change (its join_group_async picks a join in flight up only while
+    need_rejoin() holds, which the assignment itself ends): it never applies the assignment, stays rebalancing
+    and refuses every commit. The first join starts such a rebalance whenever it completes before the client
+    has the topic's partitions in the record its assignment compares with (kafkalite's
+    group.initial.rebalance.delay.ms is 0, Kafka's is 3 s). kafka-python fills that record only from metadata
+    fetched once it is subscribed, so it subscribes first and then waits for the metadata."""
     consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                    enable_auto_commit=False, **GROUP_TIMING)
-    wait_for(lambda: consumer.partitions_for_topic(topic), f"kafka-python's metadata of {topic}")
     consumer.subscribe([topic])
+    wait_for(lambda: consumer.partitions_for_topic(topic), f"kafka-python's metadata of {topic}")
     return consumer
 
 
 def _kafka_python_group_read(bootstrap: str, topic: str, group: str, count: int) -> list[Read]:
-    """Commits once `count` records are read. A commit kafka-python refuses because it is rejoining (a metadata
-    refresh it took for a change) is made again after polling on, as its RebalanceInProgressError advises."""
+    """Commits once `count` records are read. A commit kafka-python refuses because the group is rebalancing is
+    made again after polling on, as its RebalanceInProgressError advises."""
     consumer = _kafka_python_group_consumer(bootstrap, topic, group)
     got: list[Read] = []
     try:
