@@ -450,3 +450,37 @@ def test_the_seed_flows_are_findable_by_their_names() -> None:
                  "on_broker_startup", "on_broker_failure"):
         assert callable(getattr(KafkaController, name))
 
+
+
+async def test_a_request_forwarded_to_a_silent_controller_goes_to_the_next_one_or_times_out(autojump_clock) -> None:
+    """A CreateTopics sent to a broker that is not the controller is forwarded. With the controller paused, it
+    used to wait at its door until it resumed, past the request's timeout and past the failover. Now it goes to
+    the next controller once there is one (as Kafka's forwarding manager sends again), and a request whose
+    timeout runs out first is answered REQUEST_TIMED_OUT then (as a Kafka broker's delayed operation)."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        controller = cluster.controller_id
+        assert controller is not None
+        others = [b for b in cluster.broker_ids if b != controller]
+        context = RequestContext(source="admin", client_id="admin")
+        cluster.pause_broker(controller)
+        started = trio.current_time()
+        short = CreateTopicsRequest([CreatableTopic("short", 1, 3)], timeout_ms=2000)
+        response = await cluster.transport.send("admin", others[0], short, context)
+        assert response.topics[0].error_code == errors.REQUEST_TIMED_OUT.code
+        assert trio.current_time() - started == pytest.approx(2, abs=0.1)
+        codes: dict[int, int] = {}
+
+        async def create(broker_id: int) -> None:  # through each: one becomes controller, the other forwards to it
+            request = CreateTopicsRequest([CreatableTopic(f"via-{broker_id}", 2, 2)], timeout_ms=30000)
+            codes[broker_id] = (await cluster.transport.send("admin", broker_id, request, context)).topics[0].error_code
+
+        async with trio.open_nursery() as nursery:
+            for broker_id in others:
+                nursery.start_soon(create, broker_id)
+        assert codes == {broker_id: 0 for broker_id in others}
+        assert trio.current_time() - started < SESSION_MS / 1000 + 2  # the session ran out, then the next one took it
+        assert cluster.controller_id in others
+        cluster.resume_broker(controller)
+        await cluster.wait_until(lambda: all(cluster.leader_for(f"via-{b}", p) >= 0 for b in others for p in range(2)),
+                                 timeout=30)
+        assert "short" not in cluster.topics()
