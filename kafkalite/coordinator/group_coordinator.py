@@ -151,10 +151,12 @@ def _fail(error: ErrorCode, message: str | None = None) -> KafkaError:
 
 class GroupCoordinator:
     def __init__(self, broker_id: int, config: BrokerConfig, offsets_log: OffsetsLog,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 offsets_topic_partitions: Callable[[], int | None] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
-        self.offsets_topic_partitions: int = config["offsets.topic.num.partitions"]
+        self._offsets_topic_size = offsets_topic_partitions  # None while the topic does not exist
+        self._offsets_topic_partitions: int | None = None
         self._offsets_log = offsets_log
         self._rng = rng or random.Random()
         self._groups: dict[str, GroupMetadata] = {}
@@ -169,7 +171,20 @@ class GroupCoordinator:
             task_status.started()
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.offsets_topic_partitions)
+        """The group's partition of `__consumer_offsets`, hashed over the partitions the topic has.
+
+        That is offsets.topic.num.partitions only for a topic the brokers create. One a user created first (a
+        provisioning script that makes Kafka's internal topics) may have fewer, and a group hashed beyond them
+        would find no coordinator, ever. Kafka's brokers read the topic's size once, at startup; here it is read
+        when first needed once the topic exists, and kept, so that a group does not move when partitions are
+        added (as in Kafka, until a restart)."""
+        count = self._offsets_topic_partitions
+        if count is None:
+            count = self._offsets_topic_size() if self._offsets_topic_size is not None else None
+            if count is None:
+                return partition_for(group_id, self.config["offsets.topic.num.partitions"])
+            self._offsets_topic_partitions = count
+        return partition_for(group_id, count)
 
     def group(self, group_id: str) -> GroupMetadata | None:
         """The group as this coordinator holds it (for tests and the cluster's views), None if it holds none."""

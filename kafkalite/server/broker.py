@@ -19,6 +19,7 @@ import trio
 from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig
 from kafkalite.common.errors import NetworkExceptionError
+from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME
 from kafkalite.coordination.errors import ConnectionLossError, NodeExistsError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, EndPoint, KafkaZkClient
 from kafkalite.coordinator import GroupCoordinator
@@ -76,7 +77,7 @@ class Broker:
         self.replica_manager = ReplicaManager(config, zk, transport, log_manager, self.metadata_cache, gate,
                                               self._current_broker_epoch)
         self.group_coordinator = GroupCoordinator(self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
-                                                  rng)
+                                                  rng, self._offsets_topic_partitions)
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
                               self._current_broker_epoch, self.group_coordinator, request_faults)
         self._new_session = trio.Event()
@@ -84,6 +85,14 @@ class Broker:
 
     def _current_broker_epoch(self) -> int:
         return self.broker_epoch
+
+    def _offsets_topic_partitions(self) -> int | None:
+        """How many partitions `__consumer_offsets` has; None while it does not exist, or cannot be looked up."""
+        try:
+            assignment = self.zk.get_replica_assignment(GROUP_METADATA_TOPIC_NAME)
+        except (ConnectionLossError, SessionExpiredError):
+            return None
+        return len(assignment) if assignment else None
 
     def set_controller(self, controller: Controller) -> None:
         self.apis.controller = controller

@@ -648,3 +648,32 @@ async def test_a_static_member_replacement_the_log_refused_is_undone(autojump_cl
         assert beat.error_code == 0
         await trio.sleep(25)  # no heartbeat since: past the old session, which is the one that counts again
         assert state(cluster, coordinator)[2] == []
+
+
+async def test_a_consumer_offsets_topic_a_user_created_first_coordinates_every_group(autojump_clock: Any) -> None:
+    """A provisioning script that creates Kafka's internal topics may give `__consumer_offsets` fewer partitions
+    than offsets.topic.num.partitions. Groups hashed over the configured count landed on partitions the topic does
+    not have, and found no coordinator, ever; they are hashed over the partitions it has, on every broker,
+    restarted ones too."""
+    async with Cluster(brokers=3, config=GROUP_CONFIG, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=1, replication_factor=3)
+        await cluster.create_topic("__consumer_offsets", partitions=2, replication_factor=3,
+                                   config={"cleanup.policy": "compact"})
+        groups = [f"g{n}" for n in range(8)]
+        for group_id in groups:
+            coordinator = await coordinator_of(cluster, group_id)
+            partition = cluster.broker(coordinator).group_coordinator.partition_for(group_id)
+            assert partition in (0, 1) and coordinator == cluster.leader_for("__consumer_offsets", partition)
+            committed = await send(cluster, coordinator, OffsetCommitRequest(group_id, -1, "", [
+                OffsetCommitPartition("events", 0, 7)]))
+            assert [p.error_code for p in committed.partitions] == [0]
+        assert {cluster.broker(1).group_coordinator.partition_for(g) for g in groups} == {0, 1}
+        for broker_id in cluster.broker_ids:  # each in turn, so that every group's coordinator is a restarted one
+            await cluster.kill_broker(broker_id)
+            await cluster.restart_broker(broker_id)
+            await cluster.wait_until(lambda: all(len(cluster.partition_state("__consumer_offsets", p).isr) == 3
+                                                 for p in range(2)), timeout=60)
+        for group_id in groups:
+            fetched = await send(cluster, await coordinator_of(cluster, group_id),
+                                 OffsetFetchRequest(group_id, [("events", 0)]))
+            assert [p.committed_offset for p in fetched.partitions] == [7]
