@@ -308,11 +308,10 @@ class RecordBatch:
         pos = 0
         size = len(data)
         while pos < size:
-            if size - pos > _MAGIC_OFFSET and data[pos + _MAGIC_OFFSET] != _MAGIC and (
-                    size - pos >= RECORD_BATCH_OVERHEAD
-                    or _LEGACY_MIN_LENGTH <= _LENGTH.unpack_from(data, pos + 8)[0] <= size - pos - 12):
-                # a whole message of an older format may be shorter than a v2 header: as Kafka's log input stream
-                # frames it, then looks at the magic
+            if size - pos > _MAGIC_OFFSET and data[pos + _MAGIC_OFFSET] != _MAGIC \
+                    and _LEGACY_MIN_LENGTH <= _LENGTH.unpack_from(data, pos + 8)[0] <= size - pos - 12:
+                # as Kafka's log input stream: a frame first (a message of an older format may be shorter than a
+                # v2 header), then the magic; bytes that frame nothing are corrupt, whatever their magic byte
                 raise UnsupportedForMessageFormatError(f"record batch magic {data[pos + _MAGIC_OFFSET]}: only v2 "
                                                        "batches are accepted")
             if size - pos < RECORD_BATCH_OVERHEAD:

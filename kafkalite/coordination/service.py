@@ -268,6 +268,7 @@ class CoordinationService:
     def connect(self, timeout_ms: int, *, owner: str = "") -> Session:
         if owner in self._unreachable:
             raise ConnectionLossError("/", f"{owner} cannot reach the coordination service")
+        self._credit_stall(trio.current_time())  # before the new session is there: it did not wait through it
         session = Session(self, self._next_session_id, owner, timeout_ms / 1000)
         self._next_session_id += 1
         self._sessions[session.session_id] = session

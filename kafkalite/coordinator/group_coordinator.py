@@ -156,7 +156,6 @@ class GroupCoordinator:
         self.broker_id = broker_id
         self.config = config
         self._offsets_topic_size = offsets_topic_partitions  # None while the topic does not exist
-        self._offsets_topic_partitions: int | None = None
         self._offsets_log = offsets_log
         self._rng = rng or random.Random()
         self._groups: dict[str, GroupMetadata] = {}
@@ -175,16 +174,13 @@ class GroupCoordinator:
 
         That is offsets.topic.num.partitions only for a topic the brokers create. One a user created first (a
         provisioning script that makes Kafka's internal topics) may have fewer, and a group hashed beyond them
-        would find no coordinator, ever. Kafka's brokers read the topic's size once, at startup; here it is read
-        when first needed once the topic exists, and kept, so that a group does not move when partitions are
-        added (as in Kafka, until a restart)."""
-        count = self._offsets_topic_partitions
-        if count is None:
-            count = self._offsets_topic_size() if self._offsets_topic_size is not None else None
-            if count is None:
-                return partition_for(group_id, self.config["offsets.topic.num.partitions"])
-            self._offsets_topic_partitions = count
-        return partition_for(group_id, count)
+        would find no coordinator, ever. Kafka's brokers read the topic's size once, at startup, so that there a
+        topic created while they run takes effect at their restart, and brokers restarted at different times
+        can disagree. Here each broker hashes over the size its metadata has now, which every broker's metadata
+        comes to agree on; the configured count stands in only while the topic does not exist yet (it is then
+        created with that count). Adding partitions to the topic moves groups, as a restart does in Kafka."""
+        count = self._offsets_topic_size() if self._offsets_topic_size is not None else None
+        return partition_for(group_id, count or self.config["offsets.topic.num.partitions"])
 
     def group(self, group_id: str) -> GroupMetadata | None:
         """The group as this coordinator holds it (for tests and the cluster's views), None if it holds none."""
@@ -484,6 +480,12 @@ class GroupCoordinator:
         keeps its assignment (KIP-345, Kafka's updateStaticMemberAndRebalance)."""
         assert request.group_instance_id is not None
         leader_before = group.leader_id
+        current = group.members.get(old_member_id)
+        if current is not None and current.restart_being_stored:
+            # Its last restart's member id is still being written: undoing that after this one would leave an id
+            # that no log holds (Kafka fails outright there). The restarted process asks again after its backoff.
+            raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"static member {request.group_instance_id}'s previous "
+                                                          "restart is still being stored; retry")
         member = group.replace_static_member(request.group_instance_id, old_member_id, new_member_id)
         fenced = errors.FENCED_INSTANCE_ID
         for waiter in (member.join_waiter, member.sync_waiter):
@@ -497,11 +499,14 @@ class GroupCoordinator:
         member.session_timeout_ms = request.session_timeout_ms
         if group.is_(_STABLE) and self._keeps_assignment(group, old[0], protocols):
             self._complete_and_schedule_next_heartbeat(group, member)
-            error = await self._finish(group, lambda: self._store_group(group))
+            member.restart_being_stored = True
+            try:
+                error = await self._finish(group, lambda: self._store_group(group))
+            finally:
+                member.restart_being_stored = False
             if error is not errors.NONE:
-                # As Kafka: the replacement is undone, so the member id the log still holds goes on being the
-                # member's, with its timeouts, and the restarted one is told to retry. Unless the instance restarted
-                # again, or left, while the write failed: then there is no replacement of this one to undo.
+                # As Kafka: the replacement is undone, so the member id the log holds goes on being the member's,
+                # with its timeouts, and the restarted one is told to retry (unless the member left meanwhile).
                 if group.members.get(new_member_id) is member:
                     member.supported_protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
                     group.replace_static_member(request.group_instance_id, new_member_id, old_member_id)
@@ -643,7 +648,10 @@ class GroupCoordinator:
     # -- sessions -----------------------------------------------------------------------------------------------
 
     def _complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
+        deadline = trio.current_time() + member.session_timeout_ms / 1000
+        if deadline < member.heartbeat_deadline and member.deadline_moved_up is not None:
+            member.deadline_moved_up.set()  # a shorter session than before (a restart, or its undoing)
+        member.heartbeat_deadline = deadline
         self._schedule_heartbeat_expiry(group, member)
 
     def _schedule_heartbeat_expiry(self, group: GroupMetadata, member: MemberMetadata) -> None:
@@ -665,9 +673,12 @@ class GroupCoordinator:
                         self._remove_member_and_update_group(group, member)
                         return
                     member.heartbeat_deadline = now + member.session_timeout_ms / 1000
-                await trio.sleep_until(member.heartbeat_deadline)
+                member.deadline_moved_up = trio.Event()
+                with trio.move_on_at(member.heartbeat_deadline):
+                    await member.deadline_moved_up.wait()
         finally:
             member.expiring = False
+            member.deadline_moved_up = None
 
     async def _expire_pending_member(self, group: GroupMetadata, member_id: str, deadline: float) -> None:
         await trio.sleep_until(deadline)

@@ -105,6 +105,8 @@ class MemberMetadata:
     heartbeat_deadline: float = 0.0  # Trio time after which the member has failed unless kept alive
     is_new: bool = True
     expiring: bool = False  # whether a task watches this member's deadline
+    deadline_moved_up: trio.Event | None = None  # set to wake that task when the deadline comes earlier
+    restart_being_stored: bool = False  # a restart's new member id is being written; another restart waits
 
     @property
     def protocol_names(self) -> list[str]:

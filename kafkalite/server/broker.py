@@ -77,7 +77,8 @@ class Broker:
         self.replica_manager = ReplicaManager(config, zk, transport, log_manager, self.metadata_cache, gate,
                                               self._current_broker_epoch)
         self.group_coordinator = GroupCoordinator(self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
-                                                  rng, self._offsets_topic_partitions)
+                                                  rng, partial(self.metadata_cache.partition_count,
+                                                               GROUP_METADATA_TOPIC_NAME))
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
                               self._current_broker_epoch, self.group_coordinator, request_faults)
         self._new_session = trio.Event()
@@ -85,14 +86,6 @@ class Broker:
 
     def _current_broker_epoch(self) -> int:
         return self.broker_epoch
-
-    def _offsets_topic_partitions(self) -> int | None:
-        """How many partitions `__consumer_offsets` has; None while it does not exist, or cannot be looked up."""
-        try:
-            assignment = self.zk.get_replica_assignment(GROUP_METADATA_TOPIC_NAME)
-        except (ConnectionLossError, SessionExpiredError):
-            return None
-        return len(assignment) if assignment else None
 
     def set_controller(self, controller: Controller) -> None:
         self.apis.controller = controller

@@ -112,6 +112,11 @@ class MetadataCache:
     def contains_partition(self, tp: TopicPartition) -> bool:
         return self.get_partition_info(tp) is not None
 
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions the topic has, None if this broker knows no such topic."""
+        states = self._partition_states.get(topic)
+        return len(states) if states else None
+
     def get_all_topics(self) -> set[str]:
         return set(self._partition_states)
 

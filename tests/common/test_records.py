@@ -1,13 +1,14 @@
 """Record batches: encoding round-trips, the crc, and the wire form the network layer sends."""
 
 import dataclasses
+import struct
 
 import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalite.common.errors import CorruptMessageError, InvalidRecordError
+from kafkalite.common.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
 from kafkalite.common import columnar
 from kafkalite.common.records import LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record, RecordBatch, _checksum
 
@@ -297,3 +298,21 @@ def test_a_kafka_batch_stamped_with_log_append_time_stays_kafka_and_its_crc_hold
     stamped.validate(deep=True)
     assert [(r.value, r.timestamp) for r in stamped.records()] == [(b"v", 1_000), (b"w", 1_000)]
     assert RecordBatch.from_kafka_bytes(stamped.with_offset(7, 0).to_kafka_bytes())[0].max_timestamp == 1_000
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    # a whole message of the 0.10 format (magic 1), shorter than a v2 header
+    (bytes.fromhex("0000000000000000000000191686e8db01000000018bcfe56800ffffffff000000036f6c64"),
+     UnsupportedForMessageFormatError),
+    (bytes(70), CorruptMessageError),  # a length of 0 frames nothing, whatever the magic byte says
+    (bytes(12) + struct.pack(">i", -5) + bytes(60), CorruptMessageError),
+    (bytes(8) + struct.pack(">i", 100) + bytes(5) + b"\x01" + bytes(20), CorruptMessageError),  # runs past the end
+    (bytes(16), CorruptMessageError),
+])
+def test_a_record_set_is_framed_before_its_magic_is_judged(data: bytes, error: type[Exception]) -> None:
+    """As Kafka's log input stream: a frame first, then its magic. A message of an older format is refused as such
+    (the Produce handler answers INVALID_RECORD for it, in Kafka's words); bytes that frame nothing are corrupt."""
+    with pytest.raises(error):
+        RecordBatch.from_kafka_bytes(data)
+    v2 = RecordBatch.from_records([Record(b"k", b"v", 1_700_000_000_000)]).to_kafka_bytes()
+    assert [batch.record_count for batch in RecordBatch.from_kafka_bytes(v2 + v2)] == [1, 1]

@@ -350,10 +350,11 @@ async def test_a_process_that_stood_still_costs_no_session_its_life(service, aut
         await trio.sleep(3)
         started = trio.current_time()
         autojump_clock.jump(30)  # nothing runs for 30 s
+        newcomer = service.connect(6_000)  # opened as the stall ends: it did not wait through it
         await trio.sleep(0.1)
         assert not alive.expired and not silent.expired and alive.exists("/e") is not None
         await trio.sleep(6)  # it had 3 s left, and gets them (counted from when the service was due to look)
-        assert silent.expired and not alive.expired
+        assert silent.expired and newcomer.expired and not alive.expired
         assert trio.current_time() - started < 37
         nursery.cancel_scope.cancel()
 

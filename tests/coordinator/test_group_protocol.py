@@ -654,7 +654,7 @@ async def test_a_consumer_offsets_topic_a_user_created_first_coordinates_every_g
     """A provisioning script that creates Kafka's internal topics may give `__consumer_offsets` fewer partitions
     than offsets.topic.num.partitions. Groups hashed over the configured count landed on partitions the topic does
     not have, and found no coordinator, ever; they are hashed over the partitions it has, on every broker,
-    restarted ones too."""
+    restarted ones too, and every broker over the same count."""
     async with Cluster(brokers=3, config=GROUP_CONFIG, seed=11) as cluster:
         await cluster.create_topic("events", partitions=1, replication_factor=3)
         await cluster.create_topic("__consumer_offsets", partitions=2, replication_factor=3,
@@ -677,3 +677,42 @@ async def test_a_consumer_offsets_topic_a_user_created_first_coordinates_every_g
             fetched = await send(cluster, await coordinator_of(cluster, group_id),
                                  OffsetFetchRequest(group_id, [("events", 0)]))
             assert [p.committed_offset for p in fetched.partitions] == [7]
+        # Partitions added (which moves groups, as a restart does in Kafka): every broker hashes over the new count
+        # once its metadata has it, so no two brokers send a group to different coordinators.
+        await cluster.create_partitions("__consumer_offsets", 4)
+        await cluster.wait_until(lambda: all(cluster.broker(b).metadata_cache.partition_count("__consumer_offsets") == 4
+                                             for b in cluster.broker_ids), timeout=30)
+        placed = [{cluster.broker(b).group_coordinator.partition_for(g) for b in cluster.broker_ids} for g in groups]
+        assert all(len(partitions) == 1 for partitions in placed) and set().union(*placed) - {0, 1}
+
+
+async def test_a_static_member_restart_whose_store_times_out_keeps_the_old_session(autojump_clock: Any,
+                                                                                  cluster: Cluster) -> None:
+    """The store of a restarted static member's new id waits for the followers and fails after
+    offsets.commit.timeout.ms. The member then has its old session again, and it counts from the undoing: a
+    member that does not heartbeat is removed then, not after the longer session the restart asked for (the
+    watch on its deadline used to go on sleeping towards that one). A second restart of the same instance while
+    the first is being stored is told to retry: undoing the first after it would leave an id no log holds."""
+    coordinator, first = await static_stable(cluster, "i-1", session_timeout_ms=6000)
+    held = cluster.fail_requests("Fetch", delay=30.0, brokers=[coordinator], topics=["__consumer_offsets"],
+                                 cluster_traffic=True, times=None)  # the store waits for the followers, in vain
+    answers: dict[str, Any] = {}
+
+    async def restart(name: str) -> None:
+        answers[name] = await send(cluster, coordinator, join_request("g", instance_id="i-1", session_timeout_ms=60000))
+
+    await trio.sleep(4)  # so that the old session would end while the store is under way
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(restart, "first")
+        await trio.sleep(1)
+        nursery.start_soon(restart, "second")
+    assert answers["second"].error_code == errors.COORDINATOR_NOT_AVAILABLE.code
+    assert answers["first"].error_code == errors.COORDINATOR_NOT_AVAILABLE.code
+    undone = trio.current_time()
+    assert state(cluster, coordinator) == ("Stable", 1, [first])
+    held.remove()
+    await trio.sleep(5.5)
+    assert state(cluster, coordinator)[2] == [first]
+    await trio.sleep(1)  # the old session, 6 s from the undoing, is over
+    assert state(cluster, coordinator)[2] == []
+    assert trio.current_time() - undone < 10
