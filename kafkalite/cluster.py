@@ -23,6 +23,7 @@ from kafkalite.client import arguments
 from kafkalite.common.config import BrokerConfig, config_text
 from kafkalite.common.errors import (
     NONE,
+    NOT_CONTROLLER,
     ErrorCode,
     KafkaError,
     LeaderNotAvailableError,
@@ -81,7 +82,26 @@ PRODUCE_SLACK_S = 5.0
 """What `produce` allows beyond its own timeout_ms, which bounds the broker's wait for replication."""
 RECONNECT_S = 0.1
 """How often a broker starting while cut off from the coordination service tries to reach it again."""
+RETRY_BACKOFF_S = 0.1
+"""How long the harness waits before asking again for a controller, as Kafka's AdminClient's retry.backoff.ms."""
 CLUSTER_OBSERVER = "cluster-observer"
+
+
+class CoordinationTimeoutError(RuntimeError):
+    """A broker gave up starting because it could not reach the coordination service, as Kafka's broker fails its
+    startup after zookeeper.connection.timeout.ms: waiting on would hang the test that started it, and virtual time
+    goes on meanwhile, so no watchdog would notice. The broker stays stopped."""
+
+
+class ClientNode(str):
+    """An in-process client's name (its client.id) in `partition_network` groups, before it has sent a request.
+
+    A plain string is taken for a client only once the client has talked to the cluster, so that a typo is refused
+    rather than cutting nothing; this marker says the name is meant, as when a test cuts a client before starting
+    it. It is the string itself, so the cut applies to the client of that name whenever it sends.
+    """
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +175,11 @@ class _Node:
     controller: KafkaController | None = None
     stopped: trio.Event = field(default_factory=trio.Event)
     starts: int = 0
+    starting: bool = False
 
     @property
     def alive(self) -> bool:
+        """Started and not stopped since: a broker still starting (or failing to) is not reported as live."""
         return self.scope is not None and not self.stopped.is_set()
 
 
@@ -177,6 +199,15 @@ def _expect(value: Any, expected: type | tuple[type, ...], what: str) -> Any:
 def check_seconds(value: Any, what: str) -> float:
     if not _expect(value, (int, float), what) >= 0:  # NaN fails this too
         raise ValueError(f"{what} must be a number of seconds >= 0, not {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def check_interval(value: Any, what: str = "interval") -> float:
+    """A polling interval: one of 0 would check again without letting Trio's clock move, so a timeout on the mock
+    clock could never fire and the wait would hang."""
+    if not _expect(value, (int, float), what) > 0:  # NaN fails this too
+        raise ValueError(f"{what} must be a number of seconds > 0 (the wait between checks: with 0 the clock never "
+                         f"moves on, so the timeout could never fire), not {value!r}")
     return value  # type: ignore[no-any-return]
 
 
@@ -279,18 +310,34 @@ class Cluster:
 
     async def _start_node(self, node: _Node) -> None:
         assert self._nursery is not None
+        node.scope = None  # the last incarnation's: until this one has started, the broker is not live
         node.stopped = trio.Event()
         node.starts += 1
-        await self._nursery.start(self._run_node, node)
+        node.starting = True
+        try:
+            await self._nursery.start(self._run_node, node)
+        finally:
+            node.starting = False
+
+    async def _await_coordination(self, node: _Node) -> None:
+        """Return once the broker can reach the coordination service, or fail after zookeeper.connection.timeout.ms
+        (Kafka's default for it, the session timeout, as kafkalite has no key of its own for it)."""
+        timeout_ms = node.config.session_timeout_ms
+        with trio.move_on_after(timeout_ms / 1000):
+            while not self.transport.link_up(node.broker_id, COORDINATION):
+                await trio.sleep(RECONNECT_S)
+            return
+        raise CoordinationTimeoutError(
+            f"broker {node.broker_id} cannot reach the coordination service (partition_network cut it off) and gave "
+            f"up starting after {timeout_ms} ms (zookeeper.connection.timeout.ms, which is the session timeout), as "
+            "Kafka's broker does; it stays stopped: heal() the network first, then restart it")
 
     async def _run_node(self, node: _Node, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
+            await self._await_coordination(node)
             with trio.CancelScope() as scope:
-                node.scope = scope
                 async with trio.open_nursery() as nursery:
                     node.gate = PauseGate()
-                    while not self.transport.link_up(node.broker_id, COORDINATION):
-                        await trio.sleep(RECONNECT_S)  # it starts once it can reach the service, as Kafka's does
                     node.zk = KafkaZkClient(self.service, f"broker-{node.broker_id}", node.config.session_timeout_ms)
                     self.service.set_reachable(node.zk.owner, self.transport.link_up(node.broker_id, COORDINATION))
                     # Its own stream per incarnation, drawn without touching the cluster's (which seeds the
@@ -308,6 +355,7 @@ class Cluster:
                     node.config = node.config.with_overrides({"listeners": ",".join(
                         f"{ep.listener}://{ep.address}" for ep in node.broker.endpoints)})
                     await node.controller.startup(nursery)
+                    node.scope = scope
                     task_status.started()
         finally:
             self.transport.unregister(node.broker_id)
@@ -327,7 +375,8 @@ class Cluster:
     def _live_node(self, broker_id: int) -> _Node:
         node = self._node(broker_id)
         if not node.alive:
-            raise ValueError(f"broker {broker_id} is not running")
+            raise ValueError(f"broker {broker_id} is " + ("still starting: wait for its start to return"
+                                                          if node.starting else "not running"))
         return node
 
     # -- what a test looks at ---------------------------------------------------------------------------------------
@@ -366,6 +415,32 @@ class Cluster:
         if controller is None:
             raise LeaderNotAvailableError("no active controller")
         return controller
+
+    async def _ask_controller(self, request: Request, timeout: float,
+                              entries: Callable[[Any], Sequence[Any]] = lambda response: (response,)) -> Any:
+        """The active controller's response, as Kafka's AdminClient gets one within its timeout: right after the
+        controller dies there is none until its session expires and another is elected, and one that has just
+        resigned answers NOT_CONTROLLER (in any of the response's `entries`), so the call waits and asks again,
+        on Trio's clock, until `timeout`."""
+        deadline = trio.current_time() + timeout
+        refused = None
+        while True:
+            controller = self.controller_id
+            if controller is not None:
+                response = await self._send(controller, request, max(deadline - trio.current_time(), 0))
+                if not any(entry.error_code == NOT_CONTROLLER.code for entry in entries(response)):
+                    return response
+                refused = controller
+            if trio.current_time() >= deadline:
+                break
+            await trio.sleep(min(RETRY_BACKOFF_S, deadline - trio.current_time()))
+        session_ms = max(node.config.session_timeout_ms for node in self._nodes.values())
+        raise RequestTimedOutError(
+            f"no controller was elected within {timeout:g} s to take {type(request).__name__}"
+            + (f" (broker {refused} answered NOT_CONTROLLER)" if refused is not None else "")
+            + f": a dead controller's successor is elected once its session expires (zookeeper.session.timeout.ms, "
+            f"{session_ms} ms here), and none can be while every live broker is paused, stopped or cut off from "
+            "the coordination service; give a longer timeout, or heal() and resume_broker() first")
 
     async def describe_topic(self, topic: str) -> list[PartitionDescription]:
         """Per partition the controller's leader, epoch and ISR, the leader's HW and every replica's LEO and log
@@ -416,7 +491,7 @@ class Cluster:
             _expect(replication_factor, int, "replication_factor"), None,
             {k: config_text(v) for k, v in _config(config or {}, "config").items()})],
             timeout_ms=int(check_seconds(timeout, "timeout") * 1000))
-        response = await self._send(self._require_controller(), request, timeout)
+        response = await self._ask_controller(request, timeout, lambda response: response.topics)
         result = response.topics[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(name, partitions), timeout=timeout,
@@ -424,35 +499,36 @@ class Cluster:
 
     async def create_partitions(self, topic: str, new_total: int, *, timeout: float = 30) -> None:
         """Grow a topic to `new_total` partitions; returns once the new ones have leaders every broker knows."""
-        response = await self._send(self._require_controller(), CreatePartitionsRequest(
+        response = await self._ask_controller(CreatePartitionsRequest(
             [CreatePartitionsTopic(_expect(topic, str, "topic"), _expect(new_total, int, "new_total"))],
-            timeout_ms=int(check_seconds(timeout, "timeout") * 1000)), timeout)
+            timeout_ms=int(check_seconds(timeout, "timeout") * 1000)), timeout, lambda response: response.results)
         result = response.results[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: self._topic_online(topic, new_total), timeout=timeout,
                               what=f"partitions of {topic} online on every broker")
 
-    async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None = None
-                            ) -> dict[TopicPartition, ElectionOutcome]:
+    async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None = None, *,
+                            timeout: float = 30) -> dict[TopicPartition, ElectionOutcome]:
         """Kafka's ElectLeaders (PREFERRED_ELECTION or UNCLEAN_ELECTION) for `partitions` (None: every partition).
 
-        Returns each partition's outcome; an election refused as a whole (no controller, an invalid request)
-        raises instead.
+        Returns each partition's outcome; an election refused as a whole (no controller elected within `timeout`,
+        an invalid request) raises instead.
         """
+        check_seconds(timeout, "timeout")
         if _expect(election_type, int, "election_type") not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
             raise ValueError(f"election_type must be PREFERRED_ELECTION ({PREFERRED_ELECTION}) or UNCLEAN_ELECTION "
                              f"({UNCLEAN_ELECTION}), not {election_type}")
         wanted = None if partitions is None else [
             (tp.topic, tp.partition) for tp in arguments.topic_partitions(partitions, "elect_leaders()")]
-        response = await self._send(self._require_controller(), ElectLeadersRequest(election_type, wanted))
+        response = await self._ask_controller(ElectLeadersRequest(election_type, wanted), timeout)
         raise_for(response.error_code, response.error_message)
         return {TopicPartition(r.topic, r.partition): ElectionOutcome(for_code(r.error_code), r.error_message)
                 for r in response.results}
 
-    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None
-                                      ) -> dict[TopicPartition, ElectionOutcome]:
+    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None, *,
+                                      timeout: float = 30) -> dict[TopicPartition, ElectionOutcome]:
         """Move leadership back to each partition's first assigned replica where it is alive and in the ISR."""
-        return await self.elect_leaders(PREFERRED_ELECTION, partitions)
+        return await self.elect_leaders(PREFERRED_ELECTION, partitions, timeout=timeout)
 
     async def reassign_partitions(self, targets: Mapping[TopicPartition, Sequence[int]], *,
                                   timeout: float = 60) -> None:
@@ -461,8 +537,9 @@ class Cluster:
         targets = {arguments.topic_partition(tp, "reassign_partitions()"): arguments.broker_ids(
             replicas, f"reassign_partitions() for {tp}")
             for tp, replicas in arguments.mapping(targets, "reassign_partitions()", "replicas by partition").items()}
-        response = await self._send(self._require_controller(), AlterPartitionReassignmentsRequest(
-            [ReassignablePartition(tp.topic, tp.partition, replicas) for tp, replicas in targets.items()]), timeout)
+        response = await self._ask_controller(AlterPartitionReassignmentsRequest(
+            [ReassignablePartition(tp.topic, tp.partition, replicas) for tp, replicas in targets.items()]), timeout,
+            lambda response: (response, *response.responses))
         raise_for(response.error_code, response.error_message)
         for result in response.responses:
             raise_for(result.error_code, result.error_message)
@@ -478,15 +555,16 @@ class Cluster:
 
         await self.wait_until(done, timeout=timeout, what="the reassignments to complete")
 
-    async def list_partition_reassignments(self) -> list[OngoingReassignment]:
-        response = await self._send(self._require_controller(), ListPartitionReassignmentsRequest())
+    async def list_partition_reassignments(self, *, timeout: float = 30) -> list[OngoingReassignment]:
+        response = await self._ask_controller(ListPartitionReassignmentsRequest(), check_seconds(timeout, "timeout"))
         raise_for(response.error_code, response.error_message)
         return response.reassignments
 
     async def delete_topic(self, name: str, *, timeout: float = 30) -> None:
         """Delete a topic and return once its replicas are deleted and every live broker has forgotten it."""
-        response = await self._send(self._require_controller(), DeleteTopicsRequest(
-            [_expect(name, str, "topic name")], timeout_ms=int(check_seconds(timeout, "timeout") * 1000)), timeout)
+        response = await self._ask_controller(DeleteTopicsRequest(
+            [_expect(name, str, "topic name")], timeout_ms=int(check_seconds(timeout, "timeout") * 1000)), timeout,
+            lambda response: response.responses)
         result = response.responses[0]
         raise_for(result.error_code, result.error_message)
         await self.wait_until(lambda: not any(self._nodes[b].broker.metadata_cache.contains_topic(name)  # type: ignore
@@ -532,6 +610,7 @@ class Cluster:
         a moment later; a produce in between would get NOT_LEADER_OR_FOLLOWER, as a Kafka client would.
         """
         excluded = set(arguments.broker_ids(not_on, "wait_for_leader(not_on=)"))
+        check_interval(interval)
 
         def ready() -> bool:
             state = self.partition_state(topic, partition)
@@ -683,10 +762,14 @@ class Cluster:
 
     async def restart_broker(self, broker_id: int) -> None:
         """Start a stopped broker again with the logs it had, on the ports it had; it registers anew (a new broker
-        epoch). If one of those ports is taken meanwhile, OSError naming them, and the broker stays stopped."""
+        epoch). If one of those ports is taken meanwhile, OSError naming them, and the broker stays stopped; so it
+        does, with CoordinationTimeoutError, if it cannot reach the coordination service within the session timeout
+        (zookeeper.connection.timeout.ms, as Kafka's broker gives up): the broker is not live while it tries."""
         node = self._node(broker_id)
         if node.alive:
             raise ValueError(f"broker {broker_id} is running; kill or shut it down first")
+        if node.starting:
+            raise ValueError(f"broker {broker_id} is starting already: wait for that start to return")
         try:
             await self._start_node(node)
         except BaseExceptionGroup as group:  # it fails in its own nursery: say what failed, as __aenter__ does
@@ -749,25 +832,46 @@ class Cluster:
     def partition_network(self, *groups: Iterable[int | str]) -> None:
         """Cut traffic between the groups; put `COORDINATION` in a group to cut brokers off the service too.
 
-        A node in no group keeps every link. A node the cluster does not have, or one in two groups, is refused:
-        the cut would silently not be the one the test meant.
+        Each call replaces the cut before it (it does not add to it): to cut more, give the whole cut in one call;
+        `heal()` removes it. A node in no group keeps every link. A node is a broker id, `COORDINATION`, or an
+        in-process client by its client.id (the transport's name for it): a name the cluster has seen send a
+        request, or any name marked `ClientNode("...")`, for a client that has not sent one yet. Clients over TCP
+        are not cut. Fewer than two groups, a node the cluster does not know, or one in two groups is refused: the
+        cut would silently not be the one the test meant.
         """
         checked: list[list[int | str]] = []
         placed: set[int | str] = set()
         for group in groups:
             checked.append(list(arguments.collection(group, "partition_network()",
-                                                     "broker ids (and COORDINATION) for each group")))
+                                                     "broker ids (and COORDINATION, client names) for each group")))
             for node in checked[-1]:
-                if _expect(node, (int, str), "a node") not in self._nodes and node != COORDINATION:
-                    raise ValueError(f"no node {node!r} in this cluster: the brokers are {sorted(self._nodes)} "
-                                     f"and COORDINATION ({COORDINATION!r}) is the coordination service")
+                self._check_network_node(_expect(node, (int, str), "a node"))
                 if node in placed:
                     raise ValueError(f"node {node!r} is in two groups")
                 placed.add(node)
+        filled = sum(1 for group in checked if group)
+        if filled < 2:
+            raise ValueError(f"partition_network() cuts links between groups, and was given {len(checked)} "
+                             f"({filled} not empty), which cuts nothing: to isolate a "
+                             "node give it and everyone else, e.g. partition_network({1}, {2, 3, COORDINATION}); "
+                             "heal() removes the cut")
         self.transport.partition(*checked)
         self._apply_coordination_links()
 
+    def _check_network_node(self, node: int | str) -> None:
+        if node in self._nodes or node == COORDINATION or isinstance(node, ClientNode) or (
+                isinstance(node, str) and self.transport.has_sent(node)):
+            return
+        known = (f"no node {node!r} in this cluster: the brokers are {sorted(self._nodes)} and COORDINATION "
+                 f"({COORDINATION!r}) is the coordination service")
+        if isinstance(node, str):
+            clients = sorted(name for name in self.transport.senders if isinstance(name, str))
+            known += (f"; an in-process client is named by its client.id once it has sent a request (so far: "
+                      f"{', '.join(clients) or 'none'}), or before that as ClientNode({node!r}) from kafkalite.cluster")
+        raise ValueError(known)
+
     def heal(self) -> None:
+        """Remove the cut `partition_network` made: every link is up again."""
         self.transport.heal()
         self._apply_coordination_links()
 
@@ -813,7 +917,7 @@ class Cluster:
                 self.resume_broker(broker_id)
         for broker_id in self.broker_ids:
             node = self._nodes[broker_id]
-            if not node.alive:
+            if not node.alive and not node.starting:  # one starting meets the healed network anyway
                 if node.zk is not None:
                     self.service.expire(node.zk.session.session_id)
                 await self.restart_broker(broker_id)
@@ -831,7 +935,7 @@ class Cluster:
             raise TypeError(f"condition must be a function of no arguments, not {type(condition).__name__} "
                             f"{condition!r}")
         check_seconds(timeout, "timeout")
-        check_seconds(interval, "interval")
+        check_interval(interval)
         with trio.move_on_after(timeout):
             done = condition()
             if inspect.isawaitable(done):  # always truthy: the wait would end at once, having checked nothing

@@ -8,7 +8,7 @@ served cluster can fail it on command as a Python test does with `Cluster`'s met
 | ------------------------------------------------- | ----------------------------------------------------- |
 | GET /cluster                                      | brokers, live brokers, controller, bootstrap strings  |
 | POST /brokers/{id}/{kill,restart,shutdown,pause,resume,expire-session} | that fault, or its end           |
-| POST /network/partition  `{"groups": [[1], [2, 3]]}` | cut links ("coordination" names the service)       |
+| POST /network/partition  `{"groups": [[1], [2, 3]]}` | replace the cut ("coordination" names the service) |
 | POST /network/heal                                | restore every link                                    |
 | GET /faults                                       | the request faults, each with its id and hits         |
 | POST /faults  `{"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER", "times": 3}` | a request fault (201) |
@@ -16,11 +16,12 @@ served cluster can fail it on command as a Python test does with `Cluster`'s met
 | POST /end-faults                                  | end every fault (`Cluster.end_faults`)                |
 
 A request fault takes `Cluster.fail_requests`' arguments by name (`delay` in seconds, `times` null for no limit).
-Bad input gets the status that says why and a JSON body `{"error": "..."}`: 404 for a path or a broker that does
-not exist, 405 for a method a path does not take, 400 for a body that is not a JSON object or an argument the
-cluster refuses, 409 for a fault the cluster's state refuses (restarting a running broker, or one whose ports
-another process has taken meanwhile: it stays stopped), 413 for a body past 64 KiB. Bytes that are not HTTP get a
-400 and the connection is closed; the endpoint keeps serving everyone else.
+Bad input gets the status that says why and a JSON body `{"error": "..."}`: 404 for a path or a broker that does not
+exist, 405 for a method a path does not take, 400 for a body that is not a JSON object or an argument the cluster
+refuses (a partition of fewer than two groups too), 409 for a fault the cluster's state refuses (restarting a
+running broker, one whose ports another process has taken meanwhile, or one cut off from the coordination service,
+which gives up after the session timeout: it stays stopped), 413 for a body past 64 KiB. Bytes that are not HTTP get
+a 400 and the connection is closed; the endpoint keeps serving everyone else.
 Requests are served one at a time per connection, inside the cluster's Trio loop, so a kill or a restart has
 happened when its answer arrives.
 """
@@ -37,7 +38,7 @@ from typing import Any
 import h11
 import trio
 
-from kafkalite.cluster import COORDINATION, Cluster
+from kafkalite.cluster import COORDINATION, Cluster, CoordinationTimeoutError
 from kafkalite.common.errors import KafkaError
 from kafkalite.server.request_faults import RequestFault, api_name
 
@@ -97,6 +98,8 @@ async def _broker_action(cluster: Cluster, params: dict[str, str], body: Any) ->
             await cluster.restart_broker(broker_id)
         except OSError as exc:  # its ports taken: the machine's state refuses it, as a running broker's would
             raise _HttpError(409, f"{exc.strerror or exc}; it stays stopped until its ports are free") from None
+        except CoordinationTimeoutError as exc:  # cut off the coordination service: POST /network/heal first
+            raise _HttpError(409, f"{exc} (POST /network/heal)") from None
     elif action == "shutdown":
         return 200, {"broker": broker_id, "clean": await cluster.shutdown_broker(broker_id)}
     elif action == "pause":
@@ -111,7 +114,8 @@ async def _broker_action(cluster: Cluster, params: dict[str, str], body: Any) ->
 async def _partition(cluster: Cluster, params: dict[str, str], body: Any) -> tuple[int, Any]:
     groups = _object(body, ("groups",)).get("groups")
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
-        raise _HttpError(400, f'expected {{"groups": [[1], [2, 3]]}}: lists of broker ids (and "{COORDINATION}")')
+        raise _HttpError(400, f'expected {{"groups": [[1], [2, 3]]}}: lists of broker ids (and "{COORDINATION}", '
+                              "in-process clients' names)")
     cluster.partition_network(*groups)
     return 200, {"groups": groups}
 

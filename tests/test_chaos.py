@@ -9,6 +9,7 @@ under fixed string hashes, so that a seed they report replays with `--replay`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ import sys
 
 import pytest
 
-from kafkalite.testing.chaos import ChaosConfig, FinalState, History, check, main, replay, summary, sweep
+from kafkalite.testing.chaos import ChaosConfig, FinalState, History, check, main, replay, run, summary, sweep
 
 pytestmark = pytest.mark.chaos
 
@@ -125,6 +126,19 @@ def test_lost_acknowledgements_duplicate_writes_without_idempotence_and_the_chec
     results = sweep(range(8), ChaosConfig(nemesis={"lose-acks": 1.0}).negative_control(), workers=WORKERS)
     duplicating = [r for r in results if any(a.kind == "duplicate" for a in r.anomalies)]
     assert len(duplicating) >= 4, summary(results)
+
+
+def test_a_cut_client_fault_cuts_its_client_and_a_fault_not_injected_fails_the_run() -> None:
+    """The nemesis's cut-client named its producers as the cluster refused to take them, and the run reported ok
+    with the cuts in its schedule although none was made."""
+    result = run(3, ChaosConfig(duration_s=30, nemesis={"cut-client": 1.0}))
+    assert sum("cut-client" in entry for entry in result.schedule) >= 2, result.report()
+    assert result.stats["faults-failed"] == 0 and result.failed_faults == [] and result.ok, result.report()
+    failing = dataclasses.replace(result, failed_faults=["2.179 s cut-client: ValueError: no node 'producer-0'"])
+    assert not failing.ok
+    assert "1 faults not injected" in failing.report() and "fault not injected: 2.179 s cut-client" in \
+        failing.report()
+    assert "fault-not-injected" in summary([failing]) and summary([failing]).startswith("1 seeds, 1 failing")
 
 
 @pytest.mark.parametrize(("faults", "named"), [("lose-acks,nope", "nope"), (",", "nothing")])

@@ -614,6 +614,11 @@ async def test_methods_given_arguments_of_the_wrong_type_say_what_was_expected(a
             (lambda: cluster.wait_for_leader("t", 0, not_on=1), TypeError,
              r"not_on=\) takes a collection of broker ids"),
             (lambda: cluster.wait_until(True), TypeError, "condition must be a function"),
+            # a wait that never lets the clock move could never time out: it hung (the watchdog caught it)
+            (lambda: cluster.wait_until(lambda: False, timeout=1, interval=0), ValueError,
+             r"interval must be a number of seconds > 0 \(the wait between checks: with 0 the clock never moves"),
+            (lambda: cluster.wait_for_leader("t", 0, not_on=[1, 2, 3], timeout=1, interval=-1), ValueError,
+             "interval must be a number of seconds > 0"),
             (lambda: cluster.wait_until(cluster.end_faults), TypeError,  # it returned at once, having checked nothing
              r"wait_until\(\) takes a plain function: an async one returns an awaitable"),
             (lambda: cluster.describe_topic(1), TypeError, "topic must be str"),
@@ -684,3 +689,147 @@ async def test_a_restarted_broker_serves_on_the_ports_it_had(autojump_clock: Any
         assert (cluster.bootstrap_servers, cluster.kafka_bootstrap_servers) == (native, kafka)
         async with Admin(native) as admin:
             assert await admin.list_topics() == ["t"]
+
+
+def native_address(cluster: Cluster, broker_id: int) -> str:
+    return next(ep.address for ep in cluster.broker(broker_id).endpoints if ep.listener == "NATIVE")
+
+
+async def test_a_broker_started_while_cut_off_from_the_coordination_service_gives_up_and_is_not_reported_live(
+        autojump_clock: Any) -> None:
+    """As Kafka's broker fails its startup after zookeeper.connection.timeout.ms: the restart waited for the service
+    for ever (virtual time moving on, so no watchdog saw it) while the cluster reported the broker live, listed its
+    old port in bootstrap_servers and handed out its previous incarnation."""
+    from kafkalite.cluster import COORDINATION, CoordinationTimeoutError
+
+    async with Cluster(brokers=3, config=CONFIG, seed=20) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        address = native_address(cluster, 3)
+        cluster.partition_network({3}, {1, 2, COORDINATION})
+        await cluster.kill_broker(3)
+        seen: list[tuple[list[int], str, str]] = []
+
+        async def look_while_it_starts() -> None:
+            await trio.sleep(1)
+            with pytest.raises(ValueError, match="broker 3 is still starting") as starting:
+                cluster.broker(3)
+            seen.append((cluster.live_broker_ids, cluster.bootstrap_servers, str(starting.value)))
+
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(look_while_it_starts)
+            with pytest.raises(CoordinationTimeoutError, match=r"broker 3 cannot reach the coordination service .* "
+                                                               r"after 6000 ms .* heal\(\) the network first"):
+                with trio.fail_after(SESSION_MS / 1000 + 1):  # it waited for ever, the clock moving on
+                    await cluster.restart_broker(3)
+        assert trio.current_time() - started == pytest.approx(SESSION_MS / 1000)
+        assert seen[0][0] == [1, 2] and address not in seen[0][1]
+        assert cluster.live_broker_ids == [1, 2] and address not in cluster.bootstrap_servers
+        assert [b.alive for b in cluster.describe_cluster().brokers] == [True, True, False]
+        with pytest.raises(ValueError, match="broker 3 is not running"):
+            cluster.broker(3)
+        cluster.heal()
+        await cluster.restart_broker(3)
+        assert cluster.live_broker_ids == [1, 2, 3] and native_address(cluster, 3) == address
+        await cluster.wait_until(lambda: 3 in cluster.partition_state("t", 0).isr)
+
+    starting = Cluster(brokers=2, config=CONFIG, seed=21)  # the same at the cluster's own start
+    starting.partition_network({2}, {1, COORDINATION})
+    with pytest.raises(CoordinationTimeoutError, match="broker 2 cannot reach the coordination service"):
+        async with starting:
+            pass
+
+
+async def test_partition_network_refuses_a_cut_of_fewer_than_two_groups_and_replaces_the_last_cut(
+        autojump_clock: Any) -> None:
+    """partition_network({1}) was taken and cut nothing."""
+    from kafkalite.cluster import COORDINATION
+
+    async with Cluster(brokers=3, config=CONFIG, seed=22) as cluster:
+        for groups in [(), ({1},), ({1}, set()), ({1, 2, 3, COORDINATION},)]:
+            with pytest.raises(ValueError, match=r"which cuts nothing: to isolate a node give it and everyone else, "
+                                                 r"e\.g\. partition_network\(\{1\}, \{2, 3, COORDINATION\}\); "
+                                                 r"heal\(\) removes the cut"):
+                cluster.partition_network(*groups)
+        assert cluster.transport.link_up(1, 2)
+        cluster.partition_network({1}, {2})
+        assert not cluster.transport.link_up(1, 2)
+        cluster.partition_network({3}, {COORDINATION})  # replaces the first cut, as documented
+        assert cluster.transport.link_up(1, 2) and not cluster.transport.link_up(3, COORDINATION)
+        cluster.heal()
+        assert cluster.transport.link_up(3, COORDINATION)
+
+
+async def test_an_in_process_client_is_cut_off_by_its_client_id(autojump_clock: Any) -> None:
+    """A client's name was refused (the chaos nemesis's cut-client then cut nothing); a typo must still be."""
+    from kafkalite.client import Producer
+    from kafkalite.cluster import ClientNode
+
+    async with Cluster(brokers=3, config=CONFIG, seed=23) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        with pytest.raises(ValueError, match=r"no node 'app' in this cluster: .* an in-process client is named by "
+                                             r"its client.id once it has sent a request \(so far: cluster-client\), "
+                                             r"or before that as ClientNode\('app'\)"):
+            cluster.partition_network({"app"}, {1, 2, 3})
+        cluster.partition_network({ClientNode("not-yet")}, {1, 2, 3})  # marked: taken before it sends
+        async with Producer(cluster, {"client.id": "app"}) as producer:
+            assert (await (await producer.send("t", b"before", partition=0))).offset == 0
+            with pytest.raises(ValueError, match="no node 'apq' .*so far: app, cluster-client"):
+                cluster.partition_network({"apq"}, {1, 2, 3})
+            cluster.partition_network({"app"}, {1, 2, 3})
+            during = await producer.send("t", b"during", partition=0)
+            await trio.sleep(5)
+            assert not during.done() and cluster.high_watermark("t", 0) == 1
+            cluster.heal()
+            assert (await during).offset == 1
+
+
+async def test_admin_calls_right_after_the_controller_dies_wait_for_the_next_one(autojump_clock: Any) -> None:
+    """As Kafka's AdminClient retries until a controller exists: they failed at once with "no active controller"."""
+    async with Cluster(brokers=3, config=CONFIG, seed=24) as cluster:
+        await cluster.create_topic("old", partitions=1, replication_factor=1)
+
+        async def kill_the_controller() -> int:
+            victim = cluster.controller_id
+            assert victim is not None
+            if "old" in cluster.topics() and cluster.partition_state("old", 0).leader == victim:  # deleting it waits
+                await cluster.reassign_partitions({TopicPartition("old", 0): [victim % 3 + 1]})
+            await cluster.kill_broker(victim)
+            return victim
+
+        killed = await kill_the_controller()
+        started = trio.current_time()
+        await cluster.create_topic("t", partitions=1, replication_factor=2, timeout=30)
+        assert SESSION_MS / 1000 / 2 <= trio.current_time() - started <= SESSION_MS / 1000 + 1
+        assert cluster.controller_id not in (None, killed) and cluster.leader_for("t", 0) >= 0
+        await cluster.restart_broker(killed)
+        for call in [lambda: cluster.create_partitions("t", 2), lambda: cluster.delete_topic("old"),
+                     cluster.elect_preferred_leaders, cluster.list_partition_reassignments]:
+            victim = await kill_the_controller()
+            await call()
+            await cluster.restart_broker(victim)
+        assert cluster.topics() == ["t"] and len(await cluster.describe_topic("t")) == 2
+
+
+async def test_an_admin_call_answered_not_controller_asks_the_next_controller(autojump_clock: Any) -> None:
+    """A controller cut off the coordination service resigns and answers NOT_CONTROLLER: the call asks again."""
+    from kafkalite.cluster import COORDINATION
+
+    async with Cluster(brokers=3, config=CONFIG, seed=25) as cluster:
+        zombie = cluster.controller_id
+        cluster.partition_network({zombie}, {COORDINATION})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: cluster.create_topic("t", partitions=1, replication_factor=2, timeout=30))
+            await cluster.wait_until(lambda: cluster.controller_id not in (None, zombie), timeout=20)
+            cluster.heal()  # the topic is created once every live broker knows it: the zombie too
+        assert cluster.controller_id != zombie and cluster.partition_state("t", 0).leader >= 0
+
+
+async def test_an_admin_call_with_no_controller_to_elect_says_so_after_its_timeout(autojump_clock: Any) -> None:
+    async with Cluster(brokers=1, config=CONFIG, seed=26) as cluster:
+        await cluster.kill_broker(1)
+        started = trio.current_time()
+        with pytest.raises(errors.RequestTimedOutError, match=r"no controller was elected within 5 s to take "
+                                                              r"CreateTopicsRequest: .*zookeeper.session.timeout.ms"):
+            await cluster.create_topic("t", timeout=5)
+        assert trio.current_time() - started == pytest.approx(5)

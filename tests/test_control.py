@@ -150,6 +150,21 @@ def test_the_network_is_partitioned_and_healed(call: Callable[..., tuple[int, An
     assert cluster.transport.link_up(1, 2)
 
 
+def test_a_restart_cut_off_from_the_coordination_service_is_a_409_and_the_broker_is_not_listed_live(
+        call: Callable[..., tuple[int, Any]], cluster: EmbeddedCluster) -> None:
+    """The restart never answered, while /cluster listed the broker live with its old port."""
+    address = next(ep.address for ep in cluster.broker(3).endpoints if ep.listener == "NATIVE")
+    assert call("POST", "/network/partition", {"groups": [[3], [1, 2, "coordination"]]})[0] == 200
+    assert call("POST", "/brokers/3/kill")[0] == 200
+    status, answer = call("POST", "/brokers/3/restart")
+    assert status == 409 and "broker 3 cannot reach the coordination service" in answer["error"], answer
+    assert "POST /network/heal" in answer["error"], answer
+    described = call("GET", "/cluster")[1]
+    assert described["live_brokers"] == [1, 2] and address not in described["bootstrap_servers"]
+    assert call("POST", "/network/heal")[0] == 200
+    assert call("POST", "/brokers/3/restart") == (200, {"broker": 3, "live_brokers": [1, 2, 3]})
+
+
 def test_end_faults_ends_every_fault(call: Callable[..., tuple[int, Any]], cluster: EmbeddedCluster) -> None:
     call("POST", "/faults", {"api": "Produce", "error": "NOT_LEADER_OR_FOLLOWER", "times": None})
     call("POST", "/brokers/3/kill")
@@ -178,6 +193,8 @@ def test_end_faults_ends_every_fault(call: Callable[..., tuple[int, Any]], clust
     ("POST", "/faults", "Produce", 400, "expected a JSON object"),
     ("POST", "/network/partition", {"groups": [1, 2]}, 400, "lists of broker ids"),
     ("POST", "/network/partition", {"groups": [[1], [9]]}, 400, "no node 9"),
+    ("POST", "/network/partition", {"groups": [[1]]}, 400, "which cuts nothing: to isolate a node"),
+    ("POST", "/network/partition", {"groups": []}, 400, "which cuts nothing"),
     ("DELETE", "/faults/12345", None, 404, "no active request fault 12345"),
 ])
 def test_bad_requests_get_their_status_and_a_message(call: Callable[..., tuple[int, Any]], method: str, path: str,

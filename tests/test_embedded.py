@@ -134,6 +134,25 @@ def test_fault_controls() -> None:
         assert cluster.produce("orders", 0, [Record(None, b"still here")]) >= 0
 
 
+def test_a_restart_cut_off_from_the_coordination_service_fails_and_an_empty_cut_is_refused() -> None:
+    """The blocking restart never returned; partition_network([1]) was taken and cut nothing; interval=0 hung."""
+    from kafkalite.cluster import CoordinationTimeoutError
+
+    with EmbeddedCluster(brokers=3, config=FAST_FAULTS, seed=4) as cluster:
+        cluster.partition_network([3], [1, 2, COORDINATION])
+        cluster.kill_broker(3)
+        with pytest.raises(CoordinationTimeoutError, match="broker 3 cannot reach the coordination service"):
+            cluster.restart_broker(3)
+        assert cluster.live_broker_ids == [1, 2] and len(cluster.bootstrap_servers.split(",")) == 2
+        cluster.heal()
+        cluster.restart_broker(3)
+        assert cluster.live_broker_ids == [1, 2, 3]
+        with pytest.raises(ValueError, match="which cuts nothing: to isolate a node give it and everyone else"):
+            cluster.partition_network([1])
+        with pytest.raises(ValueError, match="interval must be a number of seconds > 0"):
+            cluster.wait_until(lambda: False, timeout=1, interval=0)
+
+
 def test_errors_in_the_loop_are_raised_in_the_caller() -> None:
     with EmbeddedCluster(brokers=1) as cluster:
         with pytest.raises(InvalidTopicError):

@@ -57,6 +57,15 @@ async def test_a_fatal_error_reaches_the_application_with_its_message(cluster: C
     assert await values(cluster) == [(0, b"b")]
 
 
+async def test_an_error_kafkalites_clients_do_not_know_is_named_in_the_message_they_report(cluster: Cluster) -> None:
+    """Its name was lost: the producer reported UNKNOWN_SERVER_ERROR "a fault the test injected" and nothing more."""
+    cluster.fail_requests("Produce", "TOPIC_AUTHORIZATION_FAILED")
+    async with Producer(cluster) as producer:
+        with pytest.raises(errors.UnknownServerError, match=r"TOPIC_AUTHORIZATION_FAILED \(error code 29\), a fault "
+                                                            r"the test injected \(Cluster.fail_requests\)"):
+            await send(producer, b"a")
+
+
 @pytest.mark.parametrize("drop", ["request", "response"])
 async def test_a_dropped_connection_is_retried_and_an_idempotent_producer_writes_once(cluster: Cluster,
                                                                                       drop: str) -> None:

@@ -12,7 +12,9 @@ so a frozen follower cannot slip in one more append from a fetch it sent just be
 Ordering is the sender's business, as in Kafka: the controller keeps one in-flight request per broker
 (`ControllerChannelManager`), so requests to one broker are handled in the order they were sent.
 
-Faults: `partition(*groups)` cuts every link between nodes of different groups; `heal()` restores them. A
+Faults: `partition(*groups)` cuts every link between nodes of different groups; `heal()` restores them. Nodes are
+brokers (registered, by id) and senders, known by the name they send under: an in-process client's is its
+client.id, so a test can cut one client off; `senders` lists the names seen, for a cut to refuse a typo. A
 send over a cut link, or to a broker that is down, fails at once with NETWORK_EXCEPTION: in one process there
 is no TCP timeout to wait for, and the callers' retry loops supply the delay Kafka's clients would see. A
 handler that raises `ConnectionDropped` (a request fault) fails its request with NETWORK_EXCEPTION as well, as
@@ -79,6 +81,7 @@ class Transport:
         self._nodes: dict[NodeId, _Node] = {}
         self._group_of: dict[NodeId, int] = {}
         self._contexts: dict[NodeId, RequestContext] = {}
+        self._senders: set[NodeId] = set()
 
     def register(self, node_id: NodeId, handler: Handler, gate: PauseGate) -> None:
         self._nodes[node_id] = _Node(handler, gate)
@@ -92,6 +95,14 @@ class Transport:
 
     def is_registered(self, node_id: NodeId) -> bool:
         return node_id in self._nodes
+
+    @property
+    def senders(self) -> frozenset[NodeId]:
+        """Every name a request has been sent under: brokers, the cluster's own calls, in-process clients."""
+        return frozenset(self._senders)
+
+    def has_sent(self, node_id: NodeId) -> bool:
+        return node_id in self._senders
 
     # -- faults ---------------------------------------------------------------------------------------------------
 
@@ -123,6 +134,7 @@ class Transport:
         before its first wait (an append) stays done, what it was waiting for (replication) is not awaited.
         A sender that may abandon requests itself (on a timeout, or a fetch made stale) uses a `channel`.
         """
+        self._senders.add(source)
         node = self._node_for(source, destination)
         with trio.CancelScope() as serving:
             node.serving.add(serving)
@@ -136,6 +148,7 @@ class Transport:
 
     def channel(self, source: NodeId, destination: NodeId) -> Channel:
         """A connection for a stream of requests from `source` to `destination`: `with transport.channel(...)`."""
+        self._senders.add(source)
         return Channel(self, source, destination)
 
     def _node_for(self, source: NodeId, destination: NodeId) -> _Node:

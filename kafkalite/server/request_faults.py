@@ -137,6 +137,13 @@ def resolve_error(error: ErrorCode | type[KafkaError] | str | int) -> ErrorCode:
     return found
 
 
+def _default_message(error: ErrorCode | None) -> str:
+    """Names the injected error: a client that does not know its code (kafkalite's own, for one such as
+    TOPIC_AUTHORIZATION_FAILED) reports UNKNOWN_SERVER_ERROR, and only this message says which error was meant."""
+    injected = "a fault the test injected (Cluster.fail_requests)"
+    return injected if error is None else f"{error.name} (error code {error.code}), {injected}"
+
+
 @dataclasses.dataclass(eq=False, repr=False, kw_only=True)
 class RequestFault:
     """One fault: which requests it takes, what it does to them, and how many it has taken (`hits`).
@@ -251,7 +258,7 @@ class RequestFaults:
         fault = RequestFault(_table=self, id=next(self._ids), api=key, error=code, drop=drop, delay_s=float(delay_s),
                              brokers=brokers, topics=names, client_id=client_id, times=times,
                              cluster_traffic=cluster_traffic,
-                             message=message or "a fault the test injected (Cluster.fail_requests)")
+                             message=message or _default_message(code))
         self.faults = (*self.faults, fault)
         return fault
 

@@ -48,7 +48,7 @@ import trio
 import trio.testing
 
 from kafkalite.client import Admin, Consumer, Producer, TopicPartition
-from kafkalite.cluster import COORDINATION, Cluster
+from kafkalite.cluster import COORDINATION, ClientNode, Cluster, CoordinationTimeoutError
 from kafkalite.common.clock import pin_epoch
 from kafkalite.common.errors import KafkaError
 from kafkalite.testing.watchdog import VirtualTimeStalled, run_with_watchdog
@@ -115,16 +115,22 @@ class ChaosResult:
     virtual_s: float
     wall_s: float
     stats: dict[str, int]
+    failed_faults: list[str] = field(default_factory=list)
+    """Faults the nemesis drew but could not inject, the cluster refusing its call: the schedule lists them, yet
+    the run did not test them, so a run with any is not ok."""
 
     @property
     def ok(self) -> bool:
-        return not self.anomalies and not self.liveness
+        return not self.anomalies and not self.liveness and not self.failed_faults
 
     def report(self) -> str:
         """The seed, what went wrong first, and the fault schedule that led there."""
         lines = [f"seed {self.seed}: " + ("ok" if self.ok else f"{len(self.anomalies)} anomalies, "
-                                           f"{len(self.liveness)} liveness failures"),
+                                           f"{len(self.liveness)} liveness failures, "
+                                           f"{len(self.failed_faults)} faults not injected"),
                  "stats: " + ", ".join(f"{k} {v}" for k, v in sorted(self.stats.items()))]
+        if self.failed_faults:
+            lines.append(f"fault not injected: {self.failed_faults[0]}")
         if self.liveness:
             lines.append(f"liveness: {self.liveness[0]}")
         if self.anomalies:
@@ -250,8 +256,11 @@ def run(seed: int, config: ChaosConfig = ChaosConfig(), *, stall_after: float = 
     except VirtualTimeStalled as exc:
         liveness = [f"virtual time stopped: {str(exc).splitlines()[0]}"]
     anomalies, stats = check(history, final) if final is not None else ([], {})
+    failed_faults = [f"{t:.3f} s {d[0]}: {d[1]}" for t, kind, d in history.events if kind == "fault-failed"]
+    stats["faults-failed"] = len(failed_faults)
+    stats["faults-refused"] = sum(1 for _, kind, _ in history.events if kind == "fault-refused")
     return ChaosResult(seed, anomalies, liveness, history.schedule, history.digest(), clock.current_time(),
-                       time.perf_counter() - started, stats)
+                       time.perf_counter() - started, stats, failed_faults)
 
 
 class _Run:
@@ -417,7 +426,7 @@ class _Run:
                 else:
                     await cluster.shutdown_broker(victim)
                 await trio.sleep(duration_s)
-                await self.restart(victim)
+                await self.restart(victim, retry=True)
             elif fault == "expire" and live:
                 target = cluster.controller_id if rng.random() < 0.5 and cluster.controller_id else rng.choice(live)
                 if target in live:
@@ -444,8 +453,8 @@ class _Run:
                 cluster.partition_network({cluster.controller_id}, {COORDINATION})
                 await trio.sleep(min(duration_s, self.config.session_timeout_ms / 1000 * rng.choice([0.5, 2])))
                 cluster.heal()
-            elif fault == "cut-client":
-                client = rng.choice([f"producer-{i}" for i in range(self.config.producers)] or ["none"])
+            elif fault == "cut-client":  # by name, which a producer may not have sent under yet: mark it a client
+                client = ClientNode(rng.choice([f"producer-{i}" for i in range(self.config.producers)] or ["none"]))
                 brokers = rng.sample(cluster.broker_ids, rng.randrange(1, len(cluster.broker_ids) + 1))
                 cluster.partition_network({client}, brokers)
                 await trio.sleep(duration_s)
@@ -488,8 +497,10 @@ class _Run:
                 except KafkaError:
                     return
                 await self.cluster_call(cluster.create_partitions(topic, count + 1, timeout=10))
-        except (KafkaError, ValueError) as exc:
-            self.history.record("fault-failed", fault, type(exc).__name__)
+        except KafkaError as exc:  # the cluster refused an admin call under faults, as a Kafka cluster may
+            self.history.record("fault-refused", fault, exc.error.name)
+        except ValueError as exc:  # the nemesis asked for something the cluster does not have: ChaosResult.ok fails
+            self.history.record("fault-failed", fault, f"{type(exc).__name__}: {exc}")
 
     def some_brokers(self, count: int | None = None) -> list[int]:
         brokers = self.cluster.broker_ids
@@ -518,9 +529,16 @@ class _Run:
             async with Admin(self.cluster, {"client.id": "chaos-admin"}) as admin:
                 await call(admin)
 
-    async def restart(self, broker: int) -> None:
-        if broker not in self.cluster.live_broker_ids:
-            await self.cluster.restart_broker(broker)
+    async def restart(self, broker: int, *, retry: bool = False) -> None:
+        """Start the broker if it is down. One cut off the coordination service gives up starting after the session
+        timeout; with `retry` it is started again until it comes up, as a process supervisor would."""
+        while broker not in self.cluster.live_broker_ids:
+            try:
+                await self.cluster.restart_broker(broker)
+            except CoordinationTimeoutError:
+                if not retry:
+                    raise
+                self.history.record("restart-gave-up", broker)
         self.down.discard(broker)
 
     def resume(self, broker: int) -> None:
@@ -643,7 +661,8 @@ def summary(results: Sequence[ChaosResult]) -> str:
     kinds: Counter[str] = Counter()
     seeds_by_kind: dict[str, list[int]] = defaultdict(list)
     for result in results:
-        for kind in sorted({a.kind for a in result.anomalies} | ({"liveness"} if result.liveness else set())):
+        for kind in sorted({a.kind for a in result.anomalies} | ({"liveness"} if result.liveness else set())
+                           | ({"fault-not-injected"} if result.failed_faults else set())):
             kinds[kind] += 1
             seeds_by_kind[kind].append(result.seed)
     walls = [r.wall_s for r in results] or [0.0]
