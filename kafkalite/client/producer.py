@@ -251,7 +251,7 @@ def _sequence_owner(batch: _ProducerBatch) -> tuple[int, int] | None:
 class _PartitionQueue:
     """One partition's batches: queued (the last one open), in flight, and failed ones awaiting their turn."""
 
-    __slots__ = ("batches", "open", "in_flight", "retries", "next_sequence")
+    __slots__ = ("batches", "open", "in_flight", "retries", "next_sequence", "acked_sequence")
 
     def __init__(self) -> None:
         self.batches: deque[_ProducerBatch] = deque()
@@ -259,6 +259,9 @@ class _PartitionQueue:
         self.in_flight: list[_ProducerBatch] = []
         self.retries: list[_ProducerBatch] = []
         self.next_sequence = 0
+        # The last sequence the leader acknowledged under the current producer id: a batch refused for a gap right
+        # after it shows that the log lost what it had acknowledged, instead of waiting on a batch being retried.
+        self.acked_sequence = -1
 
     def pop(self) -> _ProducerBatch:
         """The oldest queued batch, taken out to be sent or expired: no record joins it any more."""
@@ -332,6 +335,9 @@ class Producer:
         # The queues that may hold batches to send: draining and expiring walk these, not every partition the
         # producer ever wrote to (a keyed producer over hundreds of partitions drains after nearly every record).
         self._queued: dict[TopicPartition, _PartitionQueue] = {}
+        # The queues with batches in flight, whose batches (and those failed, waiting for them to come back to be
+        # retried) expire too: delivery.timeout.ms bounds the wait for a request the broker holds (KIP-91).
+        self._sending: dict[TopicPartition, _PartitionQueue] = {}
         self._incomplete: set[_ProducerBatch] = set()
         self._in_flight: dict[int, int] = {}
         self._lanes: dict[int, _Lane] = {}
@@ -345,7 +351,12 @@ class Producer:
         self._backlog = False  # the last drain left batches behind that a request coming back may let go
         self._flushing = 0
         self._open = False  # between __aenter__ and __aexit__
+        self._closed = False  # after __aexit__
         self._needs_producer_id = self.idempotent
+        self._init_error: KafkaError | None = None  # why the last InitProducerId failed, while it is asked again
+        # What every record pending or sent from now on fails with: as Kafka's producer, one refused a producer id
+        # (not authorized, idempotence asked for of brokers that do not grant ids) does not send without one.
+        self._fatal_error: KafkaError | None = None
         self._refreshing_metadata = False
         self._nursery: trio.Nursery | None = None
         self._nursery_manager: Any = None
@@ -396,7 +407,7 @@ class Producer:
             if exc_type is None:
                 await self.flush()
         finally:
-            self._open = False
+            self._open, self._closed = False, True
             closed = RequestTimedOutError("the producer was closed before the record was acknowledged")
             for batch in self._incomplete:
                 batch.fail(closed)
@@ -423,7 +434,8 @@ class Producer:
         of once per record is a fifth of this call's cost.
         """
         if not self._open:
-            raise RuntimeError("the producer is not open: use `async with Producer(...)`")
+            raise RuntimeError("Cannot perform operation after producer has been closed" if self._closed else
+                               "the producer is not open: use `async with Producer(...)`")
         if type(value) is bytes:  # _ROW_FRAMING + _bytes_size(value), inlined on the client's hottest line
             size = len(value)
             size += _ROW_FRAMING + (2 if size < 0x100 else 3 if size < 0x10000 else 5)
@@ -465,6 +477,8 @@ class Producer:
             if batch is not None and batch.timestamps is None:  # the batch's earlier records get deltas too
                 size += _STAMPED_DELTA * len(batch.rows)
         if batch is None or batch.size + size > self._batch_size:
+            if self._fatal_error is not None:  # checked per batch, not per record: no batch stays open after it
+                return RecordHandle.failed(TopicPartition(topic, partition), self._fatal_error)
             batch = self._open_batch(queue, topic, partition)
             started = True
             if stamped:
@@ -551,13 +565,12 @@ class Producer:
             self._wakeup = trio.Event()
             now = trio.current_time()
             self._expire_batches(now)
-            if self._needs_producer_id:
-                if sum(self._in_flight.values()):
-                    await self._wakeup.wait()
-                    continue
+            if self._needs_producer_id and not sum(self._in_flight.values()):
                 await self._init_producer_id()
                 continue
-            self._next_check = next_check = self._drain(now)
+            # A new producer id waits for the requests in flight to come back; nothing is sent meanwhile, but
+            # batches still expire on time.
+            self._next_check = next_check = self._expiry_bound if self._needs_producer_id else self._drain(now)
             entry = self._timer.schedule(next_check, self._wakeup) if next_check < math.inf else None
             await self._wakeup.wait()
             if entry is not None:
@@ -628,6 +641,7 @@ class Producer:
                 if queue.batches:  # the next one goes in a later request, at the latest when this one is answered
                     self._backlog = True
                 queue.in_flight.append(batch)
+                self._sending[batch.tp] = queue
                 batches.append(self._seal(queue, batch))
             self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
             lane = self._lanes.get(leader)
@@ -700,16 +714,16 @@ class Producer:
             results = {(r.topic, r.partition): r for r in outcome.partitions}
             for batch in batches:
                 result = results.get(batch.tp)
+                if batch.done.is_set():  # expired while in flight: its outcome was reported as unknown
+                    continue
                 if result is None:
                     self._on_failure(batch, errors.InvalidRequestError(f"no response for {batch.tp}"))
                 elif result.error_code == errors.NONE.code:
-                    self._incomplete.discard(batch)
-                    batch.complete(result.base_offset if self.acks else -1, result.log_append_time)
+                    self._acknowledged(batch, result.base_offset if self.acks else -1, result.log_append_time)
                 elif result.error_code == errors.DUPLICATE_SEQUENCE_NUMBER.code:
                     # Appended by an attempt whose answer was lost, so long ago that the leader no longer holds
                     # the batch to say where: written, at an unknown offset (Kafka's producer does the same).
-                    self._incomplete.discard(batch)
-                    batch.complete(-1, -1)
+                    self._acknowledged(batch, -1, -1)
                 else:
                     error = errors.for_code(result.error_code).exception(result.error_message)
                     self._on_failure(batch, error)
@@ -719,9 +733,10 @@ class Producer:
             for batch in batches:
                 queue = self._queues[batch.tp]
                 queue.in_flight.remove(batch)
+                if not queue.in_flight:
+                    del self._sending[batch.tp]
                 if queue.retries and not queue.in_flight:
                     retrying = True
-                    self._expiry_bound = min(self._expiry_bound, *(retry.deadline for retry in queue.retries))
                     queue.requeue_retries()
                 if queue.batches:
                     self._queued[batch.tp] = queue
@@ -731,6 +746,13 @@ class Producer:
             if self._backlog or retrying or self._needs_producer_id:
                 self._drain_now()
 
+    def _acknowledged(self, batch: _ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self._incomplete.discard(batch)
+        batch.complete(base_offset, log_append_time)
+        if batch.base_sequence >= 0 and batch.sequence_owner == (self.producer_id, self.producer_epoch):
+            queue = self._queues[batch.tp]
+            queue.acked_sequence = max(queue.acked_sequence, batch.base_sequence + len(batch.rows) - 1)
+
     def _on_failure(self, batch: _ProducerBatch, error: KafkaError) -> None:
         queue = self._queues[batch.tp]
         if not error.retriable or error.code in _FOREIGN_SEQUENCE:
@@ -738,15 +760,25 @@ class Producer:
             # attempt of it was appended. A retriable refusal (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER) says
             # nothing of an earlier attempt whose answer was lost: the leader checks those before duplicates.
             batch.maybe_appended = False
-        if self.idempotent and error.code in _FOREIGN_SEQUENCE and \
-                _sequence_owner(batch) not in (None, (self.producer_id, self.producer_epoch)):
-            # Kept under the previous producer id because its outcome was unknown, and now known not to have been
-            # appended: it takes its place in the current id's sequence, and is retried there.
-            batch.base_sequence = -1
-            batch.encoded = None
-            error = errors.OutOfOrderSequenceNumberError(error.message)
-        # With idempotence a gap means an earlier batch is being retried, and this one follows it.
-        retriable = error.retriable or (self.idempotent and isinstance(error, OutOfOrderSequenceNumberError))
+        retriable = error.retriable
+        if self.idempotent and error.code in _FOREIGN_SEQUENCE:
+            owner = _sequence_owner(batch)
+            if owner not in (None, (self.producer_id, self.producer_epoch)):
+                # Kept under the previous producer id because its outcome was unknown, and now known not to have
+                # been appended: it takes its place in the current id's sequence, and is retried there.
+                batch.base_sequence = -1
+                batch.encoded = None
+                error = errors.OutOfOrderSequenceNumberError(error.message)
+                retriable = True
+            elif error.code == errors.UNKNOWN_PRODUCER_ID.code or self._log_lost_sequences(queue, batch, error):
+                # The leader lost the producer's state, or its log lost batches it had acknowledged (an unclean
+                # election): no retry under this id can fill the gap. As Kafka's producer bumps its epoch, this one
+                # takes a new id, under which the batch is numbered again and retried.
+                batch.base_sequence = -1
+                batch.encoded = None
+                self._needs_producer_id = retriable = True
+            elif isinstance(error, OutOfOrderSequenceNumberError):
+                retriable = True  # an earlier batch is being retried, and this one follows it
         now = trio.current_time()
         if isinstance(error, MessageTooLargeError) and len(batch.rows) > 1:
             self._incomplete.discard(batch)
@@ -768,6 +800,18 @@ class Producer:
             error = self._expired(batch)
         self._fail_batch(batch, error)
 
+    @staticmethod
+    def _log_lost_sequences(queue: _PartitionQueue, batch: _ProducerBatch, error: KafkaError) -> bool:
+        """Whether an OUT_OF_ORDER_SEQUENCE_NUMBER for a batch of the current producer id is a gap in the log.
+
+        It is when the batch follows the last one acknowledged and no earlier one is in flight (Kafka's
+        TransactionManager.canRetry): nothing on its way can fill the gap. Otherwise it waits for those before it.
+        """
+        return isinstance(error, OutOfOrderSequenceNumberError) and \
+            batch.base_sequence == queue.acked_sequence + 1 and \
+            not any(other.sequence_owner == batch.sequence_owner and 0 <= other.base_sequence < batch.base_sequence
+                    for other in queue.in_flight)
+
     def _fail_batch(self, batch: _ProducerBatch, error: KafkaError) -> None:
         """Give up on a batch. Its sequence numbers must not leave a gap the broker would wait on forever.
 
@@ -783,42 +827,72 @@ class Producer:
             self._needs_producer_id = True
 
     def _expire_batches(self, now: float) -> None:
-        """Fail the queued batches out of delivery.timeout.ms, oldest deadline first, across partitions.
+        """Fail the batches out of delivery.timeout.ms, oldest deadline first, across partitions.
 
-        Batches in flight, or failed and waiting for their partition's requests to come back, are not expired
-        here: an answer decides them, or they expire once queued again. Within a queue deadlines only grow from
-        the front (a batch is created after those before it; retries go back in front in their order), so the
-        expired batches are the front ones, and the earliest deadline of the batches left is a front one too.
+        Within a queue deadlines only grow from the front (a batch is created after those before it; retries go
+        back in front in their order), so the expired queued batches are the front ones, and the earliest deadline
+        of the batches left is a front one too. Batches in flight expire as well, as Kafka's Sender expires them
+        (KIP-91: delivery.timeout.ms bounds the time to report an outcome, and a broker may hold a request for all
+        of request.timeout.ms): their outcome is reported as unknown and a later answer ignored, and the producer
+        takes a new id (`_fail_batch`). So do failed batches waiting for their partition's requests to come back.
         """
         if now < self._expiry_bound:
             return
-        expired: list[_ProducerBatch] = []
+        expired: list[tuple[_ProducerBatch, bool]] = []  # and whether it is in flight
         bound = math.inf
         for queue in self._queued.values():
             while queue.batches and queue.batches[0].deadline <= now:
-                expired.append(queue.pop())
+                expired.append((queue.pop(), False))
             if queue.batches:
                 bound = min(bound, queue.batches[0].deadline)
+        for queue in self._sending.values():
+            for batch in queue.in_flight:
+                if batch.done.is_set():  # expired already, its answer still to come
+                    continue
+                if batch.deadline <= now:
+                    expired.append((batch, True))
+                else:
+                    bound = min(bound, batch.deadline)
+            waiting: list[_ProducerBatch] = []
+            for batch in queue.retries:
+                if batch.deadline <= now:
+                    expired.append((batch, False))
+                else:
+                    waiting.append(batch)
+                    bound = min(bound, batch.deadline)
+            queue.retries[:] = waiting
         self._expiry_bound = bound
-        expired.sort(key=lambda batch: batch.deadline)
-        for batch in expired:
-            self._fail_batch(batch, self._expired(batch))
+        expired.sort(key=lambda entry: entry[0].deadline)
+        for batch, in_flight in expired:
+            self._fail_batch(batch, self._expired(batch, in_flight))
 
-    def _expired(self, batch: _ProducerBatch) -> KafkaError:
+    def _expired(self, batch: _ProducerBatch, in_flight: bool = False) -> KafkaError:
         """What a batch out of delivery.timeout.ms fails with: the error it was being retried after, if any.
 
         Its type is that error's, so that `except NotEnoughReplicasError` catches a producer that gave up on
         too small an ISR, and its message says both that time ran out and why the attempts failed. A batch
-        never sent gets REQUEST_TIMED_OUT, saying so when the partition had no leader to send it to.
+        never sent gets REQUEST_TIMED_OUT, saying so when the partition had no leader to send it to, or the error
+        InitProducerId keeps failing with when the producer had no id to send it with. One expired `in_flight`
+        says that its last attempt is unanswered: the records may be written yet.
         """
         reason = (f"Expiring {len(batch.rows)} record(s) for {batch.tp}: {self._delivery_timeout_s * 1000:.0f} ms "
                   "has passed since batch creation")
         last = batch.last_error
-        if last is None:
+        if in_flight:
+            reason += f", after {batch.attempts} attempt(s), the last unanswered so far (it may yet be written)"
+            if last is not None:
+                reason += f", the one before failing with {last}"
+        elif last is not None:
+            reason += f", after {batch.attempts} attempt(s), the last failing with {last}"
+        else:
             if self.metadata.leader_for(batch.tp) is None:
                 reason += f", and no leader of {batch.tp} was known to send them to"
+            if self._needs_producer_id and self._init_error is not None:
+                last = self._init_error
+                reason += f", and the producer had no producer id to send them with, InitProducerId failing with {last}"
+        if last is None:
             return RequestTimedOutError(reason)
-        error = type(last)(f"{reason}, after {batch.attempts} attempt(s), the last failing with {last}")
+        error = type(last)(reason)
         error.__cause__ = last
         return error
 
@@ -836,6 +910,20 @@ class Producer:
             self._refreshing_metadata = False
             self._wakeup.set()
 
+    def _fail_fatally(self, error: KafkaError) -> None:
+        """Fail every pending record with `error`, and every record sent from now on (`send()` checks)."""
+        log.error("%s: %s; every record fails with it", self._transport.name, error)
+        self._fatal_error = error
+        self._needs_producer_id = False
+        for queue in self._queues.values():
+            queue.batches.clear()
+            queue.open = None
+            queue.retries.clear()
+        self._queued.clear()
+        for batch in self._incomplete:
+            batch.fail(error)
+        self._incomplete.clear()
+
     async def _init_producer_id(self) -> None:
         """Get a producer id and epoch; start every partition's sequence over under them.
 
@@ -845,31 +933,43 @@ class Producer:
         a second time. If it was not appended, the leader says so (OUT_OF_ORDER_SEQUENCE_NUMBER for the gap the
         expired batch left), and only then does it take a sequence under the new id.
 
-        A broker that does not serve InitProducerId gets a non-idempotent producer rather than none at all.
+        A broker that does not serve InitProducerId gets a non-idempotent producer rather than none at all, unless
+        enable.idempotence was set explicitly: as in Kafka, idempotence asked for is never dropped silently, and its
+        refusal is fatal, as are the errors no retry cures (not authorized, or unexpected).
         """
         while True:
             try:
                 response: InitProducerIdResponse = await self._transport.send_to_any(
                     InitProducerIdRequest(transaction_timeout_ms=self.config["delivery.timeout.ms"]))
             except KafkaError as exc:
-                log.info("%s: InitProducerId failed: %s", self._transport.name, exc)
-                await trio.sleep(self._retry_backoff_s)
+                failure = exc
+            else:
+                error = errors.for_code(response.error_code)
+                if error is errors.NONE:
+                    self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+                    break
+                message = response.error_message or error.description
+                if error in (errors.UNSUPPORTED_VERSION, errors.INVALID_REQUEST):  # a broker that does not serve it
+                    if not self.config.explicitly_set("enable.idempotence"):
+                        log.warning("%s: the brokers do not grant producer ids (%s: %s); producing without "
+                                    "idempotence", self._transport.name, error, response.error_message)
+                        self.idempotent = False
+                        break
+                    message += "; enable.idempotence=true needs brokers that grant producer ids"
+                if not error.retriable:
+                    self._fail_fatally(error.exception(f"InitProducerId refused the producer an id: {message}"))
+                    return
+                failure = error.exception(message)
+            self._init_error = failure
+            log.info("%s: InitProducerId failed: %s; retrying", self._transport.name, failure)
+            retry_at = trio.current_time() + self._retry_backoff_s
+            while trio.current_time() < retry_at:  # batches expire on time meanwhile
+                await trio.sleep_until(min(retry_at, self._expiry_bound))
                 self._expire_batches(trio.current_time())
-                continue
-            error = errors.for_code(response.error_code)
-            if error is errors.NONE:
-                self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
-                break
-            if error in (errors.UNSUPPORTED_VERSION, errors.INVALID_REQUEST):  # a broker that does not serve it
-                log.warning("%s: the brokers do not grant producer ids (%s: %s); producing without idempotence",
-                            self._transport.name, error, response.error_message)
-                self.idempotent = False
-                break
-            log.info("%s: InitProducerId: %s: %s; retrying", self._transport.name, error, response.error_message)
-            await trio.sleep(self._retry_backoff_s)
-            self._expire_batches(trio.current_time())
+        self._init_error = None
         for queue in self._queues.values():
             queue.next_sequence = 0
+            queue.acked_sequence = -1
             for batch in queue.batches:
                 if not batch.maybe_appended:
                     batch.base_sequence = -1
