@@ -6,6 +6,7 @@ watermarks, error codes, and that no acknowledged record is lost and replicas en
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -772,6 +773,9 @@ async def test_an_in_process_client_is_cut_off_by_its_client_id(autojump_clock: 
                                              r"or before that as ClientNode\('app'\)"):
             cluster.partition_network({"app"}, {1, 2, 3})
         cluster.partition_network({ClientNode("not-yet")}, {1, 2, 3})  # marked: taken before it sends
+        for reserved in ("cluster-client", ClientNode("coordination")):  # the harness's own calls, the service
+            with pytest.raises(ValueError, match="give the client another client.id"):
+                cluster.partition_network({reserved}, {1, 2, 3})
         async with Producer(cluster, {"client.id": "app"}) as producer:
             assert (await (await producer.send("t", b"before", partition=0))).offset == 0
             with pytest.raises(ValueError, match="no node 'apq' .*so far: app, cluster-client"):
@@ -782,6 +786,24 @@ async def test_an_in_process_client_is_cut_off_by_its_client_id(autojump_clock: 
             assert not during.done() and cluster.high_watermark("t", 0) == 1
             cluster.heal()
             assert (await during).offset == 1
+
+
+async def test_a_deletion_the_resigned_controller_left_to_its_successor_is_a_success(autojump_clock: Any) -> None:
+    """A controller that resigns mid-deletion answers NOT_CONTROLLER, and its successor finishes the deletion from
+    the znode. Asked again, it answered UNKNOWN_TOPIC_OR_PARTITION, which delete_topic raised for the topic it had
+    itself deleted."""
+    async with Cluster(brokers=3, config=CONFIG, seed=2) as cluster:
+        await cluster.create_topic("d", partitions=1, replication_factor=3)
+        controller = cluster.controller_id
+        assert controller is not None
+        other = next(b for b in cluster.broker_ids if b != controller)
+        cluster.pause_broker(other)  # its StopReplica holds the deletion
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(cluster.delete_topic, "d", timeout=60))
+            await trio.sleep(0.5)
+            await cluster.expire_session(controller)
+            cluster.resume_broker(other)
+        assert "d" not in cluster.topics()
 
 
 async def test_admin_calls_right_after_the_controller_dies_wait_for_the_next_one(autojump_clock: Any) -> None:

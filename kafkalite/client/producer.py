@@ -618,7 +618,10 @@ class Producer:
             if found is None:
                 self._refresh_metadata_soon()
                 continue
-            if self.idempotent and len(queue.in_flight) >= 5:
+            if self.idempotent and (len(queue.in_flight) >= 5 or queue.in_flight and queue.acked_sequence < 0):
+                # At most five in flight, and only one until the leader has acknowledged a batch under this
+                # producer id: it takes any first sequence from an id it does not know, so a second batch served
+                # while the first is refused and retried would be written ahead of it, and the first never.
                 self._backlog = True
                 continue
             ready.setdefault(found.leader, []).append((queue, batch))

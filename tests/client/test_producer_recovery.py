@@ -76,6 +76,26 @@ async def test_unknown_producer_id_is_retried_under_a_new_id(cluster: Cluster) -
     assert producer.producer_id != first_id
 
 
+async def test_the_first_batch_under_a_new_id_goes_alone_so_a_later_one_cannot_overtake_it(cluster: Cluster) -> None:
+    """A leader takes any first sequence from a producer id it does not know. The first batch under a new id was
+    refused once (NOT_ENOUGH_REPLICAS) while the second, sent behind it, was served: that one was written first,
+    and the first could never be, its sequence now behind the log's. Until the leader has acknowledged a batch
+    under the id, a partition has one in flight, so both are written, in the order sent."""
+    await cluster.create_topic("t", partitions=1, replication_factor=3)
+    async with Producer(cluster, linger_ms=0, delivery_timeout_ms=10000, request_timeout_ms=3000,
+                        retry_backoff_ms=100) as producer:
+        await (await producer.send("t", b"warm", partition=0))
+        cluster.fail_requests("Produce", errors.UNKNOWN_PRODUCER_ID)  # a new id for what follows
+        first = await producer.send("t", b"x1", partition=0)
+        refused = cluster.fail_requests("Produce", errors.NOT_ENOUGH_REPLICAS, delay=0.5)
+        await trio.sleep(0.2)
+        second = await producer.send("t", b"x2", partition=0)
+        assert [(await first).offset, (await second).offset] == [1, 2]
+    assert refused.hits == 1
+    assert await values(cluster, "t") == [(0, b"warm"), (1, b"x1"), (2, b"x2")]
+    assert [sequence for _, _, sequence in producer_ids(cluster, "t")] == [0, 0, 1]
+
+
 @pytest.mark.parametrize("late", ["appended", "refused"])
 async def test_a_record_in_flight_fails_at_its_delivery_timeout_and_its_late_answer_is_ignored(
         cluster: Cluster, late: str) -> None:
