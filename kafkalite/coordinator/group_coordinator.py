@@ -151,11 +151,10 @@ def _fail(error: ErrorCode, message: str | None = None) -> KafkaError:
 
 class GroupCoordinator:
     def __init__(self, broker_id: int, config: BrokerConfig, offsets_log: OffsetsLog,
-                 rng: random.Random | None = None,
-                 offsets_topic_partitions: Callable[[], int | None] | None = None) -> None:
+                 offsets_topic_partitions: Callable[[], int | None], rng: random.Random | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
-        self._offsets_topic_size = offsets_topic_partitions  # None while the topic does not exist
+        self._offsets_topic_size = offsets_topic_partitions  # its partition count, None while it does not exist
         self._offsets_log = offsets_log
         self._rng = rng or random.Random()
         self._groups: dict[str, GroupMetadata] = {}
@@ -179,8 +178,7 @@ class GroupCoordinator:
         can disagree. Here each broker hashes over the size its metadata has now, which every broker's metadata
         comes to agree on; the configured count stands in only while the topic does not exist yet (it is then
         created with that count). Adding partitions to the topic moves groups, as a restart does in Kafka."""
-        count = self._offsets_topic_size() if self._offsets_topic_size is not None else None
-        return partition_for(group_id, count or self.config["offsets.topic.num.partitions"])
+        return partition_for(group_id, self._offsets_topic_size() or self.config["offsets.topic.num.partitions"])
 
     def group(self, group_id: str) -> GroupMetadata | None:
         """The group as this coordinator holds it (for tests and the cluster's views), None if it holds none."""

@@ -76,9 +76,9 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = ReplicaManager(config, zk, transport, log_manager, self.metadata_cache, gate,
                                               self._current_broker_epoch)
-        self.group_coordinator = GroupCoordinator(self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
-                                                  rng, partial(self.metadata_cache.partition_count,
-                                                               GROUP_METADATA_TOPIC_NAME))
+        self.group_coordinator = GroupCoordinator(
+            self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
+            partial(self.metadata_cache.partition_count, GROUP_METADATA_TOPIC_NAME), rng)
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
                               self._current_broker_epoch, self.group_coordinator, request_faults)
         self._new_session = trio.Event()
