@@ -414,10 +414,11 @@ class Producer:
             assert self._nursery is not None
             self._nursery.cancel_scope.cancel()
             try:
-                return await leave_nursery(self._nursery_manager, exc_type, exc, tb)
+                left = await leave_nursery(self._nursery_manager, exc_type, exc, tb)
             finally:
                 if self._transport.owned:
                     await self._transport.aclose()
+        return left  # not from `finally`, which would swallow what flush() raised (and warns from Python 3.14)
 
     # -- sending ------------------------------------------------------------------------------------------------
 

@@ -155,3 +155,18 @@ async def test_a_poll_under_way_when_its_consumer_closes_says_so(autojump_clock:
     assert trio.current_time() == started  # the poll ended with the block, not at its timeout
     assert len(outcome) == 1 and outcome[0].endswith(" closed while poll() was under way: its `async with` block "
                                                       "ended")
+
+
+async def test_a_flush_cancelled_at_exit_stays_cancelled(autojump_clock: Any, cluster: Cluster) -> None:
+    """The block's end flushes; a deadline that runs out during that flush cancels what follows the block too."""
+    await cluster.create_topic("t", replication_factor=1)
+    leader = cluster.leader_for("t", 0)
+    reached_after_block = False
+    with trio.move_on_after(5) as scope:
+        async with Producer(cluster, {"acks": "all"}) as producer:
+            cluster.pause_broker(leader)  # nothing is acknowledged, so the flush at exit waits
+            await producer.send("t", b"v")
+        reached_after_block = True
+    cluster.resume_broker(leader)
+    assert scope.cancelled_caught
+    assert not reached_after_block
