@@ -134,9 +134,10 @@ async def test_a_follower_whose_log_ends_below_the_new_log_start_starts_over_the
         await cluster.fetch(TOPIC, 0, COUNT)
 
 
-async def test_a_follower_that_stops_fetching_holds_the_answer_until_it_leaves_the_isr(cluster: Cluster) -> None:
-    """Kafka's DelayedDeleteRecords: REQUEST_TIMED_OUT while a paused follower is still in the ISR (the leader
-    has deleted all the same); done once the leader drops it from the ISR; the follower catches up on resuming."""
+async def test_a_follower_that_stops_fetching_holds_the_answer_until_its_broker_is_gone(cluster: Cluster) -> None:
+    """Kafka's DelayedDeleteRecords: REQUEST_TIMED_OUT while a paused follower's broker is alive (the leader has
+    deleted all the same), even once it left the ISR; done once the broker's session expired and the leader's
+    metadata no longer lists it; the follower catches up on resuming."""
     leader = cluster.leader_for(TOPIC, 0)
     follower, other = [b for b in (1, 2, 3) if b != leader]
     cluster.pause_broker(follower)
@@ -148,9 +149,33 @@ async def test_a_follower_that_stops_fetching_holds_the_answer_until_it_leaves_t
     with trio.fail_after(60):
         [done] = await delete(cluster, leader, (TOPIC, 0, 5), timeout_ms=60000)
     assert (done.error_code, done.low_watermark) == (0, 5)
-    assert follower not in cluster.partition_state(TOPIC, 0).isr
+    assert follower not in cluster.broker(leader).metadata_cache.get_alive_broker_ids()
     cluster.resume_broker(follower)
     await cluster.wait_until(lambda: log_starts(cluster).get(follower) == 5)
+
+
+async def test_a_follower_out_of_the_isr_on_a_live_broker_holds_the_answer(cluster: Cluster) -> None:
+    """Kafka's lowWatermarkIfLeader counts every replica on a live broker: a follower cut off from its leader but
+    still registered holds the answer after it left the ISR, so the deletion is not reported done while a replica
+    that an unclean election could pick still has the records. Once it caught up, they stay gone on it too."""
+    leader = cluster.leader_for(TOPIC, 0)
+    lagger, other = [b for b in (1, 2, 3) if b != leader]
+    cluster.partition_network({lagger}, {leader, other})  # the lagger keeps its coordination session
+    await cluster.wait_until(lambda: lagger not in cluster.partition_state(TOPIC, 0).isr)
+    [timed_out] = await delete(cluster, leader, (TOPIC, 0, 6), timeout_ms=5000)
+    assert (timed_out.error_code, timed_out.low_watermark) == (errors.REQUEST_TIMED_OUT.code, 0)
+    assert f"[{lagger}]" in (timed_out.error_message or "")
+    assert log_starts(cluster) == {leader: 6, other: 6, lagger: 0}
+
+    cluster.heal()
+    with trio.fail_after(60):
+        [done] = await delete(cluster, leader, (TOPIC, 0, 6), timeout_ms=60000)
+    assert (done.error_code, done.low_watermark) == (0, 6)
+    await cluster.kill_broker(leader)
+    await cluster.kill_broker(other)
+    await cluster.wait_until(lambda: cluster.leader_for(TOPIC, 0) == lagger)
+    assert await cluster.list_offset(TOPIC, 0, EARLIEST_TIMESTAMP) == 6
+    assert [o for o, _ in await cluster.fetch(TOPIC, 0, 6)] == list(range(6, COUNT))
 
 
 async def test_bad_requests_get_kafkas_errors_with_a_reason_and_the_broker_keeps_serving(cluster: Cluster) -> None:

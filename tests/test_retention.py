@@ -80,3 +80,27 @@ async def test_a_batch_larger_than_a_segment_is_refused_with_kafkas_error(autoju
         with pytest.raises(RecordListTooLargeError, match="exceeds the maximum configured segment size of 100"):
             await cluster.produce("t", 0, [Record(None, b"x" * 300)])
         assert await cluster.produce("t", 0, [Record(None, b"x")]) == 0  # nothing appended; the partition serves on
+
+
+async def test_a_config_changed_while_a_broker_was_down_rules_its_log_once_it_is_back(autojump_clock: Any) -> None:
+    """The broker's logs outlive its restart, as a Kafka broker's log directory does; the topic config read when it
+    hosts the partition again, not the one its log was made with, sets retention and the largest batch taken."""
+    async with Cluster(brokers=3, config={"log.retention.check.interval.ms": 1000}, seed=1) as cluster:
+        await cluster.create_topic("t", 1, 3)
+        preferred = cluster.leader_for("t", 0)
+        await cluster.kill_broker(preferred)
+        await cluster.wait_for_leader("t", 0, not_on=[preferred])
+        async with Admin(cluster) as admin:
+            await admin.alter_topic_configs({"t": {"retention.ms": 3000, "max.message.bytes": 3_000_000}},
+                                            incremental=True)
+        await cluster.restart_broker(preferred)
+        await trio.sleep(5)  # back in every ISR
+        await cluster.elect_preferred_leaders()
+        await trio.sleep(1)  # the LeaderAndIsr reaches the brokers
+        assert cluster.leader_for("t", 0) == preferred
+        for value in (b"a", b"b", b"c"):
+            await cluster.produce("t", 0, [Record(None, value)], acks=-1)
+        await trio.sleep(10)
+        assert log_starts(cluster) == {1: 3, 2: 3, 3: 3}  # the leader expired them too, and led the followers
+        big = await cluster.produce("t", 0, [Record(None, b"x" * 1_500_000)], acks=-1)  # above the 1 MiB default
+        assert big == 3

@@ -31,6 +31,7 @@ from kafkalite.network.requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from kafkalite.server.delayed import FetchWatchers
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class MetadataCache:
         self._snapshot = MetadataSnapshot(None, {}, {})
         self._partition_states: dict[str, dict[int, UpdateMetadataPartitionState]] = {}
         self._updated = trio.Event()
+        # Requests parked until a broker dies or comes back (a DeleteRecords waits on live replicas only)
+        self.alive_brokers_watchers = FetchWatchers()
 
     async def wait_until(self, condition: Callable[[MetadataCache], bool]) -> None:
         """Wait for an UpdateMetadata after which `condition` holds (Kafka's delayed create-topics waits so)."""
@@ -91,6 +94,8 @@ class MetadataCache:
         if request.partition_states:
             log.debug("broker %d cached %d partition states (correlation id %d)", self.broker_id,
                       len(request.partition_states), correlation_id)
+        if alive_brokers.keys() != self._snapshot.alive_brokers.keys():
+            self.alive_brokers_watchers.wake_all()
         self._snapshot = MetadataSnapshot(controller_id, alive_brokers, alive_nodes)
         self._updated.set()
         self._updated = trio.Event()

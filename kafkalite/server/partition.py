@@ -145,7 +145,7 @@ class Partition:
 
     @property
     def low_watermark_watchers(self) -> FetchWatchers:
-        """DeleteRecords parked until the ISR has moved its log starts."""
+        """DeleteRecords parked until the live replicas have moved their log starts."""
         return self._parked()[_LOW_WATERMARK]
 
     def _parked(self) -> tuple[FetchWatchers, FetchWatchers, FetchWatchers]:
@@ -192,14 +192,15 @@ class Partition:
     def follower_log_start_offsets(self) -> dict[int, int]:
         return {replica: state.log_start_offset for replica, state in self._followers.items()}
 
-    @property
-    def low_watermark(self) -> int:
-        """Kafka's lowWatermarkIfLeader, over the ISR: the smallest log start offset of the leader and its in-sync
-        followers (-1 for one that has not reported since this leader took over). Records below it are gone from
-        every replica that may become leader, so a DeleteRecords is done once this reaches its offset."""
+    def low_watermark(self, alive: Callable[[int], bool]) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset of the leader and of every assigned follower
+        on a broker alive in the leader's metadata (`alive(broker_id)`), in the ISR or not (-1 for one that has not
+        reported since this leader took over). Records below it are gone from every replica that could still
+        become leader, an unclean election's choice included, so a DeleteRecords is done once this reaches its
+        offset."""
         low = self.log.log_start_offset
-        for replica in self.isr:
-            if replica != self.local_broker_id:
+        for replica in self.assigned_replicas:
+            if replica != self.local_broker_id and alive(replica):
                 state = self._followers.get(replica)
                 low = min(low, state.log_start_offset if state is not None else -1)
         return low
@@ -254,7 +255,7 @@ class Partition:
         self._followers = followers if kept == followers else kept
         self.maybe_increment_leader_hw()
         self._changed(appended=True)
-        self._wake(_LOW_WATERMARK)  # a DeleteRecords waits on the new ISR now
+        self._wake(_LOW_WATERMARK)  # a DeleteRecords waits on the new replica set now
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> None:
         was_leader = self.is_leader
@@ -533,7 +534,6 @@ class Partition:
         self._on_isr_change(self.topic_partition)
         self._lag_possible()
         self._changed(appended=False)  # a follower dropped from it gets the partition read, and may rejoin
-        self._wake(_LOW_WATERMARK)  # a follower left behind no longer holds a DeleteRecords back
         return True
 
     # -- follower -------------------------------------------------------------------------------------------------

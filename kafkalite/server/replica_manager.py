@@ -520,13 +520,15 @@ class ReplicaManager:
     async def delete_records(self, timeout_ms: int, entries: Sequence[DeleteRecordsPartition]
                              ) -> list[DeleteRecordsPartitionResult]:
         """Kafka's deleteRecords with its DelayedDeleteRecords: each partition's leader moves its log start
-        offset, then the answer waits until every in-sync replica has moved its own as far (the low watermark),
-        which the followers do from their next fetch response. Only then is the deletion safe from a leader
-        change. A partition still short of it after `timeout_ms` answers REQUEST_TIMED_OUT with the low
-        watermark reached; the leader's log start has moved all the same, as in Kafka.
+        offset, then the answer waits until every replica on a live broker, in the ISR or not, has moved its own
+        as far (the low watermark), which the followers do from their next fetch response. Only then is the
+        deletion safe from a leader change, an unclean one too. A partition still short of it after `timeout_ms`
+        answers REQUEST_TIMED_OUT with the low watermark reached; the leader's log start has moved all the same,
+        as in Kafka. A broker that leaves the metadata's live brokers stops holding the answer at once.
         """
         results = []
         pending: list[tuple[DeleteRecordsPartitionResult, Partition, int]] = []
+        alive = self.metadata_cache.has_alive_broker
         for entry in entries:
             tp = TopicPartition(entry.topic, entry.partition)
             try:
@@ -537,17 +539,18 @@ class ReplicaManager:
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, code, error_message=message))
                 continue
             result = DeleteRecordsPartitionResult(entry.topic, entry.partition, errors.NONE.code,
-                                                  partition.low_watermark)
+                                                  partition.low_watermark(alive))
             results.append(result)
             if result.low_watermark < required:
                 pending.append((result, partition, required))
 
         def ready() -> bool:
-            return all(not partition.is_leader or partition.low_watermark >= required
+            return all(not partition.is_leader or partition.low_watermark(alive) >= required
                        for _, partition, required in pending)
 
         if pending and timeout_ms > 0 and not ready():
-            await await_fetch([partition.low_watermark_watchers for _, partition, _ in pending],
+            await await_fetch([self.metadata_cache.alive_brokers_watchers,
+                               *(partition.low_watermark_watchers for _, partition, _ in pending)],
                               trio.current_time() + timeout_ms / 1000, self.delayed_timer, ready)
         for result, partition, required in pending:
             if not partition.is_leader:
@@ -555,13 +558,15 @@ class ReplicaManager:
                 result.error_message = (f"broker {self.broker_id} stopped leading {partition.topic_partition} before "
                                         f"its replicas deleted the records below {required}")
                 continue
-            result.low_watermark = partition.low_watermark
+            result.low_watermark = partition.low_watermark(alive)
             if result.low_watermark < required:
-                lagging = sorted(replica for replica, log_start in partition.follower_log_start_offsets().items()
-                                 if replica in partition.isr and log_start < required)
+                log_starts = partition.follower_log_start_offsets()
+                lagging = sorted(replica for replica in partition.assigned_replicas
+                                 if replica != self.broker_id and alive(replica) and log_starts.get(replica, -1) < required)
                 result.error_code = errors.REQUEST_TIMED_OUT.code
                 result.error_message = (f"the log start of {partition.topic_partition} is {required} on the leader, "
-                                        f"but in-sync replicas {lagging} had not moved theirs within {timeout_ms} ms")
+                                        f"but the replicas on live brokers {lagging} had not moved theirs within "
+                                        f"{timeout_ms} ms")
         return results
 
     # -- offsets --------------------------------------------------------------------------------------------------
