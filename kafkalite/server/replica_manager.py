@@ -562,7 +562,8 @@ class ReplicaManager:
             if result.low_watermark < required:
                 log_starts = partition.follower_log_start_offsets()
                 lagging = sorted(replica for replica in partition.assigned_replicas
-                                 if replica != self.broker_id and alive(replica) and log_starts.get(replica, -1) < required)
+                                 if replica != self.broker_id and alive(replica)
+                                 and log_starts.get(replica, -1) < required)
                 result.error_code = errors.REQUEST_TIMED_OUT.code
                 result.error_message = (f"the log start of {partition.topic_partition} is {required} on the leader, "
                                         f"but the replicas on live brokers {lagging} had not moved theirs within "
