@@ -121,6 +121,40 @@ async def test_isr_changes_reach_every_broker_metadata_cache(autojump_clock: Any
             [f"w{i}".encode() for i in range(3)]
 
 
+@pytest.mark.parametrize("leaves", ["shutting down", "controlled shutdown", "killed after leaving every ISR"])
+async def test_every_brokers_metadata_names_a_gone_brokers_replicas_offline(autojump_clock: Any, leaves: str) -> None:
+    """Kafka's UpdateMetadata lists a replica as offline when its broker is not online, which a broker shutting down
+    (its controlled shutdown done, the broker not stopped yet) is not; and a broker's failure announces every
+    partition it has a replica of, those whose ISR it had already left too (doRemoveReplicasFromIsr returns them).
+    Clients read offline replicas from Metadata."""
+    async with Cluster(brokers=3, config={"replica.lag.time.max.ms": 1000}, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=3)
+        gone = not_controller(cluster, -1)
+        if leaves == "shutting down":
+            assert await cluster.broker(gone).controlled_shutdown()
+        elif leaves == "controlled shutdown":
+            assert await cluster.shutdown_broker(gone)
+        else:
+            cluster.pause_broker(gone)  # its leaders drop it from their ISRs, then its session expires
+            await cluster.wait_until(lambda: all(gone not in cluster.partition_state("t", p).isr for p in range(3)),
+                                     timeout=60)
+            await cluster.kill_broker(gone)
+        left = [b for b in cluster.broker_ids if b != gone]
+
+        def offline(broker_id: int) -> list[list[int]]:
+            cache = cluster.broker(broker_id).metadata_cache
+            return [list(cache.get_partition_info(TopicPartition("t", p)).offline_replicas)  # type: ignore[union-attr]
+                    for p in range(3)]
+
+        still_registered = leaves == "shutting down"
+        await cluster.wait_until(lambda: all((gone in cluster.broker(b).metadata_cache.get_alive_broker_ids())
+                                             == still_registered for b in left), timeout=60)
+        await trio.sleep(1)
+        assert {b: offline(b) for b in left} == {b: [[gone]] * 3 for b in left}
+        response = await cluster.metadata(left[0], ["t"])
+        assert [p.offline_replicas for p in response.topics[0].partitions] == [[gone]] * 3
+
+
 async def test_a_new_controller_resends_every_state_which_brokers_fence_and_log_once(
         autojump_clock: Any, caplog: pytest.LogCaptureFixture) -> None:
     """A new controller sends every partition's state at the epoch the brokers already have: each broker fences

@@ -189,29 +189,36 @@ class ReplicaStateMachine:
             current = [context.replica_states.get(replica, ReplicaState.NON_EXISTENT) for replica in group]
             for (_, _, broker_id), tp in zip(group, partitions):
                 self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete_partition=False)
-            removed = self._remove_replicas_from_isr(group, partitions)
+            removed, outside = self._remove_replicas_from_isr(group, partitions)
             for replica, tp, was in zip(group, partitions, current):
                 leadership = removed.get(tp)
-                if leadership is not None and not context.is_topic_queued_up_for_deletion(tp.topic):
-                    assignment = context.assigned_replicas(tp)
-                    others = [r for r in assignment if r != replica[2] and context.is_replica_online(r)]
-                    self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
+                if not context.is_topic_queued_up_for_deletion(tp.topic):
+                    if leadership is not None:
+                        assignment = context.assigned_replicas(tp)
+                        others = [r for r in assignment if r != replica[2] and context.is_replica_online(r)]
+                        self.batch.add_leader_and_isr_request_for_brokers(others, tp, leadership, assignment)
+                    elif tp in outside:
+                        # Kafka announces these too (doRemoveReplicasFromIsr returns them): the ISR is unchanged,
+                        # but the replica is offline, and every broker's metadata must say so
+                        self.batch.add_update_metadata_request_for_brokers(context.live_or_shutting_down_broker_ids,
+                                                                           [tp])
                 self._set_state(replica, was, ReplicaState.OFFLINE)
 
     def _remove_replicas_from_isr(self, replicas: list[ReplicaKey], partitions: list[TopicPartition]
-                                  ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+                                  ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch], set[TopicPartition]]:
         """Take each replica out of its partition's ISR (the last member stays, as in Kafka); leader -1 where it
         led. One replica per partition, `partitions` theirs in the same order; all read together, all written
         together (Kafka's removeReplicasFromIsr).
 
         As Kafka's doRemoveReplicasFromIsr, the states are read from the coordination service, not the cache: a
         leader may have added a replica back since the cache was filled, and its ISR change notification may
-        not have arrived yet. Returns the new state to announce per partition; a replica that was in no ISR, or
-        whose partition's write failed its version check, has none."""
+        not have arrived yet. Returns the new state to announce per partition (a replica whose partition's write
+        failed its version check has none), and the partitions whose replica was in no ISR, nothing to write."""
         context = self.context
         stored = self.zk.get_partition_states(partitions, cached=context.partition_leadership_info)
         changes: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         owners: dict[TopicPartition, int] = {}
+        outside: set[TopicPartition] = set()
         for replica, tp in zip(replicas, partitions):
             state = stored.get(tp)
             if state is None:
@@ -220,7 +227,8 @@ class ReplicaStateMachine:
             lai = state.leader_and_isr
             broker_id = replica[2]
             if broker_id not in lai.isr and lai.leader != broker_id:
-                continue  # nothing to change, nothing to announce
+                outside.add(tp)
+                continue
             new_leader = NO_LEADER if lai.leader == broker_id else lai.leader
             new_isr = lai.isr if len(lai.isr) == 1 else tuple(r for r in lai.isr if r != broker_id)
             changes[tp] = LeaderIsrAndControllerEpoch(lai.new_leader_and_isr(new_leader, new_isr), context.epoch)
@@ -232,4 +240,4 @@ class ReplicaStateMachine:
             log.error("controller %d: the state of %s changed while replica %d was being removed from its ISR",
                       self.controller_id, tp, owners[tp])
         context.partition_leadership_info.update(written)
-        return written
+        return written, outside

@@ -105,7 +105,8 @@ class ControllerBrokerRequestBatch:
     def update_metadata_partition_states(self) -> list[UpdateMetadataPartitionState]:
         """What the batch's UpdateMetadata says of its partitions, as the context holds them now."""
         context = self.context
-        leaderships, live, deleting = context.partition_leadership_info, context.live_brokers, \
+        # offline: not alive, or shutting down, as Kafka's isReplicaOnline counts a broker on its way out
+        leaderships, online, deleting = context.partition_leadership_info, context.live_broker_ids, \
             context.topics_to_be_deleted
         states = []
         for tp in self.update_metadata_request_partitions:
@@ -117,7 +118,7 @@ class ControllerBrokerRequestBatch:
             states.append(UpdateMetadataPartitionState(
                 tp.topic, tp.partition, leadership.controller_epoch,
                 LEADER_DURING_DELETE if tp.topic in deleting else lai.leader, lai.leader_epoch, lai.isr,
-                lai.zk_version, tuple(replicas), tuple([r for r in replicas if r not in live])))
+                lai.zk_version, tuple(replicas), tuple([r for r in replicas if r not in online])))
         return states
 
     def add_stop_replica_request_for_brokers(self, broker_ids: Iterable[int], tp: TopicPartition,
