@@ -519,9 +519,10 @@ async def _reset_offsets(admin: Any, args: argparse.Namespace, console: Any) -> 
         partitions = [TopicPartition(t, p.partition) for t, d in described.items() for p in d.partitions]
     else:
         partitions = sorted(await admin.list_group_offsets(args.group))
+    # asked even with no partitions: a group with members is refused first, as Kafka's tool refuses it
+    new = await admin.reset_group_offsets(args.group, partitions, spec, value, dry_run=not args.execute)
     if not partitions:
         raise UsageError(f"group {args.group} has no offsets; name the topics with --topic")
-    new = await admin.reset_group_offsets(args.group, partitions, spec, value, dry_run=not args.execute)
     from rich.table import Table
 
     table = Table(title=f"{args.group}: new offsets" + ("" if args.execute else " (dry run: add --execute)"))

@@ -571,6 +571,13 @@ def test_groups_describe_shows_each_owned_partitions_end_and_the_lag_unclamped_a
         while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
             consumer.poll(0.1)
         code, out, _ = run(capsys, "groups", "describe", "cli-lag-g", *server)
+        # a live group is refused as such, as Kafka's tool refuses it, not for the offsets it has not committed yet
+        with cluster.consumer(group_id="cli-live-g") as live:
+            live.subscribe(["cli-lag"])
+            while not live.assignment() and time.monotonic() < deadline:
+                live.poll(0.1)
+            refused, _, err = run(capsys, "groups", "reset-offsets", "cli-live-g", "--to-earliest", *server)
+    assert refused == 1 and "NON_EMPTY_GROUP" in err and "stop its consumers first" in err, err
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if "│ cli-lag " in line]
     assert code == 0 and [row[:5] for row in rows] == [["cli-lag", "0", "4", "10", "6"],
                                                         ["cli-lag", "1", "25", "10", "-15"],

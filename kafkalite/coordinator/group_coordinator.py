@@ -806,10 +806,13 @@ class GroupCoordinator:
     # -- offsets ------------------------------------------------------------------------------------------------
 
     async def handle_commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        """Commit for a member of the current generation, or (generation -1) for a group no member manages."""
+        """Commit for a member of the current generation, or (generation -1, naming no member and no instance) for a
+        group no member manages. As Kafka's validateOffsetCommit, a commit that names a member or an instance is
+        checked as that member's, whatever its generation."""
         owned = self._owner(request.group_id)
         group = self._groups.get(request.group_id)
-        if request.generation_id < 0 and (group is None or (group.is_(_EMPTY) and not request.member_id)):
+        from_outside = request.generation_id < 0 and not request.member_id and request.group_instance_id is None
+        if from_outside and (group is None or group.is_(_EMPTY)):
             group = group or self._add_group(owned, request.group_id)
         else:
             self._check_member_commit(group, request)
@@ -841,6 +844,10 @@ class GroupCoordinator:
         """Kafka's validateOffsetCommit, then the state's answer: the member and its generation come first, so a
         stale member hears ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, which tell it to rejoin, whatever the group
         is doing meanwhile."""
+        if group is None and request.generation_id < 0:
+            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} does not exist, so it has no member "
+                                                  f"{request.member_id or request.group_instance_id!r}; commit with no "
+                                                  "member id and no group.instance.id from outside group management")
         if group is None:
             raise _fail(errors.ILLEGAL_GENERATION, f"group {request.group_id} does not exist, so generation "
                                                    f"{request.generation_id} is not its own; commit with generation "
@@ -892,8 +899,8 @@ class GroupCoordinator:
         group = self._groups.get(request.group_id)
         if group is None:
             raise _fail(errors.GROUP_ID_NOT_FOUND, f"group {request.group_id} does not exist")
-        if group.is_(_DEAD):
-            raise _fail(errors.COORDINATOR_NOT_AVAILABLE, f"group {request.group_id} is being removed")
+        if group.is_(_DEAD):  # Kafka's groupNotExists holds for a Dead group, as DeleteGroups answers it too
+            raise _fail(errors.GROUP_ID_NOT_FOUND, f"group {request.group_id} is being removed")
         subscribed = group.subscribed_topics()
         if not group.is_(_EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             raise _fail(errors.NON_EMPTY_GROUP, f"group {group.group_id} of protocol type {group.protocol_type!r} "

@@ -284,3 +284,24 @@ async def test_a_commit_accepted_before_its_group_was_deleted_is_not_written_aft
             is errors.COORDINATOR_NOT_AVAILABLE
     assert await after_failover(cluster, coordinator, "g") == {}
 
+
+
+async def test_offset_delete_while_the_group_is_being_deleted_finds_no_group(autojump_clock: Any,
+                                                                             cluster: Cluster) -> None:
+    """Kafka's handleDeleteOffsets answers a group that is Dead here GROUP_ID_NOT_FOUND, as DeleteGroups does: its
+    deletion is under way (the tombstones wait for a paused follower), and nothing is left to delete offsets of."""
+    coordinator = await coordinator_of(cluster, "standalone")
+    assert await commit(cluster, coordinator, "standalone", {("events", 0): 3}) == [0]
+    group_coordinator = cluster.broker(coordinator).group_coordinator
+    partition = group_coordinator.partition_for("standalone")
+    follower = next(b for b in cluster.partition_state("__consumer_offsets", partition).isr if b != coordinator)
+    cluster.pause_broker(follower)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send, cluster, coordinator, DeleteGroupsRequest(["standalone"]))
+        await cluster.wait_until(lambda: (group := group_coordinator.group("standalone")) is None
+                                 or group.state.value == "Dead")
+        assert group_coordinator.group("standalone") is not None, "the deletion did not wait for the follower"
+        refused = await send(cluster, coordinator, OffsetDeleteRequest("standalone", [("events", 0)]))
+        assert refused.error_code == errors.GROUP_ID_NOT_FOUND.code, refused
+        cluster.resume_broker(follower)
+    assert await committed(cluster, coordinator, "standalone") == {}
