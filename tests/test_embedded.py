@@ -28,7 +28,7 @@ from kafkalite.common.records import Record
 from kafkalite.embedded import EmbeddedCluster, SyncConsumer
 
 TP = TopicPartition("orders", 0)
-FAST_FAULTS = {"zookeeper.session.timeout.ms": 300, "replica.lag.time.max.ms": 300}
+FAST_FAULTS = {"zookeeper.session.timeout.ms": 300, "replica.lag.time.max.ms": 300, "replica.fetch.wait.max.ms": 300}
 
 
 def read(consumer: SyncConsumer, count: int, timeout: float = 10) -> list:

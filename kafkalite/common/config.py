@@ -482,6 +482,12 @@ class BrokerConfig(_Config):
             unit = next((unit for unit in units if given.get(unit) is not None), None)
             if millis not in given and unit is not None:
                 self._values[millis] = given[millis] = max(given[unit] * units[unit], -1)
+        wait, lag = self._values["replica.fetch.wait.max.ms"], self._values["replica.lag.time.max.ms"]
+        if wait > lag:
+            # Kafka's KafkaConfig refuses it so: an idle partition's follower, parked that long at the leader,
+            # would be dropped from the ISR and added back over and over
+            raise InvalidConfigError(f"replica.fetch.wait.max.ms ({wait}) should always be less than or equal to "
+                                     f"replica.lag.time.max.ms ({lag}) to prevent frequent changes in ISR")
 
     def with_overrides(self, values: Mapping[str, Any]) -> BrokerConfig:
         return BrokerConfig({**self.overrides, **values})

@@ -283,7 +283,7 @@ class _Run:
                          "unclean.leader.election.enable": config.unclean_leader_election,
                          "auto.create.topics.enable": False,
                          # parked fetches wake on new data anyway; a longer wait only saves idle rounds
-                         "replica.fetch.wait.max.ms": 2000}
+                         "replica.fetch.wait.max.ms": min(2000, config.lag_time_ms)}
         async with Cluster(brokers=config.brokers, config=broker_config, seed=self.seed) as cluster:
             self.cluster = cluster
             await cluster.create_topic(TOPIC, config.partitions, min(3, config.brokers),

@@ -115,3 +115,18 @@ def test_incremental_ops_change_only_the_properties_they_name() -> None:
 def test_bad_incremental_ops_name_the_property(ops: list, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         TopicConfig().altered(ops)
+
+
+@pytest.mark.parametrize("values", [
+    {"replica.lag.time.max.ms": 300},  # below the default wait, 500 ms
+    {"replica.fetch.wait.max.ms": 40_000},  # above the default lag time, 30 s
+])
+def test_a_follower_may_not_wait_at_its_leader_longer_than_it_may_lag(values: dict[str, int]) -> None:
+    """Kafka's KafkaConfig refuses it in these words: an idle partition's follower parked at its leader for longer
+    than the lag time would leave the ISR and rejoin it over and over."""
+    with pytest.raises(InvalidConfigError, match=r"replica.fetch.wait.max.ms \(\d+\) should always be less than or "
+                                                 r"equal to replica.lag.time.max.ms \(\d+\) to prevent frequent "
+                                                 r"changes in ISR"):
+        BrokerConfig(values)
+    taken = BrokerConfig({**values, "replica.fetch.wait.max.ms": 300, "replica.lag.time.max.ms": 300})
+    assert (taken["replica.fetch.wait.max.ms"], taken["replica.lag.time.max.ms"]) == (300, 300)
