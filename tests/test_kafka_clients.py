@@ -798,6 +798,17 @@ def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
                                               configs={"segment.ms": ("DELETE", None)})])
         result = repr(admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "admin-kp")]))
         assert "90000" in result and "80000" not in result
+
+        def synonyms(kind: Any, name: str, config: str) -> list[tuple[str, str, str]]:
+            [entry] = admin.describe_configs([KpConfigResource(kind, name, configs=[config])], include_synonyms=True,
+                                             config_filter="all")[kind.name.lower()][name].values()
+            return [(synonym["name"], synonym["value"], synonym["source"]) for synonym in entry["synonyms"]]
+
+        assert synonyms(ConfigResourceType.TOPIC, "admin-kp", "retention.ms") == [
+            ("retention.ms", "90000", "DYNAMIC_TOPIC_CONFIG"), ("log.retention.ms", "604800000", "DEFAULT_CONFIG")]
+        assert synonyms(ConfigResourceType.BROKER, "1", "replica.lag.time.max.ms") == [
+            ("replica.lag.time.max.ms", "1000", "STATIC_BROKER_CONFIG"),
+            ("replica.lag.time.max.ms", "30000", "DEFAULT_CONFIG")]
         admin.create_partitions({"admin-kp": KpNewPartitions(3)})
         assert len(cluster.describe_topic("admin-kp")) == 3
         admin.delete_topics(["admin-kp"])

@@ -416,9 +416,11 @@ class Admin(_GroupAdmin):
 
         return await self._with_retries(attempt, "list_partition_reassignments")
 
-    async def describe_configs(self, topics: Sequence[str] = (), brokers: Sequence[int] = ()
-                               ) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
-        """Configs of topics and brokers, keyed ("topic", name) / ("broker", id); entries say what is default."""
+    async def describe_configs(self, topics: Sequence[str] = (), brokers: Sequence[int] = (), *,
+                               include_synonyms: bool = False) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
+        """Configs of topics and brokers, keyed ("topic", name) / ("broker", id); entries say what is default.
+        `include_synonyms`: each entry also lists where else its value could come from (`ConfigEntry.synonyms`),
+        as Kafka's DescribeConfigs does when asked."""
         resources = [ConfigResource(TOPIC_RESOURCE, t) for t in topic_names(topics, "describe_configs()")] + \
             [ConfigResource(BROKER_RESOURCE, str(b)) for b in broker_ids(brokers, "describe_configs()")]
         described: dict[tuple[str, str], dict[str, ConfigEntry]] = {}
@@ -426,7 +428,7 @@ class Admin(_GroupAdmin):
         async def attempt() -> dict[tuple[str, str], dict[str, ConfigEntry]]:
             for resource in resources:  # a broker describes its own configs, so each goes to its broker
                 node = int(resource.name) if resource.resource_type == BROKER_RESOURCE else None
-                request = DescribeConfigsRequest([resource])
+                request = DescribeConfigsRequest([resource], bool(include_synonyms))
                 response: DescribeConfigsResponse = await (self._transport.send(node, request) if node is not None
                                                            else self._transport.send_to_any(request))
                 self._raise_results(response.results)

@@ -709,6 +709,23 @@ class ConfigResource:
 class DescribeConfigsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
     resources: list[ConfigResource]
+    include_synonyms: bool = False
+
+
+# Where a config value comes from, in a synonym: Kafka's ConfigSource ids (DescribeConfigs v1+)
+TOPIC_CONFIG_SOURCE = 1  # set on the topic (Kafka's DYNAMIC_TOPIC_CONFIG)
+STATIC_BROKER_CONFIG_SOURCE = 4  # set in the broker's config
+DEFAULT_CONFIG_SOURCE = 5
+
+
+@dataclass(slots=True)
+class ConfigSynonym:
+    """One place a config's value may come from, as Kafka lists them: the topic's own setting, then the broker
+    property that sets its default, then that property's default."""
+
+    name: str
+    value: str | None
+    source: int  # TOPIC_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE or DEFAULT_CONFIG_SOURCE
 
 
 @dataclass(slots=True)
@@ -718,6 +735,7 @@ class ConfigEntry:
     is_default: bool
     read_only: bool = False
     from_broker: bool = False  # a topic's value inherited from a broker setting (log.retention.ms), not its own
+    synonyms: list[ConfigSynonym] = field(default_factory=list)  # in order of precedence, when asked for
 
 
 @dataclass(slots=True)

@@ -20,7 +20,9 @@ from typing import Any, Protocol
 import trio
 
 from kafkalite.common import errors
-from kafkalite.common.config import TOPIC_DEFAULT_FROM_BROKER, BrokerConfig, TopicConfig, config_text
+from kafkalite.common.config import (
+    BROKER_CONFIG_KEYS, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig, TopicConfig, config_text,
+)
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
 from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, TopicPartition, validate_topic_name
@@ -51,8 +53,12 @@ from kafkalite.network.requests import (
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterConfigsResult,
+    DEFAULT_CONFIG_SOURCE,
+    STATIC_BROKER_CONFIG_SOURCE,
+    TOPIC_CONFIG_SOURCE,
     ConfigEntry,
     ConfigResource,
+    ConfigSynonym,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeConfigsResult,
@@ -401,20 +407,22 @@ class KafkaApis:
         for resource in request.resources:
             try:
                 results.append(DescribeConfigsResult(errors.NONE.code, resource.resource_type, resource.name,
-                                                     self._describe_configs(resource)))
+                                                     self._describe_configs(resource, request.include_synonyms)))
             except KafkaError as exc:
                 results.append(DescribeConfigsResult(exc.code, resource.resource_type, resource.name, [],
                                                      exc.message))
         return DescribeConfigsResponse(results)
 
-    def _describe_configs(self, resource: ConfigResource) -> list[ConfigEntry]:
+    def _describe_configs(self, resource: ConfigResource, include_synonyms: bool = False) -> list[ConfigEntry]:
         """Each config's value and where it comes from: set on the resource, inherited from a broker setting (a
-        topic's, as Kafka's STATIC_BROKER_CONFIG, not default), or the default."""
+        topic's, as Kafka's STATIC_BROKER_CONFIG, not default), or the default; with `include_synonyms`, every
+        place it could come from, in order of precedence (`_synonyms`)."""
         config: Mapping[str, Any]
         inherited: frozenset[str] = frozenset()
+        broker_config = self.replica_manager.config
+        own: Mapping[str, Any] = {}
         if resource.resource_type == TOPIC_RESOURCE:
             self._require_topic(resource.name)
-            broker_config = self.replica_manager.config
             topic_config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), broker_config)
             set_on_broker, own = broker_config.overrides, topic_config.overrides
             inherited = frozenset(name for name, broker_key in TOPIC_DEFAULT_FROM_BROKER.items()
@@ -425,13 +433,14 @@ class KafkaApis:
             if resource.name not in ("", str(self.broker_id)):
                 raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.broker_id} or empty string, "
                                                  f"but received {resource.name}")  # Kafka's words
-            config, read_only = self.replica_manager.config, True
+            config, read_only = broker_config, True
         else:
             raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
         overrides = config.overrides  # type: ignore[attr-defined]
         names = resource.config_names if resource.config_names is not None else sorted(config)
-        return [ConfigEntry(name, None if config[name] is None else config_text(config[name]),
-                            name not in overrides and name not in inherited, read_only, name in inherited)
+        return [ConfigEntry(name, _text(config[name]), name not in overrides and name not in inherited, read_only,
+                            name in inherited,
+                            _synonyms(resource.resource_type, name, own, broker_config) if include_synonyms else [])
                 for name in names if name in config]
 
     def _require_topic(self, name: str) -> None:
@@ -712,3 +721,27 @@ class KafkaApis:
 
     async def handle_delete_groups(self, request: DeleteGroupsRequest, context: RequestContext) -> Response:
         return await self.group_coordinator.handle_delete_groups(request)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else config_text(value)
+
+
+def _synonyms(resource_type: int, name: str, own: Mapping[str, Any], broker: BrokerConfig) -> list[ConfigSynonym]:
+    """Kafka's synonyms of a config, in order of precedence: a topic's own setting; then the broker property
+    that sets the topic's default (a broker's config: itself), as the broker sets it and as its default is. A
+    topic config no broker property sets has only its own. Kafka names a few defaults by a property in larger
+    units (log.retention.hours for retention.ms); kafkalite names the millisecond property it keeps."""
+    found = []
+    if resource_type == TOPIC_RESOURCE:
+        if name in own:
+            found.append(ConfigSynonym(name, _text(own[name]), TOPIC_CONFIG_SOURCE))
+        broker_key = TOPIC_DEFAULT_FROM_BROKER.get(name)
+        if broker_key is None:
+            return found
+        name = broker_key
+    set_on_broker = broker.overrides
+    if name in set_on_broker:
+        found.append(ConfigSynonym(name, _text(set_on_broker[name]), STATIC_BROKER_CONFIG_SOURCE))
+    found.append(ConfigSynonym(name, _text(BROKER_CONFIG_KEYS[name].default), DEFAULT_CONFIG_SOURCE))
+    return found

@@ -14,6 +14,7 @@ from kafkalite.common import errors
 from kafkalite.common.config import config_text
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
+from kafkalite.network.requests import DEFAULT_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE, TOPIC_CONFIG_SOURCE
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
 
@@ -165,6 +166,13 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
         assert topic["retention.ms"].value == "60000" and not topic["retention.ms"].is_default
         assert topic["min.insync.replicas"].value == "1" and topic["min.insync.replicas"].is_default
         assert configs[("broker", "1")]["broker.id"].value == "1" and configs[("broker", "1")]["broker.id"].read_only
+        assert topic["retention.ms"].synonyms == []  # not asked for
+        asked = await admin.describe_configs(["conf"], [1], include_synonyms=True)
+        assert [(s.name, s.value, s.source) for s in asked[("topic", "conf")]["retention.ms"].synonyms] == [
+            ("retention.ms", "60000", TOPIC_CONFIG_SOURCE), ("log.retention.ms", "604800000", DEFAULT_CONFIG_SOURCE)]
+        assert [(s.name, s.value, s.source) for s in asked[("broker", "1")]["replica.lag.time.max.ms"].synonyms] == [
+            ("replica.lag.time.max.ms", "10000", STATIC_BROKER_CONFIG_SOURCE),
+            ("replica.lag.time.max.ms", "30000", DEFAULT_CONFIG_SOURCE)]
         await admin.alter_topic_configs({"conf": {"min.insync.replicas": 4}})  # more than the 3 replicas
 
         def everywhere(value: int) -> bool:
