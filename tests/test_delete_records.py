@@ -210,3 +210,15 @@ async def test_bad_requests_get_kafkas_errors_with_a_reason_and_the_broker_keeps
         CONSUMER_REPLICA_ID, 0, 0, [FetchPartition(TOPIC, 0, 0)]), RequestContext(source="client"))
     assert response.partitions[0].log_start_offset == 0
     assert await cluster.list_offset(TOPIC, 0, EARLIEST_TIMESTAMP) == 0
+
+
+async def test_the_admin_hears_which_replica_held_its_deletion_back(cluster: Cluster) -> None:
+    """The leader gives up waiting before the admin's request times out, so the admin's error names the replica
+    that kept the records, not only that no answer came."""
+    leader = cluster.leader_for(TOPIC, 0)
+    lagger, other = [b for b in (1, 2, 3) if b != leader]
+    cluster.partition_network({lagger}, {leader, other})
+    async with Admin(cluster, {"default.api.timeout.ms": 40000}) as admin:
+        with pytest.raises(errors.RequestTimedOutError, match=rf"replicas on live brokers \[{lagger}\]"):
+            await admin.delete_records({TP: 4})
+    assert log_starts(cluster, [leader, other]) == {leader: 4, other: 4}

@@ -1335,3 +1335,35 @@ def test_a_static_member_of_confluent_kafka_comes_back_to_its_partitions_without
         for consumer in (stays, returns):
             if consumer is not None:
                 consumer.close()
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def test_a_consumer_with_a_group_instance_id_that_assigns_its_partitions_commits(cluster: EmbeddedCluster,
+                                                                                 topic: str, client: str) -> None:
+    """Outside group management, kafka-python and librdkafka still send their group.instance.id with generation -1;
+    Kafka takes the commit into an empty group since KAFKA-14201, and so does kafkalite."""
+    group = f"static-assign-{client}"
+    if client == "kafka-python":
+        from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition as KpTopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap_servers, group_id=group,
+                                 group_instance_id="instance-1", enable_auto_commit=False)
+        try:
+            consumer.assign([KpTopicPartition(topic, 0)])
+            consumer.commit({KpTopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+        finally:
+            consumer.close()
+    else:
+        from confluent_kafka import Consumer, TopicPartition as CkTopicPartition
+
+        consumer = Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": group,
+                             "group.instance.id": "instance-1", "enable.auto.commit": False})
+        try:
+            consumer.assign([CkTopicPartition(topic, 0, 0)])
+            [committed] = consumer.commit(offsets=[CkTopicPartition(topic, 0, 3)], asynchronous=False)
+            assert committed.error is None
+        finally:
+            consumer.close()
+    with cluster.admin() as admin:
+        offsets = admin.list_group_offsets(group)
+    assert {tp: o.committed for tp, o in offsets.items()} == {NativeTopicPartition(topic, 0): 3}

@@ -538,8 +538,8 @@ class Admin(_GroupAdmin):
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Kafka's deleteRecords: delete every record below each partition's offset (-1: below the high
-        watermark). Returns each partition's low watermark, its log start offset from now on on every in-sync
-        replica. Raises UnknownTopicOrPartitionError for a partition that does not exist, and the brokers' errors:
+        watermark). Returns each partition's low watermark, its log start offset from now on on every replica of
+        a live broker. Raises UnknownTopicOrPartitionError for a partition that does not exist, and the brokers' errors:
         OffsetOutOfRangeError for an offset beyond the high watermark or negative, InvalidTopicError for an
         internal topic."""
         where = "delete_records()"
@@ -557,10 +557,12 @@ class Admin(_GroupAdmin):
             remaining = [tp for tp in wanted if tp not in low_watermarks]
             self._require_partitions(remaining)
             stale: list[KafkaError] = []  # leaders moved, or in-sync replicas were slow to follow
+            # the leader waits a tenth less than the request may take, so that its answer, and the replicas it
+            # names when it gives up waiting for them, arrives before the request times out here
+            waited_ms = self.config["request.timeout.ms"] * 9 // 10
             for leader_id, tps in self._by_leader(remaining).items():
                 response: DeleteRecordsResponse = await self._transport.send(leader_id, DeleteRecordsRequest(
-                    [DeleteRecordsPartition(tp.topic, tp.partition, wanted[tp]) for tp in tps],
-                    self.config["request.timeout.ms"]))
+                    [DeleteRecordsPartition(tp.topic, tp.partition, wanted[tp]) for tp in tps], waited_ms))
                 for result in response.partitions:
                     if result.error_code == errors.NONE.code:
                         low_watermarks[TopicPartition(result.topic, result.partition)] = result.low_watermark

@@ -806,13 +806,13 @@ class GroupCoordinator:
     # -- offsets ------------------------------------------------------------------------------------------------
 
     async def handle_commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
-        """Commit for a member of the current generation, or (generation -1, naming no member and no instance) for a
-        group no member manages. As Kafka's validateOffsetCommit, a commit that names a member or an instance is
-        checked as that member's, whatever its generation."""
+        """Commit for a member of the current generation, or (generation -1) for a group no member manages: one
+        that does not exist or is empty takes it whatever member id or group.instance.id it names, as Kafka's
+        validateOffsetCommit does since KAFKA-14201 (a consumer with a group.instance.id that assign()s its
+        partitions commits with its instance id: kafka-python and librdkafka do)."""
         owned = self._owner(request.group_id)
         group = self._groups.get(request.group_id)
-        from_outside = request.generation_id < 0 and not request.member_id and request.group_instance_id is None
-        if from_outside and (group is None or group.is_(_EMPTY)):
+        if request.generation_id < 0 and (group is None or group.is_(_EMPTY)):
             group = group or self._add_group(owned, request.group_id)
         else:
             self._check_member_commit(group, request)
@@ -844,10 +844,6 @@ class GroupCoordinator:
         """Kafka's validateOffsetCommit, then the state's answer: the member and its generation come first, so a
         stale member hears ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, which tell it to rejoin, whatever the group
         is doing meanwhile."""
-        if group is None and request.generation_id < 0:
-            raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {request.group_id} does not exist, so it has no member "
-                                                  f"{request.member_id or request.group_instance_id!r}; commit with no "
-                                                  "member id and no group.instance.id from outside group management")
         if group is None:
             raise _fail(errors.ILLEGAL_GENERATION, f"group {request.group_id} does not exist, so generation "
                                                    f"{request.generation_id} is not its own; commit with generation "

@@ -64,35 +64,33 @@ async def test_bad_commits_leave_the_group_as_it_was(autojump_clock: Any, cluste
     assert fetched.partitions[0].committed_offset == -1  # none of them was stored
 
 
-async def test_a_commit_naming_a_member_or_an_instance_is_that_members_whatever_its_generation(
+async def test_a_commit_with_no_generation_is_taken_by_an_empty_group_whatever_member_it_names(
         autojump_clock: Any, cluster: Cluster) -> None:
-    """Kafka's validateOffsetCommit: only a commit with generation -1, no member id and no group.instance.id comes
-    from outside group management. One naming a member or an instance is checked as that member's, in a group
-    that does not exist (UNKNOWN_MEMBER_ID, each time alike) or is Empty; a Stable group's member with generation
-    -1 is in the wrong generation."""
+    """Kafka's validateOffsetCommit since KAFKA-14201: generation -1 is a commit from outside group management, which
+    a group that does not exist or is empty takes whatever member id or group.instance.id it names (a consumer with
+    a group.instance.id that assign()s its partitions sends its instance id). A group with members checks the
+    member, then the generation."""
     _, member_id = await stable_member(cluster)
 
     async def commit(request: OffsetCommitRequest) -> Any:
         return await send(cluster, await coordinator_of(cluster, request.group_id), request)
 
-    await commit(OffsetCommitRequest("empty", -1, "", [OffsetCommitPartition("events", 0, 1)]))
     cases = [
-        (OffsetCommitRequest("fresh", -1, "stale-member", []), errors.UNKNOWN_MEMBER_ID),
-        (OffsetCommitRequest("fresh", -1, "stale-member", []), errors.UNKNOWN_MEMBER_ID),  # the second time alike
-        (OffsetCommitRequest("fresh", -1, "", [], "instance-1"), errors.UNKNOWN_MEMBER_ID),
-        (OffsetCommitRequest("empty", -1, "", [], "instance-1"), errors.UNKNOWN_MEMBER_ID),
-        (OffsetCommitRequest("empty", -1, "stale-member", []), errors.UNKNOWN_MEMBER_ID),
+        (OffsetCommitRequest("fresh", -1, "stale-member", []), errors.NONE),
+        (OffsetCommitRequest("fresh", -1, "stale-member", []), errors.NONE),  # the group is empty now: alike
+        (OffsetCommitRequest("static", -1, "", [], "instance-1"), errors.NONE),
+        (OffsetCommitRequest("static", -1, "", [], "instance-1"), errors.NONE),
         (OffsetCommitRequest("g", -1, member_id, []), errors.ILLEGAL_GENERATION),
+        (OffsetCommitRequest("g", -1, "", [], "instance-1"), errors.UNKNOWN_MEMBER_ID),
     ]
-    for request, expected in cases:
-        request.partitions = [OffsetCommitPartition("events", 0, 5)]
+    for offset, (request, expected) in enumerate(cases):
+        request.partitions = [OffsetCommitPartition("events", 0, offset)]
         response = await commit(request)
         assert [p.error_code for p in response.partitions] == [expected.code], (request, response)
-        assert response.partitions[0].error_message
-    for group_id, offset in (("fresh", -1), ("empty", 1), ("g", -1)):
+    for group_id, offset in (("fresh", 1), ("static", 3), ("g", -1)):
         fetched = await send(cluster, await coordinator_of(cluster, group_id),
                              OffsetFetchRequest(group_id, [("events", 0)]))
-        assert fetched.partitions[0].committed_offset == offset, group_id  # none of them was stored
+        assert fetched.partitions[0].committed_offset == offset, group_id
 
 
 async def test_bad_joins_syncs_and_heartbeats_are_refused(autojump_clock: Any, cluster: Cluster) -> None:
