@@ -97,7 +97,7 @@ async def test_list_offset_answers_what_a_consumer_is_told_by_the_leader(autojum
 async def test_a_new_partition_replicates_without_waiting_out_a_parked_follower_fetch(autojump_clock) -> None:
     """A follower whose fetch to the leader is parked (nothing to read) must not hold a new partition of the same
     leader back for replica.fetch.wait.max.ms: the first acks=all produce to it is acknowledged at once."""
-    config = {**CONFIG, "replica.fetch.wait.max.ms": 20_000}
+    config = {**CONFIG, "replica.fetch.wait.max.ms": 20_000, "replica.lag.time.max.ms": 30_000}
     async with Cluster(brokers=2, config=config, seed=2) as cluster:
         await cluster.create_topic("quiet", partitions=1, replication_factor=2)
         await cluster.produce("quiet", 0, values(1))
