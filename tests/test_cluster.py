@@ -855,3 +855,30 @@ async def test_an_admin_call_with_no_controller_to_elect_says_so_after_its_timeo
                                                               r"CreateTopicsRequest: .*zookeeper.session.timeout.ms"):
             await cluster.create_topic("t", timeout=5)
         assert trio.current_time() - started == pytest.approx(5)
+
+
+async def test_replicas_forget_an_idempotent_producer_idle_for_producer_id_expiration_ms(autojump_clock) -> None:
+    """Kafka's removeExpiredProducers (KIP-854): every replica drops a producer whose last batch is
+    producer.id.expiration.ms old, checked every producer.id.expiration.check.interval.ms; one still writing is
+    kept, and a forgotten one that writes again is taken and tracked anew."""
+    from kafkalite.client import Producer
+
+    config = {**CONFIG, "producer.id.expiration.ms": 60_000, "producer.id.expiration.check.interval.ms": 10_000}
+    async with Cluster(brokers=3, config=config, seed=5) as cluster:
+        await cluster.create_topic("ids", partitions=1, replication_factor=3)
+
+        def known() -> list[set[int]]:
+            return [set(cluster.broker(b).replica_manager.get_partition(TopicPartition("ids", 0)).producer_state
+                        .producers) for b in cluster.broker_ids]
+
+        async with Producer(cluster, {"enable.idempotence": True}) as idle, \
+                Producer(cluster, {"enable.idempotence": True}) as busy:
+            await (await idle.send("ids", b"once", partition=0))
+            for _ in range(8):
+                await (await busy.send("ids", b"again", partition=0))
+                await trio.sleep(10)
+            assert known() == [{busy.producer_id}] * 3
+            await (await idle.send("ids", b"back", partition=0))
+            await trio.sleep(1)
+            assert known() == [{idle.producer_id, busy.producer_id}] * 3
+        assert [record.value for _, record in await cluster.fetch("ids", 0, 0)] == [b"once"] + [b"again"] * 8 + [b"back"]

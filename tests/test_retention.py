@@ -104,3 +104,24 @@ async def test_a_config_changed_while_a_broker_was_down_rules_its_log_once_it_is
         assert log_starts(cluster) == {1: 3, 2: 3, 3: 3}  # the leader expired them too, and led the followers
         big = await cluster.produce("t", 0, [Record(None, b"x" * 1_500_000)], acks=-1)  # above the 1 MiB default
         assert big == 3
+
+
+async def test_config_change_notifications_are_purged_once_every_broker_has_had_time_to_read_them(
+        autojump_clock: Any) -> None:
+    """Kafka's brokers delete `/config/changes` notifications 15 minutes old when they process the next one: one
+    znode per change would otherwise pile up for the cluster's life, every broker listing them all at each change."""
+    from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH
+
+    async with Cluster(brokers=3, seed=1) as cluster:
+        await cluster.create_topic("t", 1, 3)
+        zk = cluster.broker(1).zk
+        async with Admin(cluster) as admin:
+            for retention_ms in (100_000, 200_000, 300_000):
+                await admin.alter_topic_configs({"t": {"retention.ms": retention_ms}})
+            await trio.sleep(1)
+            assert len(zk.get_children(CONFIG_CHANGES_PATH)) == 3
+            await trio.sleep(15 * 60)
+            await admin.alter_topic_configs({"t": {"retention.ms": 400_000}})
+            await trio.sleep(1)
+        assert len(zk.get_children(CONFIG_CHANGES_PATH)) == 1
+        assert {cluster.log_manager(b).get_log(TP).config.retention_ms for b in (1, 2, 3)} == {400_000}  # type: ignore

@@ -213,6 +213,10 @@ BROKER_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.retention.hours", "int", 168, "log.retention.ms in hours, when neither it nor "
               "log.retention.minutes is set."),
     ConfigKey("log.roll.hours", "int", 168, "log.roll.ms in hours, when that is not set.", at_least=1),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000,
+              "How long a replica keeps an idempotent producer's state after its last batch (KIP-854).", at_least=1),
+    ConfigKey("producer.id.expiration.check.interval.ms", "int", 600000,
+              "How often each broker drops the producer state producer.id.expiration.ms let go.", at_least=1),
     ConfigKey("log.retention.check.interval.ms", "long", 300000,
               "How often each broker deletes the segments that retention.ms, retention.bytes or DeleteRecords let go.",
               at_least=1),

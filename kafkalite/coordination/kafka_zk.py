@@ -61,6 +61,8 @@ ISR_CHANGE_PREFIX = "isr_change_"
 TOPIC_CONFIG_PATH = "/config/topics"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+CONFIG_CHANGE_EXPIRATION_S = 15 * 60
+"""How long a `/config/changes` notification stays: Kafka's ZkNodeChangeNotificationListener (changeExpirationMs)."""
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -583,6 +585,20 @@ class KafkaZkClient:
                                                                              "entity_path": f"topics/{topic}"}),
                      sequential=True),
         ])
+
+    def purge_config_changes(self) -> None:
+        """Delete the `/config/changes` notifications older than CONFIG_CHANGE_EXPIRATION_S, as Kafka's brokers
+        purge them each time they process notifications: every live broker has long applied them (a broker that
+        was away re-reads every config when it comes back), and kept, they would pile up, one per change, for
+        every broker to list at each change."""
+        cutoff = trio.current_time() - CONFIG_CHANGE_EXPIRATION_S  # znode times are Trio times
+        for child in self.get_children(CONFIG_CHANGES_PATH):
+            path = f"{CONFIG_CHANGES_PATH}/{child}"
+            try:
+                if self.session.get(path)[1].ctime < cutoff:
+                    self.session.delete(path)
+            except NoNodeError:
+                pass  # another broker purged it first
 
     def get_topic_config(self, topic: str) -> dict[str, Any]:
         found = self.get_data(topic_config_path(topic))

@@ -39,7 +39,7 @@ from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, TopicPartition
 from kafkalite.coordinator.group_metadata import (
-    STATES_BY_NAME, GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, Waiter,
+    STATES_BY_NAME, GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, Waiter, pending_member_timer,
 )
 from kafkalite.coordinator.group_metadata_manager import (
     LoadedPartition, group_metadata_record, offset_commit_record, partition_for,
@@ -360,7 +360,7 @@ class GroupCoordinator:
             if member is not None:  # a member that had not rejoined: the others take the places
                 self._remove_member_and_update_group(group, member)
             elif request.member_id in group.pending_members:  # as Kafka's remove: not waited for any longer
-                group.pending_members.discard(request.member_id)
+                group.discard_pending(request.member_id)
                 self._try_complete_join(group)
             raise _fail(errors.GROUP_MAX_SIZE_REACHED, f"group {group.group_id} has reached group.max.size "
                                                        f"({self.config['group.max.size']} members)")
@@ -420,8 +420,8 @@ class GroupCoordinator:
         # KIP-394: a dynamic member first gets its id, and joins with it; a client that never comes back is
         # forgotten after its session timeout instead of holding up the rebalance as a member.
         group.pending_members.add(member_id)
-        self._start(group, self._expire_pending_member, group, member_id,
-                    trio.current_time() + request.session_timeout_ms / 1000)
+        self._start_timer(group, pending_member_timer(member_id), self._expire_pending_member, group, member_id,
+                          trio.current_time() + request.session_timeout_ms / 1000)
         return JoinGroupResponse(errors.MEMBER_ID_REQUIRED.code, member_id=member_id,
                                  error_message="join again with this member id")
 
@@ -681,7 +681,7 @@ class GroupCoordinator:
     async def _expire_pending_member(self, group: GroupMetadata, member_id: str, deadline: float) -> None:
         await trio.sleep_until(deadline)
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            group.discard_pending(member_id)
             self._try_complete_join(group)
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata) -> None:
@@ -793,7 +793,7 @@ class GroupCoordinator:
                 return errors.FENCED_INSTANCE_ID
             member_id = holder
         elif member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            group.discard_pending(member_id)
             self._try_complete_join(group)
             return errors.NONE
         member = group.members.get(member_id)

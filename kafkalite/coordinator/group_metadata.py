@@ -127,6 +127,11 @@ class MemberMetadata:
         return self.join_waiter is not None or self.sync_waiter is not None
 
 
+def pending_member_timer(member_id: str) -> str:
+    """The key of a pending member's expiry in `GroupMetadata.timers`."""
+    return f"pending member {member_id}"
+
+
 @dataclass(eq=False)
 class GroupMetadata:
     group_id: str
@@ -176,12 +181,23 @@ class GroupMetadata:
             self.leader_id = member.member_id
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.pending_members.discard(member.member_id)
+        self.discard_pending(member.member_id)
+
+    def discard_pending(self, member_id: str) -> None:
+        """A member told MEMBER_ID_REQUIRED is no longer waited for (it joined, left, or was refused): its expiry
+        timer ends now, as Kafka completes its pending-member DelayedHeartbeat, rather than sleeping out the
+        session timeout."""
+        self.pending_members.discard(member_id)
+        scope = self.timers.pop(pending_member_timer(member_id), None)
+        if scope is not None:
+            scope.cancel()
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        if member.deadline_moved_up is not None:  # the watch on its session ends now (Kafka completes it on leave)
+            member.deadline_moved_up.set()
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
         self.pending_sync.discard(member_id)

@@ -160,7 +160,7 @@ class Broker:
 
     async def _apply_config_changes(self) -> None:
         """Kafka's dynamic config manager: on each `/config/changes` notification, and on each new session, re-read
-        hosted topics' configs. Cut off from the service, it waits for the link; a session that ends meanwhile
+        hosted topics' configs, then purge the notifications old enough for every broker to have read. Cut off from the service, it waits for the link; a session that ends meanwhile
         leaves the work to the next one."""
         while True:
             try:
@@ -172,6 +172,7 @@ class Broker:
             self._config_changed = trio.Event()
             try:
                 await self.zk.when_reachable(self.replica_manager.update_topic_configs)
+                await self.zk.when_reachable(self.zk.purge_config_changes)
             except SessionExpiredError:
                 pass
             if self.apis.controller is not None:

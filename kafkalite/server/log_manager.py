@@ -20,6 +20,9 @@ from kafkalite.network.transport import PauseGate
 log = logging.getLogger(__name__)
 
 _log_configs: dict[LogConfig, LogConfig] = {}
+_MAX_SHARED_LOG_CONFIGS = 1024
+"""Distinct log configs kept for sharing: the table is the process's, outliving its clusters, so it starts over
+past this many (the logs keep the objects they hold)."""
 _last_log_config: tuple[TopicConfig | None, LogConfig] = (None, LogConfig())
 
 
@@ -37,6 +40,8 @@ def log_config_for(topic_config: TopicConfig) -> LogConfig:
                        retention_ms=topic_config["retention.ms"] if deletes else -1,
                        retention_bytes=topic_config["retention.bytes"] if deletes else -1,
                        max_message_bytes=topic_config["max.message.bytes"])
+    if len(_log_configs) >= _MAX_SHARED_LOG_CONFIGS and config not in _log_configs:
+        _log_configs.clear()
     config = _log_configs.setdefault(config, config)
     _last_log_config = (topic_config, config)
     return config

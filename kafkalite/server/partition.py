@@ -164,6 +164,17 @@ class Partition:
         self.topic_config = topic_config
         self.log.config = log_config_for(topic_config)
 
+    def remove_expired_producers(self, now: int, expiration_ms: int) -> None:
+        """Forget the idempotent producers whose last batch's timestamp is `expiration_ms` old (Kafka's
+        isProducerExpired, which reads the same timestamp). A producer that sends again after that is taken at any
+        sequence, as one the replica never knew (KIP-360)."""
+        producers = self._producers
+        if producers:
+            expired = [producer_id for producer_id, entry in producers.items()
+                       if not entry.batches or now - entry.batches[-1].max_timestamp >= expiration_ms]
+            for producer_id in expired:
+                del producers[producer_id]
+
     # -- views ----------------------------------------------------------------------------------------------------
 
     @property

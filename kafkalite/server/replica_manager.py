@@ -133,6 +133,7 @@ class ReplicaManager:
         nursery.start_soon(self.delayed_timer.run)
         nursery.start_soon(self._isr_expiration_loop)
         nursery.start_soon(self._isr_change_propagation_loop)
+        nursery.start_soon(self._producer_expiration_loop)
 
     # -- partitions -----------------------------------------------------------------------------------------------
 
@@ -675,6 +676,17 @@ class ReplicaManager:
             partition.maybe_shrink_isr(now, max_lag_ms)
             if not partition.needs_lag_check():
                 del self._lag_checks[partition]
+
+    async def _producer_expiration_loop(self) -> None:
+        """Kafka's removeExpiredProducers, every producer.id.expiration.check.interval.ms: each replica forgets the
+        idempotent producers whose last batch is producer.id.expiration.ms old. Without it, every producer a
+        long-lived cluster ever saw stays in every replica it wrote to."""
+        while True:
+            await trio.sleep(self.config["producer.id.expiration.check.interval.ms"] / 1000)
+            await self.gate.checkpoint()
+            now, expiration_ms = now_ms(), self.config["producer.id.expiration.ms"]
+            for partition in self.all_partitions.values():
+                partition.remove_expired_producers(now, expiration_ms)
 
     async def _isr_change_propagation_loop(self) -> None:
         """Batch ISR changes into one notification per interval, so a burst does not flood the controller."""

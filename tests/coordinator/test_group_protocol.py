@@ -745,3 +745,33 @@ async def test_a_static_member_restart_whose_store_times_out_keeps_the_old_sessi
     await trio.sleep(1)  # the old session, 6 s from the undoing, is over
     assert state(cluster, coordinator)[2] == []
     assert trio.current_time() - undone < 10
+
+
+def coordinator_timers() -> int:
+    """The group coordinator's tasks alive in this Trio run that watch a member's session or a timed step."""
+    def walk(task: Any) -> Any:
+        yield task
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                yield from walk(child)
+
+    return sum(task.coro.__name__ in ("_expire_member", "_expire_pending_member", "timer")
+               for task in walk(trio.lowlevel.current_root_task()))
+
+
+async def test_members_that_leave_leave_no_session_watch_behind(autojump_clock: Any, cluster: Cluster) -> None:
+    """As Kafka completes a leaving member's DelayedHeartbeat (and a pending member's), the watch on a member that
+    left, or on one told MEMBER_ID_REQUIRED that left or joined, ends at once instead of sleeping out the session
+    timeout (up to group.max.session.timeout.ms, 30 minutes) with the member in memory."""
+    coordinator = await coordinator_of(cluster, "g")
+    before = coordinator_timers()
+    for _ in range(5):
+        pending = (await send(cluster, coordinator, join_request("g", session_timeout_ms=1_800_000))).member_id
+        assert (await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity(pending)]))).error_code == 0
+        member_id = (await send(cluster, coordinator, join_request("g", session_timeout_ms=1_800_000))).member_id
+        joined = await send(cluster, coordinator, join_request("g", member_id, session_timeout_ms=1_800_000))
+        assert joined.error_code == 0
+        assert (await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity(member_id)]))).error_code == 0
+    await trio.sleep(1)
+    assert state(cluster, coordinator) == ("Empty", 10, [])
+    assert coordinator_timers() == before
