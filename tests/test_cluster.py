@@ -881,4 +881,5 @@ async def test_replicas_forget_an_idempotent_producer_idle_for_producer_id_expir
             await (await idle.send("ids", b"back", partition=0))
             await trio.sleep(1)
             assert known() == [{idle.producer_id, busy.producer_id}] * 3
-        assert [record.value for _, record in await cluster.fetch("ids", 0, 0)] == [b"once"] + [b"again"] * 8 + [b"back"]
+        values = [record.value for _, record in await cluster.fetch("ids", 0, 0)]
+        assert values == [b"once"] + [b"again"] * 8 + [b"back"]

@@ -160,8 +160,8 @@ class Broker:
 
     async def _apply_config_changes(self) -> None:
         """Kafka's dynamic config manager: on each `/config/changes` notification, and on each new session, re-read
-        hosted topics' configs, then purge the notifications old enough for every broker to have read. Cut off from the service, it waits for the link; a session that ends meanwhile
-        leaves the work to the next one."""
+        hosted topics' configs, then purge the notifications old enough for every broker to have read. Cut off
+        from the service, it waits for the link; a session that ends meanwhile leaves the work to the next one."""
         while True:
             try:
                 await self.zk.when_reachable(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, watch=True))
