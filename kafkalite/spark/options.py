@@ -15,19 +15,23 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.client.config import CONSUMER_CONFIG_KEYS, PRODUCER_CONFIG_KEYS, ClientConfig
 from kafkalite.common.config import ConfigKey, config_names
-from kafkalite.common.errors import InvalidConfigError
-from kafkalite.common.types import TopicPartition
+from kafkalite.common.errors import InvalidConfigError, InvalidTopicError
+from kafkalite.common.types import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 
 EARLIEST = -2
 LATEST = -1
 """The offsets JSON spells earliest and latest as -2 and -1, as Kafka's ListOffsets does."""
 POSITION_NAMES = {EARLIEST: "earliest", LATEST: "latest"}
+_LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+"""Spark parses offsets, timestamps and most numeric options as a Long, minPartitions and the retry count as an Int:
+a value beyond fails there, so it fails here too, before any job, rather than deep in an admin request."""
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ _SINK_OWNED_KEYS = {
 }
 _IGNORED_CLIENT_KEYS = frozenset({"group.id"})
 """Accepted for pipelines moving from Spark's Kafka source, and unused: the connector reads without a group."""
-_IGNORED_RETRY_OPTIONS = ("fetchoffset.numretries", "fetchoffset.retryintervalms")
+_IGNORED_RETRY_OPTIONS = {"fetchoffset.numretries": _INT_MAX, "fetchoffset.retryintervalms": _LONG_MAX}
 """Spark's retries of a failed offset lookup: accepted, checked as integers, and unused, as kafkalite's admin client
 already retries leader moves and unreachable brokers until default.api.timeout.ms (`kafka.default.api.timeout.ms`).
 `groupIdPrefix` and `kafka.group.id` name the consumer group of Spark's readers: accepted and unused, as the
@@ -111,10 +115,12 @@ class Subscription:
     partitions: tuple[TopicPartition, ...] = ()
 
     def covers(self, tp: TopicPartition) -> bool:
+        """Whether the query reads `tp`. A pattern keeps a topic it matches anywhere in the name, as Spark's Kafka
+        source does (ConsumerStrategy's SubscribePatternStrategy: `findFirstIn`), not only the whole name."""
         if self.partitions:
             return tp in self.partitions
         if self.pattern is not None:
-            return re.fullmatch(self.pattern, tp.topic) is not None
+            return re.search(self.pattern, tp.topic) is not None
         return tp.topic in self.topics
 
 
@@ -207,8 +213,8 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
     if max_per_trigger is not None and min_per_trigger is not None and min_per_trigger > max_per_trigger:
         raise OptionError("minoffsetspertrigger", min_per_trigger,
                           f"must not exceed maxOffsetsPerTrigger ({max_per_trigger})")
-    for option in _IGNORED_RETRY_OPTIONS:
-        _int_option(options, option, minimum=0)
+    for option, maximum in _IGNORED_RETRY_OPTIONS.items():
+        _int_option(options, option, minimum=0, maximum=maximum)
     return SourceOptions(
         bootstrap=bootstrap_servers(options),
         subscription=_subscription(options),
@@ -218,7 +224,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         max_offsets_per_trigger=max_per_trigger,
         min_offsets_per_trigger=min_per_trigger,
         max_trigger_delay_ms=_duration_ms(options, "maxtriggerdelay", "15m"),
-        min_partitions=_positive_int(options, "minpartitions"),
+        min_partitions=_positive_int(options, "minpartitions", maximum=_INT_MAX),
         max_records_per_partition=_positive_int(options, "maxrecordsperpartition"),
         fail_on_data_loss=_boolean(options, "failondataloss", True),
         include_headers=_boolean(options, "includeheaders", False),
@@ -248,6 +254,7 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
         topics = tuple(topic.strip() for topic in value.split(",") if topic.strip())
         if not topics:
             raise OptionError(option, repr(value), "name at least one topic")
+        _check_topic_names(option, value, topics)
         return Subscription(option, value, topics=topics)
     if option == "subscribepattern":
         if not value.strip():
@@ -260,7 +267,22 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     partitions = tuple(sorted(_partition_json(option, value, list_values=True)))
     if not partitions:
         raise OptionError(option, value, "assign at least one partition")
+    _check_topic_names(option, value, [tp.topic for tp in partitions])
+    internal = sorted({tp.topic for tp in partitions} & INTERNAL_TOPICS)  # whether or not the cluster made it yet
+    if internal:
+        raise OptionError(option, value, f"topic {internal[0]!r} is internal to the cluster and cannot be read, as "
+                                         "Spark's Kafka source leaves internal topics out")
     return Subscription(option, value, partitions=partitions)
+
+
+def _check_topic_names(option: str, value: str, topics: Sequence[str]) -> None:
+    """Fail on a name no topic can have, as Spark's Kafka source fails on the cluster's INVALID_TOPIC_EXCEPTION,
+    rather than read nothing from it as from a topic not created yet."""
+    for topic in topics:
+        try:
+            validate_topic_name(topic)
+        except InvalidTopicError as exc:
+            raise OptionError(option, value, exc.message) from None
 
 
 def _offset_spec(options: Mapping[str, str], side: str, default: int, allowed: tuple[int, ...]) -> OffsetSpec:
@@ -268,12 +290,13 @@ def _offset_spec(options: Mapping[str, str], side: str, default: int, allowed: t
     timestamp_option, by_timestamp_option, offsets_option = \
         f"{side}timestamp", f"{side}offsetsbytimestamp", f"{side}offsets"
     if options.get(timestamp_option) is not None:
-        return OffsetSpec(timestamp_option, options[timestamp_option], timestamp=_timestamp(timestamp_option, options[timestamp_option]))
+        value = options[timestamp_option]
+        return OffsetSpec(timestamp_option, value, timestamp=_timestamp(timestamp_option, value))
     if options.get(by_timestamp_option) is not None:
         value = options[by_timestamp_option]
         timestamps = _partition_json(by_timestamp_option, value, list_values=False)
         for tp, ts in timestamps.items():
-            _timestamp(by_timestamp_option, ts, f" (partition {tp.topic}-{tp.partition})")
+            _timestamp(by_timestamp_option, value, ts, f" (partition {tp.topic}-{tp.partition})")
         return OffsetSpec(by_timestamp_option, value, timestamps=timestamps)
     value = options.get(offsets_option)
     if value is None:
@@ -292,6 +315,9 @@ def _offset_spec(options: Mapping[str, str], side: str, default: int, allowed: t
         if offset < 0 and offset not in allowed:
             raise OptionError(offsets_option, value, f"offset {offset} of {tp.topic}-{tp.partition} is not allowed "
                                                      "here (-2: earliest, -1: latest, or an offset >= 0)")
+        if offset > _LONG_MAX:
+            raise OptionError(offsets_option, value, f"offset {offset} of {tp.topic}-{tp.partition} is beyond the "
+                                                     f"largest offset, {_LONG_MAX}")
     return OffsetSpec(offsets_option, value, offsets=offsets)
 
 
@@ -320,20 +346,25 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _timestamp(option: str, value: Any, where: str = "") -> int:
-    if not _is_int(value) and (not isinstance(value, str) or _INTEGER.fullmatch(value) is None):
-        raise OptionError(option, value, f"not a timestamp in epoch milliseconds{where}")
-    timestamp = int(value)
+def _timestamp(option: str, value: str, timestamp: int | None = None, where: str = "") -> int:
+    """`timestamp`, or the option's `value` itself, as epoch milliseconds; a message shows the option's whole value,
+    as the user gave it, and `where` says which partition's timestamp is wrong."""
+    if timestamp is None:
+        if _INTEGER.fullmatch(value) is None:
+            raise OptionError(option, value, "not a timestamp in epoch milliseconds")
+        timestamp = int(value)
     if timestamp < 0:
         raise OptionError(option, value, f"a timestamp must not be negative{where}")
+    if timestamp > _LONG_MAX:
+        raise OptionError(option, value, f"a timestamp must be at most {_LONG_MAX}{where}")
     return timestamp
 
 
-def _positive_int(options: Mapping[str, str], option: str) -> int | None:
-    return _int_option(options, option, minimum=1)
+def _positive_int(options: Mapping[str, str], option: str, maximum: int = _LONG_MAX) -> int | None:
+    return _int_option(options, option, minimum=1, maximum=maximum)
 
 
-def _int_option(options: Mapping[str, str], option: str, *, minimum: int) -> int | None:
+def _int_option(options: Mapping[str, str], option: str, *, minimum: int, maximum: int = _LONG_MAX) -> int | None:
     value = options.get(option)
     if value is None:
         return None
@@ -342,6 +373,8 @@ def _int_option(options: Mapping[str, str], option: str, *, minimum: int) -> int
     number = int(value)
     if number < minimum:
         raise OptionError(option, value, "must be positive" if minimum == 1 else f"must be at least {minimum}")
+    if number > maximum:
+        raise OptionError(option, value, f"must be at most {maximum}")
     return number
 
 

@@ -10,6 +10,7 @@ gone are data loss, which both planning and reading report.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,27 +80,51 @@ def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartiti
 
 def split(ranges: list[OffsetRange], min_partitions: int | None,
           max_records: int | None = None) -> list[OffsetRange]:
-    """`ranges` cut into Spark partitions of at most `max_records` records, then into at least about
-    `min_partitions` of them, each cut into near-equal parts.
+    """`ranges` cut into Spark partitions exactly as Spark's KafkaOffsetRangeCalculator.getRanges cuts them, so a
+    pipeline gets the same tasks under either source.
 
-    As in Spark's Kafka source (KafkaOffsetRangeCalculator): maxRecordsPerPartition gives a range ceil(size /
-    max_records) parts; then, if that makes fewer than minPartitions, each piece gets round(size / total *
-    min_partitions) parts, at least one. With neither option, or with as many ranges as `min_partitions` and none
-    above `max_records`, nothing is cut.
+    maxRecordsPerPartition first gives each range ceil(size / max_records) pieces. Then, if that leaves fewer
+    pieces than minPartitions, the pieces whose share of minPartitions rounds to one stay whole, and the other
+    pieces share what is left of minPartitions in proportion to their size (SPARK-36576): without setting the
+    small ones aside, their records diluted the large ones' share while they took a task each anyway. Spark sets
+    a piece aside by its Kafka partition, so one small piece keeps every piece of its partition whole. Shares
+    round half up, as Scala's math.round does (Python's round() rounds half to even).
     """
     if max_records is not None:
         ranges = [piece for r in ranges for piece in _cut(r, -(-r.size // max_records))]
     if min_partitions is None or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
-    return [piece for r in ranges for piece in _cut(r, round(r.size / total * min_partitions))]
+    whole = [r for r in ranges if _share(r.size, total, min_partitions) == 1]
+    whole_partitions = {(r.topic, r.partition) for r in whole}
+    rest_total = total - sum(r.size for r in whole)
+    rest_min_partitions = max(min_partitions - len(whole), 1)
+    return [piece for r in ranges for piece in _cut(
+        r, 1 if (r.topic, r.partition) in whole_partitions else _share(r.size, rest_total, rest_min_partitions))]
+
+
+def _share(size: int, total: int, min_partitions: int) -> int:
+    """Spark's getPartCount, max(math.round(size.toDouble / total * minPartitions), 1), in the same doubles. Java
+    rounds x to floor(x), plus one if the fraction left is at least a half: floor(x + 0.5) errs on the double
+    just below 0.5."""
+    share = size / total * min_partitions
+    whole = math.floor(share)
+    return max(whole + (share - whole >= 0.5), 1)
 
 
 def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
-    """`r` in `parts` near-equal pieces (at least one, and none empty)."""
-    parts = min(r.size, max(1, parts))
-    bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-    return [OffsetRange(r.topic, r.partition, low, high) for low, high in zip(bounds, bounds[1:])]
+    """`r` in `parts` pieces as Spark's getDividedPartition cuts it: each takes what is left divided by the pieces
+    left, so the larger pieces come last (10 in 3: 3, 3, 4). Spark then drops empty pieces; cutting no more pieces
+    than records gives the same pieces without looping over a minPartitions of millions."""
+    parts = min(parts, r.size)
+    pieces = []
+    start, left = r.start, r.size
+    for part in range(parts):
+        end = start + left // (parts - part)
+        pieces.append(OffsetRange(r.topic, r.partition, start, end))
+        left -= end - start
+        start = end
+    return pieces
 
 
 class DataLossError(RuntimeError):

@@ -114,8 +114,16 @@ def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) ->
     arrays = [keys, values, offsets, timestamps,
               pa.repeat(pa.scalar(batch.timestamp_type, pa.int32()), count)]
     if include_headers:
-        arrays.append(pa.array(columnar.decode_headers(buffers)[first:first + count], _HEADERS))
+        arrays.append(_headers(buffers, first, count))
     return arrays
+
+
+def _headers(buffers: columnar.ColumnBuffers, first: int, count: int) -> pa.Array:
+    """The headers of records `first` to `first + count`: null for a record without headers, not an empty list,
+    as Spark's KafkaRecordToRowConverter gives, so `headers IS NULL` finds the same rows under either source."""
+    if buffers.headers is None:  # no record of the batch has headers
+        return pa.nulls(count, _HEADERS)
+    return pa.array([headers or None for headers in columnar.decode_headers(buffers)[first:first + count]], _HEADERS)
 
 
 def _binary(count: int, bounds: memoryview, nulls: memoryview | None, packed: memoryview, first: int,

@@ -1,16 +1,19 @@
 """The sink: `df.write.format("kafkalite")` and `df.writeStream.format("kafkalite")`, as Spark's Kafka sink.
 
-Columns: `value` (required), `key`, `topic` (the `topic` option wins over it), `partition`, `headers`; binary or,
-for key and value, string (written as UTF-8). Each Spark task writes its rows with one idempotent producer,
-`acks=all` unless `kafka.acks` says otherwise, waits until every record is acknowledged, and fails with the
-broker's error (NOT_ENOUGH_REPLICAS, say) if any record was not: a job never succeeds having silently dropped
-rows. Its commit message says what it wrote, per partition. As with Spark's Kafka sink the guarantee is
-at-least-once: a task Spark retries writes its rows again.
+Columns: `value` (required), `key`, `topic` (the `topic` option wins over it: the column is then not looked at),
+`partition`, `headers`, and `timestamp` (the record's; a null one, or none, is the producer's clock), as Spark's
+KafkaWriter types them: key and value binary or string (written as UTF-8), the timestamp a timestamp or a double
+counting seconds. Each Spark task writes its rows with one idempotent producer, `acks=all` unless `kafka.acks`
+says otherwise, waits until every record is acknowledged, and fails with the broker's error (NOT_ENOUGH_REPLICAS,
+say) if any record was not: a job never succeeds having silently dropped rows. Its commit message says what it
+wrote, per partition. As with Spark's Kafka sink the guarantee is at-least-once: a task Spark retries writes its
+rows again.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -19,7 +22,9 @@ from typing import Any
 import pyarrow as pa
 import trio
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
-from pyspark.sql.types import ArrayType, BinaryType, DataType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType, BinaryType, DataType, DoubleType, IntegerType, StringType, StructType, TimestampType,
+)
 
 from kafkalite.client import Producer, RecordHandle, TopicPartition
 from kafkalite.spark import bridge
@@ -35,6 +40,7 @@ _COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
     "topic": (StringType(),),
     "partition": (IntegerType(),),
     "headers": (_HEADERS_TYPE,),
+    "timestamp": (TimestampType(), DoubleType()),  # Spark's KafkaWriter.timestampExpression (SPARK-50160)
 }
 
 
@@ -56,6 +62,8 @@ def check_sink(options: SinkOptions, schema: StructType) -> SinkOptions:
     if options.topic is None and "topic" not in names:
         raise OptionError("topic", "(missing)", "set the topic option or give the DataFrame a topic column")
     for column in schema.fields:
+        if column.name == "topic" and options.topic is not None:
+            continue  # as Spark's KafkaWriter.topicExpression, which takes the option as a literal
         allowed = _COLUMN_TYPES.get(column.name)
         if allowed is not None and not any(_same_type(column.dataType, t) for t in allowed):
             raise ValueError(f"kafkalite sink: column {column.name} is {column.dataType.simpleString()}; it must be "
@@ -86,22 +94,46 @@ def _column(batch: pa.RecordBatch, name: str) -> Any:
     return column.to_pylist()
 
 
+def _timestamps(batch: pa.RecordBatch) -> Any:
+    """The timestamp column as each record's epoch milliseconds, None (the producer's clock) where null or absent.
+
+    As Spark's Kafka sink (KafkaRowWriter) takes it: cast to a timestamp (a double counts seconds since the epoch),
+    whose microseconds are divided by 1000 as Scala divides a Long, toward zero.
+    """
+    index = batch.schema.get_field_index("timestamp")
+    if index < 0:
+        return repeat(None)
+    column = batch.column(index)
+    if pa.types.is_timestamp(column.type):
+        micros = column.cast(pa.int64()).to_pylist()
+    else:
+        micros = [None if seconds is None else _micros(seconds) for seconds in column.to_pylist()]
+    return [None if us is None else us // 1000 if us >= 0 else -(-us // 1000) for us in micros]
+
+
+def _micros(seconds: float) -> int:
+    if not math.isfinite(seconds):  # Spark's cast fails on them too (ANSI mode, the default in Spark 4)
+        raise ValueError(f"kafkalite sink: a row's timestamp is {seconds}; a double timestamp counts seconds since "
+                         "the epoch")
+    return int(seconds * 1_000_000)
+
+
 async def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenMessage:
     handles: list[RecordHandle] = []
     async with Producer(options.bootstrap, {"acks": "all", **options.client_config}) as producer:
         send = producer.send
         while (batch := await trio.to_thread.run_sync(next, batches, None)) is not None:
             topics = repeat(options.topic) if options.topic is not None else _column(batch, "topic")
-            for value, key, topic, partition, record_headers in zip(
+            for value, key, topic, partition, record_headers, timestamp in zip(
                     _column(batch, "value"), _column(batch, "key"), topics, _column(batch, "partition"),
-                    _column(batch, "headers")):
+                    _column(batch, "headers"), _timestamps(batch)):
                 if topic is None:
                     raise ValueError("kafkalite sink: a row has a null topic and no topic option is set")
                 pairs = [(h["key"], h["value"]) for h in record_headers] if record_headers else None
                 if pairs and any(name is None for name, _ in pairs):
                     raise ValueError(f"kafkalite sink: a row for topic {topic} has a header with a null key in its "
                                      "headers column; a record header needs a key")
-                handles.append(await send(topic, value, key, partition, pairs))
+                handles.append(await send(topic, value, key, partition, pairs, timestamp))
     message = WrittenMessage()
     for handle in handles:  # raises the first record's error: the task, and so the job, fails with it
         metadata = handle.result()

@@ -35,7 +35,9 @@ from pyspark.sql.types import StructType
 
 from kafkalite.spark import bridge
 from kafkalite.spark.lookup import ClusterLookup, check_reachable
-from kafkalite.spark.options import EARLIEST, LATEST, OptionError, SourceOptions, sink_options, source_options
+from kafkalite.spark.options import (
+    EARLIEST, LATEST, OptionError, SourceOptions, sink_options, source_options, spelled,
+)
 from kafkalite.spark.planning import (
     OffsetRange, Offsets, available, from_json, rate_limit, report_data_loss, split, to_json,
 )
@@ -70,9 +72,12 @@ class KafkaliteDataSource(DataSource):
         return StreamReader(source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
-        if overwrite:  # a topic's records cannot be replaced: appending instead would pass a pipeline's test wrongly
-            raise ValueError("kafkalite sink: save mode Overwrite is not allowed for Kafka; the allowed save modes "
-                             "are Append and ErrorIfExists (the default), as for Spark's Kafka sink")
+        # A topic's records cannot be replaced: appending instead would pass a pipeline's test wrongly. PySpark lets
+        # a Python data source write only in Append and Overwrite: it refuses the default, ErrorIfExists, itself.
+        if overwrite:
+            raise ValueError("kafkalite sink: save mode Overwrite is not allowed for Kafka, as by Spark's Kafka sink; "
+                             'write with mode("append"), the only other mode PySpark lets a Python data source '
+                             "write in")
         from kafkalite.spark.sink import BatchWriter, check_sink  # see the module docstring: imported when used
 
         return BatchWriter(check_sink(sink_options(self.options), schema))
@@ -124,11 +129,14 @@ class BatchReader(_RangeReader, DataSourceReader):
         start = self.lookup.resolve(self.options.starting, partitions, default=EARLIEST, starting=True)
         assert self.options.ending is not None
         end = self.lookup.resolve(self.options.ending, partitions, default=LATEST, starting=False)
+        starting, ending = self.options.starting, self.options.ending
+        # Blame the option that named offsets, as Spark blames the "fromOffset" you provided: a start past the end
+        # of a partition read to latest is startingOffsets' fault, an end before the earliest offset endingOffsets'.
+        blamed, other = (ending, starting) if starting.position is not None else (starting, ending)
         for tp in sorted(partitions):
             if end[tp] < start[tp]:
-                raise OptionError(self.options.ending.option, self.options.ending.value,
-                                  f"{tp} would end at {end[tp]}, before its start at {start[tp]} "
-                                  f"({self.options.starting.option}={self.options.starting.value})")
+                raise OptionError(blamed.option, blamed.value, f"{tp} would start at {start[tp]}, after its end at "
+                                                               f"{end[tp]} ({spelled(other.option)}={other.value})")
         return self.ranges(start, end)
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from kafkalite.embedded import EmbeddedCluster
-from kafkalite.spark.options import sink_options, source_options
+from kafkalite.spark import KafkaliteDataSource
+from kafkalite.spark.options import OptionError, sink_options, source_options
 
 pytestmark = pytest.mark.spark
 
@@ -51,6 +52,8 @@ CASES = {
                                      "startingOffsets=beginning: must be \"earliest\", \"latest\" or JSON"),
     "an unreachable cluster": ({"kafka.bootstrap.servers": "127.0.0.1:{closed}", "subscribe": "bad-input"},
                                "kafka.bootstrap.servers=127.0.0.1:{closed}: the cluster cannot be reached"),
+    "an illegal topic name": ({"subscribe": "bad-input,a b"},  # read nothing from it, as from a topic not created yet
+                              "subscribe=bad-input,a b: Topic name 'a b' is illegal"),
 }
 
 
@@ -112,6 +115,17 @@ def test_sink_without_a_topic_fails_naming_the_option(spark: Any, cluster: Embed
     ({"subscribe": "t", "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition=0: must be positive"),
     ({"subscribe": "t", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries=-1: must be at least 0"),
     ({"subscribe": "t", "fetchOffset.retryIntervalMs": "soon"}, "fetchOffset.retryIntervalMs=soon: not an integer"),
+    # values Spark cannot parse as its Long (Int for minPartitions), which failed deep in a lookup or were taken
+    ({"subscribe": "t", "startingTimestamp": str(2**63)}, f"startingTimestamp={2**63}: a timestamp must be at most"),
+    ({"subscribe": "t", "endingOffsetsByTimestamp": f'{{"t": {{"0": {2**63}}}}}'},
+     f'endingOffsetsByTimestamp={{"t": {{"0": {2**63}}}}}: a timestamp must be at most {2**63 - 1} (partition t-0)'),
+    ({"subscribe": "t", "startingOffsets": f'{{"t": {{"0": {2**63}}}}}'},
+     f'startingOffsets={{"t": {{"0": {2**63}}}}}: offset {2**63} of t-0 is beyond the largest offset'),
+    ({"subscribe": "t", "maxOffsetsPerTrigger": str(2**63)}, f"maxOffsetsPerTrigger={2**63}: must be at most"),
+    ({"subscribe": "t", "minPartitions": str(2**31)}, f"minPartitions={2**31}: must be at most {2**31 - 1}"),
+    ({"assign": '{"a b": [0]}'}, 'assign={"a b": [0]}: Topic name \'a b\' is illegal'),
+    ({"assign": '{"__consumer_offsets": [0]}'},  # said partition 0 of it did not exist
+     'assign={"__consumer_offsets": [0]}: topic \'__consumer_offsets\' is internal to the cluster and cannot be read'),
 ])
 def test_option_checks_without_a_cluster(options: dict[str, str], message: str) -> None:
     """Checks that need no cluster, on the parsed options as a batch read gets them."""
@@ -141,3 +155,14 @@ def test_kafka_settings_kafkalite_lacks_are_ignored_with_a_warning_as_spark_pass
         sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t", "kafka.value.serializer": "x"})
     assert source_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
                            "maxtriggerdelay": "1500us"}, streaming=True).max_trigger_delay_ms == 1
+
+
+def test_a_batch_read_starting_past_the_end_blames_the_starting_offsets(cluster: EmbeddedCluster, topic: str) -> None:
+    """Planning a batch read whose startingOffsets lie past a partition's end blamed endingOffsets=latest, an
+    option the user never set, and spelled startingOffsets in lower case."""
+    source = KafkaliteDataSource({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+                                  "startingoffsets": '{"bad-input": {"0": 5, "1": 0}}'})  # lower-cased, as from Spark
+    with pytest.raises(OptionError) as raised:
+        source.reader(None).partitions()
+    assert str(raised.value) == 'kafkalite option startingOffsets={"bad-input": {"0": 5, "1": 0}}: bad-input-0 would ' \
+                                "start at 5, after its end at 0 (endingOffsets=latest)"

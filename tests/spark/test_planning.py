@@ -64,7 +64,28 @@ def test_max_records_per_partition_alone_and_with_min_partitions() -> None:
     ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 0, 100)]
     assert [(r.partition, r.start, r.end) for r in split(ranges, None, 400)] == \
         [(0, 0, 333), (0, 333, 666), (0, 666, 1000), (1, 0, 100)]
-    assert len(split(ranges, 8, 400)) == 7  # then about 8: pieces of 333 get round(333 / 1100 * 8) = 2 parts
+    assert len(split(ranges, 8, 400)) == 7  # partition 1 stays whole; the 3 pieces share 7: 2 parts each
+
+
+@pytest.mark.parametrize("sizes, min_partitions, max_records, expected", [
+    ([1000, 3], 3, None, [(0, 0, 500), (0, 500, 1000), (1, 0, 3)]),
+    ([1000, 3], 10, None, [(0, 111 * i, 111 * (i + 1)) for i in range(8)] + [(0, 888, 1000), (1, 0, 3)]),
+    ([1000] + [1] * 9, 20, None, 20),
+    ([5000] + [10] * 30, 40, None, 40),
+    ([50, 50], 5, None, [(p, start, end) for p in range(2) for start, end in [(0, 16), (16, 33), (33, 50)]]),
+    ([9000, 900, 10], 6, 3000, 5),
+    ([9000, 900, 10], 7, 3000, 8),
+    ([3], 3, 2, [(0, 0, 1), (0, 1, 3)]),  # its piece of 1 stays whole, and so, in Spark, does the piece of 2
+])
+def test_min_partitions_splits_as_spark_kafka_offset_range_calculator(
+        sizes: list[int], min_partitions: int, max_records: int | None,
+        expected: int | list[tuple[int, int, int]]) -> None:
+    """The tasks Spark's getRanges makes (SPARK-36576): ranges whose share of minPartitions rounds to one stay whole
+    and the rest share what is left, rounding half up (50 of 100 records with 5 partitions: 2.5, so 3 parts). The
+    older formula made 4, 11, 29, 68, 4, 8, 8 and 3 tasks."""
+    ranges = [OffsetRange("t", p, 0, size) for p, size in enumerate(sizes)]
+    parts = [(r.partition, r.start, r.end) for r in split(ranges, min_partitions, max_records)]
+    assert (len(parts) if isinstance(expected, int) else parts) == expected
 
 
 def test_offsets_round_trip_through_checkpoint_json() -> None:

@@ -42,7 +42,7 @@ def test_a_run_across_batches_is_cut_at_the_start_and_the_end_with_the_kafka_sou
     assert batch.schema == _SCHEMA_WITH_HEADERS
     assert batch.to_pylist() == [
         {"key": key, "value": value, "topic": "t", "partition": 1, "offset": offset, "timestamp": _time(ms),
-         "timestampType": 0, "headers": [{"key": k, "value": v} for k, v in headers]}
+         "timestampType": 0, "headers": [{"key": k, "value": v} for k, v in headers] or None}
         for key, value, offset, ms, headers in [(None, b"v2", 11, 1_005, ()), (b"k3", None, 12, 999, ()),
                                                 (None, None, 13, 1_010, (("only", b""),)), (None, b"z", 14, 7, ())]]
     assert to_arrow([FetchedBatch("t", 1, 14, second)], 14, include_headers=False) == []

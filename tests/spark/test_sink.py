@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
+import time
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -43,6 +46,31 @@ def test_batch_write_round_trip(spark: Any, cluster: EmbeddedCluster) -> None:
         for value, key, topic, partition, headers in rows)
 
 
+def test_timestamp_column_sets_record_timestamps_and_the_topic_option_ignores_the_topic_column(
+        spark: Any, cluster: EmbeddedCluster) -> None:
+    """As Spark's Kafka sink (SPARK-50160): a timestamp column (a timestamp, or a double counting seconds) is each
+    record's timestamp, a null one the producer's clock; it was ignored, every record stamped with the time of the
+    write. With the topic option set, Spark takes the option and never looks at a topic column, which was refused
+    here for not being a string."""
+    cluster.create_topic("sink-stamped", 1, 3)
+    servers = cluster.bootstrap_servers
+    before = int(time.time() * 1000)
+    frame = spark.createDataFrame([("a", 7, datetime(2001, 2, 3, 4, 5, 6, 789_999, timezone.utc)), ("b", 7, None)],
+                                  "value string, topic int, timestamp timestamp")
+    frame.write.format("kafkalite").option("kafka.bootstrap.servers", servers).option("topic", "sink-stamped") \
+        .mode("append").save()
+    doubles = spark.createDataFrame([("c", 981173106.5)], "value string, timestamp double")
+    doubles.write.format("kafkalite").option("kafka.bootstrap.servers", servers).option("topic", "sink-stamped") \
+        .mode("append").save()
+    a, b, c = sorted(read_back(cluster, "sink-stamped", 3), key=lambda record: record.value)
+    assert (a.value, a.timestamp) == (b"a", 981173106789) and (c.value, c.timestamp) == (b"c", 981173106500)
+    assert b.value == b"b" and before <= b.timestamp <= time.time() * 1000
+    strings = spark.createDataFrame([("d", "2001-02-03")], "value string, timestamp string")
+    with pytest.raises(Exception, match="kafkalite sink: column timestamp is string; it must be timestamp or double"):
+        strings.write.format("kafkalite").option("kafka.bootstrap.servers", servers).option("topic", "sink-stamped") \
+            .mode("append").save()
+
+
 def test_streaming_write_through_the_sink(spark: Any, cluster: EmbeddedCluster) -> None:
     cluster.create_topic("copy-from", 2, 3)
     produce(cluster, "copy-from", numbered(2, 500))
@@ -73,7 +101,8 @@ def test_overwrite_is_refused_and_a_header_without_a_key_fails_the_job_naming_it
     deep in the producer with a TypeError that named neither the sink nor the column."""
     cluster.create_topic("sink-modes", 1, 3)
     frame = spark.createDataFrame([("a",)], "value string")
-    with pytest.raises(Exception, match="save mode Overwrite is not allowed for Kafka"):
+    with pytest.raises(Exception, match="save mode Overwrite is not allowed for Kafka, as by Spark's Kafka sink; "
+                                         + re.escape('write with mode("append"), the only other mode PySpark')):
         frame.write.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers) \
             .option("topic", "sink-modes").mode("overwrite").save()
     headed = spark.createDataFrame([("a", [(None, b"v")])], "value string, headers array<struct<key: string, "

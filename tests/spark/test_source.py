@@ -115,11 +115,12 @@ def test_a_broker_killed_mid_query_loses_nothing(spark: Any) -> None:
 
 
 def test_subscribe_pattern_picks_up_a_topic_created_later(spark: Any, cluster: EmbeddedCluster) -> None:
+    """The pattern need only match somewhere in a topic's name, as in Spark's Kafka source (`findFirstIn`)."""
     cluster.create_topic("pattern-a", 2, 3)
     produce(cluster, "pattern-a", numbered(2, 20))
     sink = Collected()
     with tempfile.TemporaryDirectory() as checkpoint:
-        query = start(reader(spark, cluster.bootstrap_servers, subscribePattern="pattern-.*",
+        query = start(reader(spark, cluster.bootstrap_servers, subscribePattern="attern-[a-z]",
                              startingOffsets="earliest").load(), sink, checkpoint)
         wait_for(lambda: len(sink.rows) == 20, "the first topic's records")
         cluster.create_topic("pattern-b", 3, 3)
@@ -187,7 +188,9 @@ def test_batch_read_with_ending_offsets_and_by_timestamp(spark: Any, cluster: Em
         i = row.offset
         assert int(row.timestamp.timestamp() * 1000) == base + 1000 * i and row.timestampType == 0
         assert row.key == (None if i % 5 == 0 else b"k%d" % i) and row.value == (None if i == 3 else b"v%d" % i)
-        assert [(h.key, bytes(h.value)) for h in row.headers] == ([("trace", b"t%d" % i)] if i % 2 else [])
+        # a record without headers has null headers, as in Spark's Kafka source, not an empty array
+        assert ([(h.key, bytes(h.value)) for h in row.headers] if i % 2 else row.headers) == \
+            ([("trace", b"t%d" % i)] if i % 2 else None)
 
 
 def test_a_batch_read_with_nothing_to_read_is_an_empty_frame(spark: Any, cluster: EmbeddedCluster) -> None:
