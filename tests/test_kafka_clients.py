@@ -809,6 +809,10 @@ def test_admin_with_kafka_python(cluster: EmbeddedCluster) -> None:
         assert synonyms(ConfigResourceType.BROKER, "1", "replica.lag.time.max.ms") == [
             ("replica.lag.time.max.ms", "1000", "STATIC_BROKER_CONFIG"),
             ("replica.lag.time.max.ms", "30000", "DEFAULT_CONFIG")]
+        # asked by Kafka's name, an alias of kafkalite's coordination.session.timeout.ms: answered under it
+        assert synonyms(ConfigResourceType.BROKER, "1", "zookeeper.session.timeout.ms") == [
+            ("coordination.session.timeout.ms", "1000", "STATIC_BROKER_CONFIG"),
+            ("coordination.session.timeout.ms", "18000", "DEFAULT_CONFIG")]
         admin.create_partitions({"admin-kp": KpNewPartitions(3)})
         assert len(cluster.describe_topic("admin-kp")) == 3
         admin.delete_topics(["admin-kp"])

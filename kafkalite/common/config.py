@@ -414,6 +414,10 @@ class _Config(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def canonical_name(self, name: str) -> str | None:
+        """The property `name` names, itself or through an alias (zookeeper.session.timeout.ms); None if none."""
+        return _canonical_keys(self._keys).get(name)
+
     @property
     def overrides(self) -> dict[str, Any]:
         """Only what was set explicitly: what a describe-configs call reports as non-default."""

@@ -437,11 +437,16 @@ class KafkaApis:
         else:
             raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
         overrides = config.overrides  # type: ignore[attr-defined]
-        names = resource.config_names if resource.config_names is not None else sorted(config)
-        return [ConfigEntry(name, _text(config[name]), name not in overrides and name not in inherited, read_only,
-                            name in inherited,
-                            _synonyms(resource.resource_type, name, own, broker_config) if include_synonyms else [])
-                for name in names if name in config]
+        asked = resource.config_names if resource.config_names is not None else sorted(config)
+        entries = []
+        for given in asked:  # answered under the name asked, an alias too; looked up under the property's own
+            name = config.canonical_name(given)  # type: ignore[attr-defined]
+            if name is not None:
+                entries.append(ConfigEntry(
+                    given, _text(config[name]), name not in overrides and name not in inherited, read_only,
+                    name in inherited,
+                    _synonyms(resource.resource_type, name, own, broker_config) if include_synonyms else []))
+        return entries
 
     def _require_topic(self, name: str) -> None:
         """INVALID_TOPIC_EXCEPTION for a name no topic can have ("", ".."), UNKNOWN_TOPIC_OR_PARTITION for a topic
@@ -743,5 +748,7 @@ def _synonyms(resource_type: int, name: str, own: Mapping[str, Any], broker: Bro
     set_on_broker = broker.overrides
     if name in set_on_broker:
         found.append(ConfigSynonym(name, _text(set_on_broker[name]), STATIC_BROKER_CONFIG_SOURCE))
-    found.append(ConfigSynonym(name, _text(BROKER_CONFIG_KEYS[name].default), DEFAULT_CONFIG_SOURCE))
+    default = BROKER_CONFIG_KEYS[name].default
+    if default is not None:  # Kafka lists no default it does not have
+        found.append(ConfigSynonym(name, _text(default), DEFAULT_CONFIG_SOURCE))
     return found

@@ -173,6 +173,7 @@ async def test_describe_and_alter_topic_configs(autojump_clock: Any, cluster: Cl
         assert [(s.name, s.value, s.source) for s in asked[("broker", "1")]["replica.lag.time.max.ms"].synonyms] == [
             ("replica.lag.time.max.ms", "10000", STATIC_BROKER_CONFIG_SOURCE),
             ("replica.lag.time.max.ms", "30000", DEFAULT_CONFIG_SOURCE)]
+        assert asked[("broker", "1")]["broker.rack"].synonyms == []  # no default: none listed, as in Kafka
         await admin.alter_topic_configs({"conf": {"min.insync.replicas": 4}})  # more than the 3 replicas
 
         def everywhere(value: int) -> bool:
