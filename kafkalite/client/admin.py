@@ -22,7 +22,7 @@ from kafkalite.client.metadata import STALE_METADATA_ERRORS, ClusterMetadata
 from kafkalite.client.offsets import ListOffsetsResultInfo, list_offsets_once
 from kafkalite.client.transport import ClientTransport, ClusterLike, OneBlock, open_transport
 from kafkalite.common import errors
-from kafkalite.common.config import ConfigOp, config_text
+from kafkalite.common.config import ConfigOp, config_text, optional_config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.requests import (
@@ -339,7 +339,7 @@ class Admin(_GroupAdmin):
         new_topics = [_checked_new_topic(t) for t in collection(new_topics, "create_topics()", "NewTopic")]
         request = CreateTopicsRequest(
             [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None,
-                            {k: _config_value(v) for k, v in t.configs.items()}) for t in new_topics],
+                            {k: optional_config_text(v) for k, v in t.configs.items()}) for t in new_topics],
             timeout_ms=self.config["request.timeout.ms"], validate_only=validate_only)
 
         async def attempt() -> None:
@@ -457,7 +457,7 @@ class Admin(_GroupAdmin):
                 for k, v in overrides.items()]) for topic, overrides in topics.items()], validate_only)
         else:
             request = AlterConfigsRequest([AlterConfigsResource(TOPIC_RESOURCE, topic, {
-                k: _config_value(v) for k, v in overrides.items()}) for topic, overrides in topics.items()],
+                k: optional_config_text(v) for k, v in overrides.items()}) for topic, overrides in topics.items()],
                 validate_only)
 
         async def attempt() -> None:
@@ -607,12 +607,6 @@ def _checked_new_topic(topic: Any) -> NewTopic:
                             f"{type(getattr(topic, field_name)).__name__}")
     mapping(topic.configs, f"NewTopic {topic.name!r}", "config names to values")
     return topic
-
-
-def _config_value(value: Any) -> str | None:
-    """A config value as requests carry it; None stays null, which the brokers refuse as Kafka's do, rather than
-    becoming the text 'None'."""
-    return None if value is None else config_text(value)
 
 
 def _offset_spec(spec: Any) -> int:

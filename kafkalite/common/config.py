@@ -174,6 +174,12 @@ def config_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def optional_config_text(value: Any) -> str | None:
+    """`config_text`, with None kept as null: a config without a value (a default of none, or a value a request
+    leaves null, which the brokers refuse as Kafka's do) rather than the text 'None'."""
+    return None if value is None else config_text(value)
+
+
 def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
     return {key.name: key for key in keys}
 

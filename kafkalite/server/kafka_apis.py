@@ -21,7 +21,7 @@ import trio
 
 from kafkalite.common import errors
 from kafkalite.common.config import (
-    BROKER_CONFIG_KEYS, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig, TopicConfig, config_text,
+    BROKER_CONFIG_KEYS, TOPIC_DEFAULT_FROM_BROKER, BrokerConfig, TopicConfig, optional_config_text,
 )
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
@@ -443,8 +443,8 @@ class KafkaApis:
             name = config.canonical_name(given)  # type: ignore[attr-defined]
             if name is not None:
                 entries.append(ConfigEntry(
-                    given, _text(config[name]), name not in overrides and name not in inherited, read_only,
-                    name in inherited,
+                    given, optional_config_text(config[name]), name not in overrides and name not in inherited,
+                    read_only, name in inherited,
                     _synonyms(resource.resource_type, name, own, broker_config) if include_synonyms else []))
         return entries
 
@@ -728,10 +728,6 @@ class KafkaApis:
         return await self.group_coordinator.handle_delete_groups(request)
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else config_text(value)
-
-
 def _synonyms(resource_type: int, name: str, own: Mapping[str, Any], broker: BrokerConfig) -> list[ConfigSynonym]:
     """Kafka's synonyms of a config, in order of precedence: a topic's own setting; then the broker property
     that sets the topic's default (a broker's config: itself), as the broker sets it and as its default is. A
@@ -740,15 +736,15 @@ def _synonyms(resource_type: int, name: str, own: Mapping[str, Any], broker: Bro
     found = []
     if resource_type == TOPIC_RESOURCE:
         if name in own:
-            found.append(ConfigSynonym(name, _text(own[name]), TOPIC_CONFIG_SOURCE))
+            found.append(ConfigSynonym(name, optional_config_text(own[name]), TOPIC_CONFIG_SOURCE))
         broker_key = TOPIC_DEFAULT_FROM_BROKER.get(name)
         if broker_key is None:
             return found
         name = broker_key
     set_on_broker = broker.overrides
     if name in set_on_broker:
-        found.append(ConfigSynonym(name, _text(set_on_broker[name]), STATIC_BROKER_CONFIG_SOURCE))
+        found.append(ConfigSynonym(name, optional_config_text(set_on_broker[name]), STATIC_BROKER_CONFIG_SOURCE))
     default = BROKER_CONFIG_KEYS[name].default
     if default is not None:  # Kafka lists no default it does not have
-        found.append(ConfigSynonym(name, _text(default), DEFAULT_CONFIG_SOURCE))
+        found.append(ConfigSynonym(name, optional_config_text(default), DEFAULT_CONFIG_SOURCE))
     return found

@@ -41,6 +41,8 @@ def test_zookeeper_session_timeout_is_an_alias() -> None:
     ({"num.partitions": True}, "num.partitions"),
     ({"leader.imbalance.per.broker.percentage": 101}, "leader.imbalance.per.broker.percentage"),
     ({"listeners": 9092}, "listeners"),
+    ({"producer.id.expiration.ms": 0}, "producer.id.expiration.ms"),
+    ({"producer.id.expiration.check.interval.ms": "soon"}, "producer.id.expiration.check.interval.ms"),
 ])
 def test_bad_keys_and_values_name_the_key(values: dict, named: str) -> None:
     with pytest.raises(InvalidConfigError) as info:
