@@ -68,14 +68,15 @@ connector reads assigned partitions without a group (other unknown options are i
 _DURATION = re.compile(r"\s*([0-9]+)\s*(us|ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_US = {None: 1000, "us": 1, "ms": 1000, "s": 10**6, "m": 60 * 10**6, "min": 60 * 10**6, "h": 3600 * 10**6,
                 "d": 86400 * 10**6}
-_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # as Java's Long.parseLong: no spaces
 
 
 class OptionError(ValueError):
     """A bad option value, raised before any job runs; the message names the option and the value."""
 
     def __init__(self, option: str, value: object, problem: str) -> None:
-        super().__init__(f"kafkalite option {spelled(option)}={value!s}: {problem}")
+        shown = repr(value) if isinstance(value, str) and value != value.strip() else value  # spaces visible
+        super().__init__(f"kafkalite option {spelled(option)}={shown!s}: {problem}")
         self.option = spelled(option)
         self.value = value
 
@@ -268,21 +269,22 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     if not partitions:
         raise OptionError(option, value, "assign at least one partition")
     _check_topic_names(option, value, [tp.topic for tp in partitions])
-    internal = sorted({tp.topic for tp in partitions} & INTERNAL_TOPICS)  # whether or not the cluster made it yet
-    if internal:
-        raise OptionError(option, value, f"topic {internal[0]!r} is internal to the cluster and cannot be read, as "
-                                         "Spark's Kafka source leaves internal topics out")
     return Subscription(option, value, partitions=partitions)
 
 
 def _check_topic_names(option: str, value: str, topics: Sequence[str]) -> None:
     """Fail on a name no topic can have, as Spark's Kafka source fails on the cluster's INVALID_TOPIC_EXCEPTION,
-    rather than read nothing from it as from a topic not created yet."""
+    rather than read nothing from it as from a topic not created yet; and on an internal topic, whose records are
+    the cluster's own bookkeeping, not the user's."""
     for topic in topics:
         try:
             validate_topic_name(topic)
         except InvalidTopicError as exc:
             raise OptionError(option, value, exc.message) from None
+    internal = sorted(set(topics) & INTERNAL_TOPICS)  # whether or not the cluster made it yet
+    if internal:
+        raise OptionError(option, value, f"topic {internal[0]!r} is internal to the cluster and cannot be read, as "
+                                         "a pattern subscription of Spark's Kafka source leaves internal topics out")
 
 
 def _offset_spec(options: Mapping[str, str], side: str, default: int, allowed: tuple[int, ...]) -> OffsetSpec:
@@ -332,10 +334,10 @@ def _partition_json(option: str, value: str, *, list_values: bool) -> Any:
         raise OptionError(option, value, f"must be a JSON object such as {shape}")
     result: Any = set() if list_values else {}
     for topic, inner in parsed.items():
-        if list_values and isinstance(inner, list) and all(_is_int(p) and p >= 0 for p in inner):
+        if list_values and isinstance(inner, list) and all(_is_int(p) and 0 <= p <= _INT_MAX for p in inner):
             result.update(TopicPartition(topic, p) for p in inner)
         elif not list_values and isinstance(inner, dict) and all(_is_int(v) for v in inner.values()) \
-                and all(re.fullmatch("[0-9]+", key) for key in inner):
+                and all(re.fullmatch("[0-9]+", key) and int(key) <= _INT_MAX for key in inner):
             result.update({TopicPartition(topic, int(p)): v for p, v in inner.items()})
         else:
             raise OptionError(option, value, f"topic {topic!r} is not in the shape {shape}")

@@ -115,7 +115,11 @@ def _micros(seconds: float) -> int:
     if not math.isfinite(seconds):  # Spark's cast fails on them too (ANSI mode, the default in Spark 4)
         raise ValueError(f"kafkalite sink: a row's timestamp is {seconds}; a double timestamp counts seconds since "
                          "the epoch")
-    return int(seconds * 1_000_000)
+    micros = seconds * 1_000_000
+    if not -2**63 <= micros < 2**63:  # Spark's cast fails with CAST_OVERFLOW; the source could not read it back
+        raise ValueError(f"kafkalite sink: a row's timestamp is {seconds} seconds, beyond what a timestamp holds "
+                         "(microseconds since the epoch in a long)")
+    return int(micros)
 
 
 async def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WrittenMessage:

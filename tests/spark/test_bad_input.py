@@ -126,6 +126,11 @@ def test_sink_without_a_topic_fails_naming_the_option(spark: Any, cluster: Embed
     ({"assign": '{"a b": [0]}'}, 'assign={"a b": [0]}: Topic name \'a b\' is illegal'),
     ({"assign": '{"__consumer_offsets": [0]}'},  # said partition 0 of it did not exist
      'assign={"__consumer_offsets": [0]}: topic \'__consumer_offsets\' is internal to the cluster and cannot be read'),
+    ({"subscribe": "t, __consumer_offsets"},  # read nothing, silently
+     "subscribe=t, __consumer_offsets: topic '__consumer_offsets' is internal to the cluster and cannot be read"),
+    ({"subscribe": "t", "minPartitions": " 5"}, "minPartitions=' 5': not an integer"),  # Java's parseInt refuses it
+    ({"assign": f'{{"t": [{2**31}]}}'}, f'assign={{"t": [{2**31}]}}: topic \'t\' is not in the shape'),
+    ({"subscribe": "t", "startingOffsets": f'{{"t": {{"{2**31}": 0}}}}'}, "topic 't' is not in the shape"),
 ])
 def test_option_checks_without_a_cluster(options: dict[str, str], message: str) -> None:
     """Checks that need no cluster, on the parsed options as a batch read gets them."""

@@ -69,6 +69,15 @@ def test_timestamp_column_sets_record_timestamps_and_the_topic_option_ignores_th
     with pytest.raises(Exception, match="kafkalite sink: column timestamp is string; it must be timestamp or double"):
         strings.write.format("kafkalite").option("kafka.bootstrap.servers", servers).option("topic", "sink-stamped") \
             .mode("append").save()
+    # Seconds whose microseconds overflow a long: Spark's cast fails (CAST_OVERFLOW). Written as they were, every
+    # later read over the record failed with CORRUPT_MESSAGE.
+    huge = spark.createDataFrame([("e", 9.3e12)], "value string, timestamp double")
+    with pytest.raises(Exception, match="kafkalite sink: a row's timestamp is 9300000000000.0 seconds, beyond"):
+        huge.write.format("kafkalite").option("kafka.bootstrap.servers", servers).option("topic", "sink-stamped") \
+            .mode("append").save()
+    consumer = cluster.consumer()
+    assert consumer.end_offsets([("sink-stamped", 0)]) == {("sink-stamped", 0): 3}
+    consumer.close()
 
 
 def test_streaming_write_through_the_sink(spark: Any, cluster: EmbeddedCluster) -> None:
