@@ -523,18 +523,17 @@ class Admin(_GroupAdmin):
         timestamps = {topic_partition(tp, "list_offsets()"): _offset_spec(spec)
                       for tp, spec in mapping(specs, "list_offsets()", "TopicPartition to offset specs").items()}
         found: dict[TopicPartition, ListOffsetsResultInfo] = {}
-        self.metadata.add_topics(tp.topic for tp in timestamps)
 
         async def attempt() -> dict[TopicPartition, ListOffsetsResultInfo]:
-            if self.metadata.expired():  # leaders known metadata.max.age.ms ago may have moved
-                await self.metadata.refresh()
+            await self._look_up(timestamps)
             self._require_partitions(timestamps)
             missing = await list_offsets_once(self._transport, self.metadata, timestamps, found)
             if missing:
                 raise _Retry(errors.NotLeaderOrFollowerError(f"no leader known, or the leader moved, for {missing}"))
             return found
 
-        return await self._with_retries(attempt, "list_offsets", final=(errors.UnknownTopicOrPartitionError,))
+        with self.metadata.transient((tp.topic for tp in timestamps), fresh=True):
+            return await self._with_retries(attempt, "list_offsets", final=(errors.UnknownTopicOrPartitionError,))
 
     async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Kafka's deleteRecords: delete every record below each partition's offset (-1: below the high
@@ -549,11 +548,9 @@ class Admin(_GroupAdmin):
                 raise TypeError(f"{where} takes int offsets (-1: the high watermark), not {offset!r} for {tp!r}")
             wanted[topic_partition(tp, where)] = offset
         low_watermarks: dict[TopicPartition, int] = {}
-        self.metadata.add_topics(tp.topic for tp in wanted)
 
         async def attempt() -> dict[TopicPartition, int]:
-            if self.metadata.expired():
-                await self.metadata.refresh()
+            await self._look_up(wanted)
             remaining = [tp for tp in wanted if tp not in low_watermarks]
             self._require_partitions(remaining)
             stale: list[KafkaError] = []  # leaders moved, or in-sync replicas were slow to follow
@@ -575,7 +572,16 @@ class Admin(_GroupAdmin):
                 raise _Retry(stale[0] if stale else errors.NotLeaderOrFollowerError(f"no answer for {missing}"))
             return low_watermarks
 
-        return await self._with_retries(attempt, "delete_records", final=(errors.UnknownTopicOrPartitionError,))
+        with self.metadata.transient((tp.topic for tp in wanted), fresh=True):
+            return await self._with_retries(attempt, "delete_records", final=(errors.UnknownTopicOrPartitionError,))
+
+    async def _look_up(self, tps: Iterable[TopicPartition]) -> None:
+        """Metadata for the call's partitions, looked up by the call: as Kafka's admin client keeps none between
+        calls, each call looks its topics up again (`ClusterMetadata.transient(fresh=True)`), so a topic deleted, or
+        created again with other partitions, since the last call is seen as it is now. Looked up again once
+        metadata.max.age.ms old, as leaders known that long ago may have moved."""
+        if self.metadata.expired() or not all(self.metadata.knows(tp.topic) for tp in tps):
+            await self.metadata.refresh()
 
     def _require_partitions(self, tps: Iterable[TopicPartition]) -> None:
         """UNKNOWN_TOPIC_OR_PARTITION, not a retry, for a partition the metadata says does not exist: Kafka's admin

@@ -76,6 +76,8 @@ PRODUCER_CONFIG_KEYS = _keys(
     _key("enable.idempotence", "boolean", True, "Producer id and sequences make retries exactly once per partition."),
     _key("max.block.ms", "long", 60000, "How long send() waits for the topic's metadata.", at_least=0),
     _key("max.request.size", "int", 1048576, "Largest record the producer accepts.", at_least=1),
+    _key("metadata.max.idle.ms", "long", 300000, "A topic not sent to for this long is dropped from the producer's "
+         "metadata (KIP-526): no longer asked for, so not created again once deleted.", at_least=5000),
 )
 
 CONSUMER_CONFIG_KEYS = _keys(

@@ -302,7 +302,7 @@ class Consumer:
         self._positions_wanted += 1
         self._states = {tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
                         for tp in sorted(partitions)}
-        self.metadata.add_topics(tp.topic for tp in partitions)
+        self.metadata.track("assignment", {tp.topic for tp in partitions})
         self._iterated = deque(record for record in self._iterated
                                if TopicPartition(record.topic, record.partition) in self._states)
 
@@ -429,22 +429,25 @@ class Consumer:
                           ) -> dict[TopicPartition, ListOffsetsResultInfo]:
         """ListOffsets to the partitions' leaders until each has answered, refreshing metadata between rounds,
         within default.api.timeout.ms; then UNKNOWN_TOPIC_OR_PARTITION for a partition metadata never listed,
-        else the last error (REQUEST_TIMED_OUT if there was none)."""
-        self.metadata.add_topics(tp.topic for tp in timestamps)
+        else the last error (REQUEST_TIMED_OUT if there was none). The partitions' topics are looked up for this
+        call only (Kafka's transient topics): a topic the consumer neither subscribes to nor is assigned is not
+        asked for again, nor created again once deleted, by later refreshes."""
         found: dict[TopicPartition, ListOffsetsResultInfo] = {}
         last: KafkaError | None = None
-        with trio.move_on_after(self._api_timeout_s):
-            while True:
-                try:
-                    if not await list_offsets_once(self._transport, self.metadata, timestamps, found,
-                                                   isolation=self._isolation, current_leader_epoch=self._leader_epoch):
-                        return found
-                except KafkaError as exc:
-                    if exc.code not in STALE_METADATA_ERRORS and not exc.retriable:
-                        raise
-                    last = exc
-                await self._refresh_metadata()
-        unlisted = [tp for tp in timestamps if not self.metadata.lists(tp)]
+        with self.metadata.transient(tp.topic for tp in timestamps):
+            with trio.move_on_after(self._api_timeout_s):
+                while True:
+                    try:
+                        if not await list_offsets_once(self._transport, self.metadata, timestamps, found,
+                                                       isolation=self._isolation,
+                                                       current_leader_epoch=self._leader_epoch):
+                            return found
+                    except KafkaError as exc:
+                        if exc.code not in STALE_METADATA_ERRORS and not exc.retriable:
+                            raise
+                        last = exc
+                    await self._refresh_metadata()
+            unlisted = [tp for tp in timestamps if not self.metadata.lists(tp)]
         if unlisted:
             raise self.metadata.missing(f"partition {unlisted[0]}", self._api_timeout_s)
         raise last or RequestTimedOutError(f"{where} got no answer within {self._api_timeout_s * 1000:.0f} ms")

@@ -205,7 +205,10 @@ class ConsumerCoordinator:
         self._pattern = pattern
         self._pattern_listed_at = -math.inf
         self._listeners = listeners
-        self.metadata.add_topics(self._topics)
+        # Metadata for the subscription only, replacing the last one's; for a pattern, every topic, which creates
+        # none (Kafka's MetadataRequest.Builder.allTopics()), where asking for the topics it matched would create
+        # them again once deleted.
+        self.metadata.track("subscription", None if pattern is not None else self._topics)
         self._rejoin_needed = True
 
     async def unsubscribe(self) -> None:
@@ -218,6 +221,8 @@ class ConsumerCoordinator:
         await self.maybe_leave_group("the consumer unsubscribed")
         self._membership += 1
         self._topics, self._pattern = set(), None
+        self.metadata.track("subscription", ())
+        self.metadata.track("group", ())
         self._consumer._set_assignment(set())
 
     def subscription(self) -> set[str]:
@@ -228,9 +233,13 @@ class ConsumerCoordinator:
 
         Its own clock, not the metadata cache's age: the client's background refresh renews the cache for the
         tracked topics as soon as it grows old, so waiting for an expired cache could wait forever, and a topic
-        created later would never be seen."""
+        created later would never be seen. Also as soon as a matched topic has left the cache, which each refresh
+        asking for every topic replaces (the one after a fetch failed for the topic's partitions, say): deleted,
+        and its partitions, no longer in metadata, would fail poll() after default.api.timeout.ms (Kafka's
+        consumer matches its pattern again at every metadata update)."""
         now = trio.current_time()
-        if self._pattern is None or self._topics and now < self._pattern_listed_at + self.metadata.max_age_s:
+        if self._pattern is None or self._topics and now < self._pattern_listed_at + self.metadata.max_age_s \
+                and all(topic in self.metadata.topics for topic in self._topics):
             return
         response = await self._pattern_listing.wait(self._nursery, lambda: self.metadata.fetch(None),
                                                     self._membership)
@@ -240,7 +249,6 @@ class ConsumerCoordinator:
         if matched != self._topics:
             log.info("%s: pattern %s now matches %s", self.transport.name, self._pattern.pattern, sorted(matched))
             self._topics = matched
-            self.metadata.add_topics(matched)
             self._rejoin_needed = True
 
     # -- the poll loop's part ---------------------------------------------------------------------------------
@@ -375,6 +383,7 @@ class ConsumerCoordinator:
                 self._lost_pending = False  # dropped by the group while on_revoke ran: nothing is left to lose
             self.stable = False
             self._join_prepared = True
+            self.metadata.track("group", ())  # the leader of the next generation tracks them, as in Kafka
             self._rejoin_needed = True
 
     def _handle_join_error(self, error: ErrorCode) -> bool:
@@ -414,8 +423,10 @@ class ConsumerCoordinator:
         """The leader's work: every member's subscription, the partition counts, the chosen assignor."""
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in response.members}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
+        # Tracked until the next rebalance: the leader watches every member's topics for added partitions.
+        self.metadata.track("group", topics)
         if any(self.metadata.partition_count(t) is None for t in topics):  # known counts are kept up to date
-            await self.metadata.refresh(topics)  # by the metadata refresh, which triggers a rejoin on change
+            await self.metadata.refresh()  # by the metadata refresh, which triggers a rejoin on change
         counts = {t: self.metadata.partition_count(t) or 0 for t in topics}
         assignor = next(a for a in self._assignors if a.name == response.protocol_name)
         assigned = assignor.assign(counts, subscriptions)
@@ -495,9 +506,14 @@ class ConsumerCoordinator:
             if not self._polling and trio.current_time() - self._last_poll > self._rebalance_timeout_ms / 1000:
                 await self._leave_for_poll_timeout()
                 continue
-            await self._heartbeat()
+            if not await self._heartbeat():
+                # As Kafka's failHeartbeat: the next one after retry.backoff.ms. A coordinator whose broker died
+                # is found again at once (until its session expires the cluster still names it), which wakes
+                # this loop, and its heartbeat fails at once: without the wait, a loop that never let time pass.
+                await trio.sleep(self._retry_backoff_s)
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self) -> bool:
+        """One heartbeat; True if the coordinator took it."""
         generation, member_id = self.generation, self.member_id
         try:
             response: HeartbeatResponse = await self._send(
@@ -505,8 +521,10 @@ class ConsumerCoordinator:
             error = errors.for_code(response.error_code)
         except KafkaError as exc:
             error = exc.error
-        if error is errors.NONE or (generation, member_id) != (self.generation, self.member_id):
-            return
+        if error is errors.NONE:
+            return True
+        if (generation, member_id) != (self.generation, self.member_id):
+            return False
         log.info("%s: heartbeat of %s: %s", self.transport.name, self.group_id, error)
         if error is errors.REBALANCE_IN_PROGRESS:
             self._rejoin_needed = True
@@ -518,6 +536,7 @@ class ConsumerCoordinator:
         else:
             self._handle_coordinator_error(error)
         self._consumer._wake()
+        return False
 
     def _lose_membership(self, reset_member: bool) -> None:
         """The group went on without this member: its partitions are lost (on_lost at the next poll)."""

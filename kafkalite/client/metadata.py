@@ -11,13 +11,23 @@ error a retry may cure, such as LEADER_NOT_AVAILABLE for a topic being created o
 one not created yet, or partitions missing) brings the next refresh forward to retry.backoff.ms, doubling with
 each such answer in a row up to a second, as Kafka's clients ask again for metadata they found invalid (up to
 their retry.backoff.max.ms). A consumer subscribed to a topic created after it joined sees it within a second.
+
+Which topics a refresh asks for, and the cache keeps, is what the client tracks now, never every topic it once
+used: each ask may create the topic (allow_auto_topic_creation), so a topic asked for forever would come back
+forever once deleted. As in Kafka's clients: a producer's topics expire once unused for metadata.max.idle.ms
+(KIP-526's ProducerMetadata); a consumer's are its subscription, its assignment and, as the group's leader, the
+group's topics, each replaced when it changes, and a pattern subscription asks for every topic, which creates none
+(ConsumerMetadata); a call looking up partitions tracks their topics only while it runs (the consumer's transient
+topics; Kafka's admin client keeps no metadata at all between calls).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -77,12 +87,18 @@ class TopicMetadata:
 
 class ClusterMetadata:
     def __init__(self, transport: ClientTransport, retry_backoff_ms: int, max_age_ms: int = 300000, *,
-                 allow_auto_topic_creation: bool = False) -> None:
+                 allow_auto_topic_creation: bool = False, max_idle_ms: float = math.inf,
+                 on_forget: Callable[[set[str]], None] | None = None) -> None:
         self.transport = transport
         self.allow_auto_topic_creation = allow_auto_topic_creation
         """Whether asking for an unknown topic may create it (the broker's auto.create.topics.enable decides)."""
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.max_age_s = max_age_ms / 1000
+        self.max_idle_s = max_idle_ms / 1000
+        """How long a topic used (`add_topics`, `use`) stays tracked without being used again: metadata.max.idle.ms."""
+        self._on_forget = on_forget
+        """Told the topics the client stopped tracking, once their metadata is dropped: the producer drops its
+        bookkeeping of them."""
         self.last_failure: KafkaError | None = None
         """Why the last MetadataRequest got no answer (no broker reachable); None once one was answered."""
         self._updated_at = -float("inf")
@@ -91,17 +107,105 @@ class ClusterMetadata:
         self.brokers: dict[int, MetadataBroker] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.topic_errors: dict[str, KafkaError] = {}
-        self._wanted: set[str] = set()
+        self._used: dict[str, float] = {}  # a producer's topics, and when each was last used
+        # What replaces its topics as a whole, by name ("subscription", "assignment", "group"); None: every topic.
+        self._tracked: dict[str, frozenset[str] | None] = {}
+        self._transient: dict[str, int] = {}  # the topics calls under way look up, and how many calls each
         self._last_refresh = -float("inf")
         self._refreshing: trio.Event | None = None
+        self._asked: frozenset[str] | None = frozenset()  # the topics the refresh under way asked for; None: all
         self._incomplete_answers = 0  # in a row: answers that left a tracked topic incomplete
         self._sooner = trio.Event()  # set when an answer brings the periodic refresh forward
 
     def add_topics(self, topics: Iterable[str]) -> bool:
-        """Track `topics` from now on; True if any was new, so the caller knows a refresh is due."""
-        before = len(self._wanted)
-        self._wanted.update(topics)
-        return len(self._wanted) != before
+        """Track `topics` as used now, until unused for max_idle_s; True if any was new, so a refresh is due."""
+        now = trio.current_time()
+        new = False
+        for topic in topics:
+            new = new or not self.tracks(topic)
+            self._used[topic] = now
+        return new
+
+    def use(self, topic: str, now: float) -> None:
+        """`add_topics` for a topic tracked already, at a producer's every batch: the cheapest way to keep it."""
+        self._used[topic] = now
+
+    def track(self, source: str, topics: Iterable[str] | None) -> None:
+        """Track `topics` (None: every topic) for `source` instead of what it tracked before, which is forgotten
+        unless tracked otherwise: a consumer's subscription, assignment or group topics as they change. A topic
+        not tracked yet makes the next refresh immediate."""
+        tracked = None if topics is None else frozenset(topics)
+        if tracked is None and not self.all_topics or tracked is not None and not all(map(self.tracks, tracked)):
+            self._last_refresh = -float("inf")
+        self._tracked[source] = tracked
+        self._forget_untracked()
+
+    @contextlib.contextmanager
+    def transient(self, topics: Iterable[str], *, fresh: bool = False) -> Iterator[None]:
+        """Track `topics` while one call runs (Kafka's transient topics), then no longer, so that no later refresh
+        asks for them (and perhaps creates them again). As Kafka's ConsumerMetadata, what the cache holds of them
+        stays until the next refresh, so calls in a row on one topic cost one lookup; a topic the cache lacks makes
+        the next refresh immediate. `fresh`: the call looks its topics up again whatever the cache holds, as Kafka's
+        admin client, which keeps no metadata between calls, sees a topic as it is now."""
+        looked_up = set(topics)
+        if fresh:
+            self._updated_at = self._last_refresh = -float("inf")
+        elif not all(map(self.knows, looked_up)):
+            self._last_refresh = -float("inf")
+        for topic in looked_up:
+            self._transient[topic] = self._transient.get(topic, 0) + 1
+        try:
+            yield
+        finally:
+            for topic in looked_up:
+                if self._transient[topic] == 1:
+                    del self._transient[topic]
+                else:
+                    self._transient[topic] -= 1
+
+    @property
+    def all_topics(self) -> bool:
+        """Whether refreshes ask for every topic (a pattern subscription): Kafka's allTopics(), which creates none."""
+        return any(topics is None for topics in self._tracked.values())
+
+    def tracks(self, topic: str) -> bool:
+        """Whether refreshes ask for `topic` by name."""
+        return topic in self._used or topic in self._transient or \
+            any(topics is not None and topic in topics for topics in self._tracked.values())
+
+    def knows(self, topic: str) -> bool:
+        """Whether the cache has an answer for `topic`: its partitions, or its error."""
+        return topic in self.topics or topic in self.topic_errors
+
+    def _tracked_topics(self) -> list[str] | None:
+        """What a refresh asks for: the topics tracked, or None for every topic."""
+        if self.all_topics:
+            return None
+        named = set(self._used) | set(self._transient)
+        for topics in self._tracked.values():
+            named.update(topics or ())
+        return sorted(named)
+
+    def _expire_idle(self) -> None:
+        """Stop tracking the topics unused for max_idle_s, as Kafka's ProducerMetadata.retainTopic does."""
+        now = trio.current_time()
+        idle = [topic for topic, used in self._used.items() if used + self.max_idle_s <= now]  # as the age is reckoned
+        for topic in idle:
+            del self._used[topic]
+        if idle:
+            self._forget_untracked(idle)
+
+    def _forget_untracked(self, untracked: Iterable[str] = ()) -> None:
+        """Drop what the cache holds of topics no longer tracked, and tell `on_forget` of them and of `untracked`
+        (topics just no longer tracked, cached or not). Asking for every topic, the cache keeps every topic."""
+        if self.all_topics:
+            return
+        gone = {topic for topic in (*untracked, *self.topics, *self.topic_errors) if not self.tracks(topic)}
+        for topic in gone:
+            self.topics.pop(topic, None)
+            self.topic_errors.pop(topic, None)
+        if gone and self._on_forget is not None:
+            self._on_forget(gone)
 
     def leader_for(self, tp: TopicPartition) -> MetadataPartition | None:
         """The partition's metadata if it has a leader the client knows how to reach, else None."""
@@ -155,19 +259,31 @@ class ClusterMetadata:
         if self.add_topics(topics):
             self._last_refresh = -float("inf")
         if self._refreshing is not None:
+            asked = self._asked
             await self._refreshing.wait()
-            return
+            wanted = self._tracked_topics()
+            if asked is None or asked.issuperset(wanted or ()) and wanted is not None:
+                return
+            # Topics tracked since that refresh began, which it did not ask for: the group leader's, say, whose
+            # partition counts it needs now.
+            return await self.refresh()
         self._refreshing = done = trio.Event()
         try:
             await trio.sleep_until(self._last_refresh + self.retry_backoff_s)
             self._last_refresh = trio.current_time()
-            await self.fetch(sorted(self._wanted))
+            self._expire_idle()
+            self._forget_untracked()  # what calls looked up for themselves (`transient`) goes now
+            topics = self._tracked_topics()
+            self._asked = None if topics is None else frozenset(topics)
+            await self.fetch(topics)
         finally:
             self._refreshing = None
             done.set()
 
     async def fetch(self, topics: list[str] | None) -> MetadataResponse:
-        """One MetadataRequest now, without backoff (`None`: every topic), applied to the cache and returned."""
+        """One MetadataRequest now, without backoff (`None`: every topic), applied to the cache and returned.
+
+        The cache takes only the topics tracked: the answer for others is the caller's alone."""
         try:
             response: MetadataResponse = await self.transport.send_to_any(
                 MetadataRequest(topics, self.allow_auto_topic_creation and topics is not None))
@@ -175,18 +291,29 @@ class ClusterMetadata:
             self.last_failure = exc
             raise
         self.last_failure = None
-        self._apply(response)
+        self._apply(response, every_topic=topics is None)
         return response
 
-    def _apply(self, response: MetadataResponse) -> None:
+    def _apply(self, response: MetadataResponse, every_topic: bool = False) -> None:
+        """Take the answer into the cache; one listing `every_topic` replaces it, as Kafka's clients take a full
+        update: a topic it leaves out was deleted, and a pattern subscription would otherwise keep every topic it
+        ever saw."""
         self._updated_at = trio.current_time()
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id if response.controller_id >= 0 else None
         if response.brokers:  # an empty list is a broker without metadata yet, not an empty cluster
             self.brokers = {broker.node_id: broker for broker in response.brokers}
             self.transport.update_brokers(response.brokers)
+            if every_topic:
+                listed = {topic.name for topic in response.topics}
+                for name in [name for name in self.topics if name not in listed]:
+                    del self.topics[name]
         incomplete = False
+        cache_all = self.all_topics
         for topic in response.topics:
+            tracked = self.tracks(topic.name)
+            if not (tracked or cache_all):
+                continue
             if topic.error_code == errors.NONE.code:
                 found = self.topics[topic.name] = self._no_older_leaders(TopicMetadata.from_response(topic))
                 self.topic_errors.pop(topic.name, None)
@@ -195,7 +322,7 @@ class ClusterMetadata:
                 self.topics.pop(topic.name, None)
                 error = self.topic_errors[topic.name] = errors.for_code(topic.error_code).exception(topic.error_message)
                 complete = not error.retriable  # an illegal name, say: asking again cannot help
-            incomplete = incomplete or (not complete and topic.name in self._wanted)
+            incomplete = incomplete or (not complete and tracked)
         if incomplete:
             self._incomplete_answers += 1
             self._sooner.set()

@@ -65,3 +65,7 @@ class StickyPartitioner:
         if self._sticky.get(topic) == partition and num_partitions > 1:
             choice = self._rng.randrange(num_partitions - 1)
             self._sticky[topic] = choice + (choice >= partition)
+
+    def forget(self, topic: str) -> None:
+        """A topic the producer no longer sends to: a send to it again picks a partition afresh."""
+        self._sticky.pop(topic, None)

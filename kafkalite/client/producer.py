@@ -327,11 +327,19 @@ class Producer:
         self.producer_epoch = -1
         self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
         self._block = OneBlock()
+        # As Kafka's producer, it asks for its topics allowing their creation, and for a topic only while it is sent
+        # to: one unused for metadata.max.idle.ms is forgotten (KIP-526), so a topic deleted after its last send
+        # stays deleted.
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
-                                        allow_auto_topic_creation=True)  # as Kafka's producer always asks
+                                        allow_auto_topic_creation=True, max_idle_ms=cfg["metadata.max.idle.ms"],
+                                        on_forget=self._forget_topics)
         self._topics = self.metadata.topics  # updated in place by every refresh
         self._partitioner = StickyPartitioner()
         self._queues: dict[TopicPartition, _PartitionQueue] = {}
+        # The sequence state (next sequence, last acknowledged) of the partitions whose queues went with their
+        # topic's metadata, under the current producer id: a partition's leader may still know the producer, and
+        # would refuse its sequence starting over (Kafka's producer keeps every partition's sequence too).
+        self._sequences: dict[TopicPartition, tuple[int, int]] = {}
         # The queues that may hold batches to send: draining and expiring walk these, not every partition the
         # producer ever wrote to (a keyed producer over hundreds of partitions drains after nearly every record).
         self._queued: dict[TopicPartition, _PartitionQueue] = {}
@@ -457,13 +465,16 @@ class Producer:
         except TypeError:  # unhashable: not a topic name, which _wait_for_partition says
             topic_metadata = None
         num_partitions = topic_metadata.partition_count if topic_metadata is not None else None
+        waited = False  # for metadata: the wait counted as the topic's use (metadata.max.idle.ms) when it began
         if partition is None:
             if num_partitions is None:
                 num_partitions = await self._wait_for_partition(topic, None)
+                waited = True
             partition = partition_for_key(key, num_partitions) if key is not None else \
                 self._partitioner.partition(topic, num_partitions)
         elif num_partitions is None or type(partition) is not int or not 0 <= partition < num_partitions:
             await self._wait_for_partition(topic, partition)
+            waited = True
         if size > self._max_record_size:
             return RecordHandle.failed(TopicPartition(topic, partition), MessageTooLargeError(
                 f"The message is {size + _EMPTY_BATCH_SIZE} bytes when serialized which is larger than "
@@ -480,7 +491,7 @@ class Producer:
         if batch is None or batch.size + size > self._batch_size:
             if self._fatal_error is not None:  # checked per batch, not per record: no batch stays open after it
                 return RecordHandle.failed(TopicPartition(topic, partition), self._fatal_error)
-            batch = self._open_batch(queue, topic, partition)
+            batch = self._open_batch(queue, topic, partition, waited)
             started = True
             if stamped:
                 size = _row_size((0, key, value, record_headers), True)  # alone in a batch of its own
@@ -523,13 +534,27 @@ class Producer:
             if partition < 0:
                 raise ValueError(f"Invalid partition: {partition}. Partition number should always be non-negative "
                                  "or null.")
-        return await self.metadata.wait_for_partition_count(topic, self._max_block_s, partition)
+        began = trio.current_time()
+        count = await self.metadata.wait_for_partition_count(topic, self._max_block_s, partition)
+        # The send's use of the topic is when it began, as Kafka's producer counts it: a topic sent to once expires
+        # from the metadata metadata.max.idle.ms after that send, not after the answer it waited for.
+        self.metadata.use(topic, began)
+        return count
 
-    def _open_batch(self, queue: _PartitionQueue | None, topic: str, partition: int) -> _ProducerBatch:
+    def _open_batch(self, queue: _PartitionQueue | None, topic: str, partition: int, waited: bool) -> _ProducerBatch:
         tp = TopicPartition(topic, partition)
         if queue is None:
             queue = self._queues[tp] = _PartitionQueue()
+            sequences = self._sequences.pop(tp, None)
+            if sequences is not None:
+                queue.next_sequence, queue.acked_sequence = sequences
         batch = _ProducerBatch(tp, trio.current_time(), self._delivery_timeout_s)
+        if not waited:
+            # The topic's use, for metadata.max.idle.ms: per batch rather than per record, which is as good, since a
+            # record joining an open batch comes at most linger.ms after it opened (or waits for a leader, and a
+            # topic forgotten meanwhile is asked for again by the refresh that looks for one). A send that waited
+            # for metadata counted its use when it began.
+            self.metadata.use(topic, batch.created)
         queue.batches.append(batch)
         self._queued[tp] = queue
         queue.open = batch
@@ -906,13 +931,28 @@ class Producer:
             self._nursery.start_soon(self._refresh_metadata)
 
     async def _refresh_metadata(self) -> None:
+        """Refresh for the batches waiting for a leader: their topics count as used, as Kafka's Sender adds the
+        topics of batches without a leader back to the metadata, should they have been forgotten meanwhile."""
         try:
-            await self.metadata.refresh(tp.topic for tp in self._queues)
+            await self.metadata.refresh({tp.topic for tp, queue in self._queued.items() if queue.batches})
         except KafkaError as exc:
             log.info("%s: metadata refresh failed: %s", self._transport.name, exc)
         finally:
             self._refreshing_metadata = False
             self._wakeup.set()
+
+    def _forget_topics(self, topics: set[str]) -> None:
+        """Drop the queues of partitions of `topics` (forgotten by the metadata) with nothing queued, in flight or
+        awaiting a retry, keeping their sequence state, so that a producer sending to ever new topics does not keep
+        a queue for every partition it ever sent to."""
+        for tp, queue in list(self._queues.items()):
+            if tp.topic in topics and not (queue.batches or queue.in_flight or queue.retries):
+                del self._queues[tp]
+                self._queued.pop(tp, None)
+                if queue.next_sequence:
+                    self._sequences[tp] = (queue.next_sequence, queue.acked_sequence)
+        for topic in topics:
+            self._partitioner.forget(topic)
 
     def _fail_fatally(self, error: KafkaError) -> None:
         """Fail every pending record with `error`, and every record sent from now on (`send()` checks)."""
@@ -971,6 +1011,7 @@ class Producer:
                 await trio.sleep_until(min(retry_at, self._expiry_bound))
                 self._expire_batches(trio.current_time())
         self._init_error = None
+        self._sequences.clear()
         for queue in self._queues.values():
             queue.next_sequence = 0
             queue.acked_sequence = -1

@@ -9,9 +9,10 @@ records overlaps Spark's work on the previous ones.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import trio
@@ -20,8 +21,10 @@ from kafkalite.common.nursery import unwrap_single
 
 _T = TypeVar("_T")
 
-_AHEAD = 2
-"""Items fetched ahead of Spark: enough to keep the fetch going while Spark works, little held in memory."""
+_AHEAD = 8
+"""Items fetched ahead of Spark: the Spark source's Arrow batches of about 1 MB, so a few MB held per task. Room
+for several lets the producing thread hand most items over without blocking (see `iterate`), and convert the
+next fetch while Spark works on the last one."""
 
 
 def run(function: Callable[..., Awaitable[_T]], *args: Any) -> _T:
@@ -37,7 +40,7 @@ class _End:
         self.error = error
 
 
-def iterate(source: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
+def iterate(source: Callable[[], AsyncGenerator[_T, None]]) -> Iterator[_T]:
     """The items of the async generator `source()` makes, produced on a Trio thread; its error is raised here.
 
     Leaving the loop early (Spark's `limit()`, a cancelled task) stops the producing thread after the item it is
@@ -47,10 +50,16 @@ def iterate(source: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
     stop = threading.Event()
 
     async def produce() -> None:
-        async for item in source():
-            await trio.to_thread.run_sync(items.put, item)
-            if stop.is_set():
-                return
+        # Closed here when Spark stops early, not left to Trio's finalizer, which met the generator's fetch still
+        # under way and printed "Exception ignored during finalization" tracebacks into the task's log.
+        async with contextlib.aclosing(source()) as generated:
+            async for item in generated:
+                try:  # a blocking put needs a worker thread, and a round trip through it for every item cost about
+                    items.put_nowait(item)  # a tenth of a Spark reader's CPU: only a full queue waits in one
+                except queue.Full:
+                    await trio.to_thread.run_sync(items.put, item)
+                if stop.is_set():
+                    return
 
     def main() -> None:
         try:

@@ -80,3 +80,11 @@ def test_metadata_max_age_is_kafkas_for_every_client() -> None:
         assert client(BOOTSTRAP, metadata_max_age_ms=1000).config["metadata.max.age.ms"] == 1000
         with pytest.raises(InvalidConfigError, match=r"metadata\.max\.age\.ms"):
             client(BOOTSTRAP, {"metadata.max.age.ms": -1})
+
+
+def test_metadata_max_idle_is_kafkas_for_the_producer() -> None:
+    """KIP-526: how long the producer keeps asking for a topic it no longer sends to; at least 5 s, as in Kafka."""
+    assert Producer(BOOTSTRAP).config["metadata.max.idle.ms"] == 300000
+    assert Producer(BOOTSTRAP, metadata_max_idle_ms=5000).config["metadata.max.idle.ms"] == 5000
+    with pytest.raises(InvalidConfigError, match=r"metadata\.max\.idle\.ms.*at least 5000"):
+        Producer(BOOTSTRAP, {"metadata.max.idle.ms": 4999})

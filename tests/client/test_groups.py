@@ -219,6 +219,31 @@ async def test_commits_survive_killing_the_coordinator_and_the_group_reforms(aut
         assert {o.offset for o in (await b.committed(a.assignment())).values()} == {100}
 
 
+@pytest.mark.usefixtures("kafkalite_watchdog")
+async def test_a_member_waits_between_heartbeats_while_its_coordinator_is_dead() -> None:
+    """Until the dead coordinator's session expires, the cluster still names it, so the member finds it again at
+    once and its heartbeat fails at once; the heartbeat loop went round without waiting (virtual time stopped, a
+    CPU spin on a real clock). As Kafka's failHeartbeat, the next heartbeat waits retry.backoff.ms."""
+    async with Cluster(brokers=3, config={"replica.lag.time.max.ms": 10000}, seed=7) as cluster:
+        await cluster.create_topic("t", partitions=1, replication_factor=3)
+        async with Consumer(cluster, {"group.id": "g"}) as a:  # the defaults: a 45 s session, heartbeats every 3 s
+            a.subscribe(["t"])
+            with trio.move_on_after(10):
+                while True:
+                    await a.poll(1)
+            old = coordinator_broker(cluster, "g")
+            await cluster.kill_broker(old)
+            with trio.fail_after(60):
+                while not (a._coordinator.coordinator_id not in (None, old) and a._coordinator.stable  # type: ignore
+                           and a.assignment() == {TopicPartition("t", 0)}):
+                    await a.poll(1)
+            await cluster.produce("t", 0, [Record(None, b"after")])
+            with trio.fail_after(30):
+                while not (records := await a.poll(0.5)):
+                    pass
+            assert [(r.partition, r.value) for r in records] == [(0, b"after")]
+
+
 async def test_the_group_follows_its_coordinator_through_a_controlled_shutdown_and_back(autojump_clock: Any,
                                                                                      cluster: Cluster) -> None:
     """A rolling restart moves the group's offsets partition while its brokers stay up. The controlled shutdown

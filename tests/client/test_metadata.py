@@ -55,6 +55,7 @@ async def test_an_answer_with_a_gap_maps_each_partition_to_its_own_leader() -> N
     """Partition 1 is missing: partition 1 must not get partition 2's leader (the second listed), and partition
     2 must still find its own."""
     metadata = ClusterMetadata(ScriptedTransport([answer(partition(2, leader=3), partition(0, leader=2))]), 100)
+    metadata.add_topics(["t"])  # the cache keeps only the topics the client tracks
     await metadata.fetch(["t"])
     found = {p: metadata.leader_for(TopicPartition("t", p)) for p in range(4)}
     assert found[0] is not None and (found[0].partition, found[0].leader) == (0, 2)
@@ -66,6 +67,7 @@ async def test_an_answer_with_a_gap_maps_each_partition_to_its_own_leader() -> N
 
 async def test_a_whole_answer_gives_the_partition_count() -> None:
     metadata = ClusterMetadata(ScriptedTransport([answer(partition(1, 2), partition(0, 1), partition(2, 3))]), 100)
+    metadata.add_topics(["t"])
     await metadata.fetch(["t"])
     assert metadata.partition_count("t") == 3
     found = [metadata.leader_for(TopicPartition("t", p)) for p in range(3)]
@@ -113,6 +115,7 @@ async def test_an_answer_naming_an_older_leader_epoch_does_not_move_the_leader_b
     older = MetadataPartition(errors.NONE.code, 0, 2, 7, [1, 2, 3], [1, 2, 3])
     moved = MetadataPartition(errors.NONE.code, 0, 1, 10, [1, 2, 3], [1, 3])
     metadata = ClusterMetadata(ScriptedTransport([answer(newer), answer(older), answer(moved)]), 100)
+    metadata.add_topics(["t"])
     leaders = []
     for _ in range(3):
         await metadata.fetch(["t"])
@@ -120,3 +123,59 @@ async def test_an_answer_naming_an_older_leader_epoch_does_not_move_the_leader_b
         assert found is not None
         leaders.append((found.leader, found.leader_epoch))
     assert leaders == [(3, 9), (3, 9), (1, 10)]
+
+
+async def test_an_answer_listing_every_topic_drops_the_topics_it_leaves_out() -> None:
+    """As Kafka's clients take a full update: a topic left out was deleted. A pattern subscription, which asks for
+    every topic, kept every topic it ever saw, and the partitions of deleted ones."""
+    both = MetadataResponse(BROKERS, "cluster", 1, [MetadataTopic(errors.NONE.code, name, [partition(0, 1)])
+                                                    for name in ("t", "gone")])
+    metadata = ClusterMetadata(ScriptedTransport([both, answer(partition(0, 1))]), 100)
+    metadata.track("subscription", None)
+    await metadata.fetch(None)
+    assert metadata.partition_count("gone") == 1
+    await metadata.fetch(None)
+    assert metadata.partition_count("gone") is None and metadata.partition_count("t") == 1
+
+
+class GatedTransport(ScriptedTransport):
+    """Answers each MetadataRequest with one partition of every topic it names, once `gate` is set."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.asked: list[list[str] | None] = []
+        self.gate = trio.Event()
+
+    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+        assert isinstance(request, MetadataRequest) and request.topics is not None
+        self.asked.append(request.topics)
+        await self.gate.wait()
+        return MetadataResponse(BROKERS, "cluster", 1, [MetadataTopic(errors.NONE.code, name, [partition(0, 1)])
+                                                        for name in request.topics])
+
+
+async def test_a_refresh_joining_one_under_way_asks_again_for_topics_tracked_since_it_began(
+        autojump_clock: MockClock) -> None:
+    """A group leader tracks the other members' topics and refreshes to learn their partition counts; a refresh
+    under way (the periodic one, say) had not asked for them, and joining it left the counts unknown, so the
+    leader assigned those topics no partitions."""
+    transport = GatedTransport()
+    metadata = ClusterMetadata(transport, 100)
+    metadata.track("subscription", ["mine"])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(metadata.refresh)
+        await trio.sleep(1)
+        assert transport.asked == [["mine"]]
+        metadata.track("group", ["mine", "theirs"])
+        joined = trio.Event()
+
+        async def join() -> None:
+            await metadata.refresh()
+            joined.set()
+
+        nursery.start_soon(join)
+        await trio.sleep(1)
+        transport.gate.set()
+        await joined.wait()
+    assert transport.asked == [["mine"], ["mine", "theirs"]]
+    assert metadata.partition_count("theirs") == 1 and metadata.partition_count("mine") == 1
