@@ -881,6 +881,9 @@ class Consumer:
             else:
                 log.info("%s: %s; resetting %s to %s", self._transport.name, error, tp, self._auto_offset_reset)
                 self._move(state, None, self._auto_offset_reset)
+                # Fetched again after retry.backoff.ms: a leader answering OFFSET_OUT_OF_RANGE whatever the offset
+                # (a broker at fault, or a fault injected) made reset and fetch a loop in which no time passed.
+                state.backoff_until = trio.current_time() + self._retry_backoff_s
             return
         if isinstance(error, CorruptMessageError):  # refetching returns the same bytes: the application decides
             self._error = CorruptMessageError(f"{error.message} ({tp}); seek past the record to continue")

@@ -91,6 +91,8 @@ RESET_MEMBER_ERRORS = frozenset({errors.UNKNOWN_MEMBER_ID})
 
 IMMEDIATE_REJOIN_ERRORS = frozenset({errors.MEMBER_ID_REQUIRED, errors.REBALANCE_IN_PROGRESS,
                                      errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION})
+_REJOINS_AT_ONCE = 2
+"""Immediate rejoins in a row before one waits retry.backoff.ms."""
 
 
 class GroupMember(Protocol):
@@ -175,6 +177,7 @@ class ConsumerCoordinator:
         self._topics: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._pattern_listed_at = -math.inf  # when the pattern was last matched against every topic
+        self._pattern_retry_at = -math.inf  # after a listing no broker answered: not before retry.backoff.ms
         self._listeners: dict[str, Listener | None] = {}
         self._assigned_counts: dict[str, int] = {}  # partition counts the last assignment was made for
         self._next_auto_commit: float | None = None  # from the first poll on
@@ -238,11 +241,21 @@ class ConsumerCoordinator:
         and its partitions, no longer in metadata, would fail poll() after default.api.timeout.ms (Kafka's
         consumer matches its pattern again at every metadata update)."""
         now = trio.current_time()
-        if self._pattern is None or self._topics and now < self._pattern_listed_at + self.metadata.max_age_s \
+        if self._pattern is None or now < self._pattern_retry_at or self._topics \
+                and now < self._pattern_listed_at + self.metadata.max_age_s \
                 and all(topic in self.metadata.topics for topic in self._topics):
             return
-        response = await self._pattern_listing.wait(self._nursery, lambda: self.metadata.fetch(None),
-                                                    self._membership)
+        try:
+            response = await self._pattern_listing.wait(self._nursery, lambda: self.metadata.fetch(None),
+                                                        self._membership)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # No broker answered: as Kafka's poll(), which never raises a network error, poll on and list again
+            # after retry.backoff.ms. Raised, it failed every poll at once, and a poll loop let no time pass.
+            log.info("%s: listing topics for pattern %s failed: %s", self.transport.name, self._pattern.pattern, exc)
+            self._pattern_retry_at = now + self._retry_backoff_s
+            return
         self._pattern_listed_at = now
         matched = {t.name for t in response.topics if t.error_code == 0 and t.name not in INTERNAL_TOPICS
                    and self._pattern.fullmatch(t.name)}
@@ -349,13 +362,20 @@ class ConsumerCoordinator:
         await self._on_join_complete(await self._join.wait(self._nursery, self._join_group, self._membership))
 
     async def _join_group(self) -> set[TopicPartition]:
+        rejoined_at_once = 0
         while True:
             try:
                 return await self._join_and_sync()
             except KafkaError as exc:
                 if not self._handle_join_error(exc.error):
                     raise
-                if exc.error not in IMMEDIATE_REJOIN_ERRORS:
+                # As Kafka, these rejoin at once (the handshake's MEMBER_ID_REQUIRED, a rebalance begun meanwhile),
+                # but not over and over: a coordinator answering them every time, at once, made a loop in which
+                # no time passed.
+                if exc.error in IMMEDIATE_REJOIN_ERRORS and rejoined_at_once < _REJOINS_AT_ONCE:
+                    rejoined_at_once += 1
+                else:
+                    rejoined_at_once = 0
                     await trio.sleep(self._retry_backoff_s)
 
     async def _prepare_join(self) -> None:

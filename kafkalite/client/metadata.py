@@ -170,8 +170,14 @@ class ClusterMetadata:
 
     def tracks(self, topic: str) -> bool:
         """Whether refreshes ask for `topic` by name."""
-        return topic in self._used or topic in self._transient or \
-            any(topics is not None and topic in topics for topics in self._tracked.values())
+        return topic in self._transient or self._kept(topic)
+
+    def _kept(self, topic: str) -> bool:
+        """Whether `topic` is tracked beyond the calls looking it up now (`transient`). A call's lookup takes the
+        answer as it comes, older leader epochs included, as Kafka's admin client keeps no metadata to compare:
+        a topic deleted and created again starts over at epoch 0, and, without topic ids to tell it is a new
+        topic, keeping the old topic's leaders sent every lookup to a broker that was no longer its leader."""
+        return topic in self._used or any(topics is not None and topic in topics for topics in self._tracked.values())
 
     def knows(self, topic: str) -> bool:
         """Whether the cache has an answer for `topic`: its partitions, or its error."""
@@ -268,6 +274,7 @@ class ClusterMetadata:
             # partition counts it needs now.
             return await self.refresh()
         self._refreshing = done = trio.Event()
+        self._asked = None  # until it asks after its backoff, for all that is tracked by then
         try:
             await trio.sleep_until(self._last_refresh + self.retry_backoff_s)
             self._last_refresh = trio.current_time()
@@ -315,7 +322,10 @@ class ClusterMetadata:
             if not (tracked or cache_all):
                 continue
             if topic.error_code == errors.NONE.code:
-                found = self.topics[topic.name] = self._no_older_leaders(TopicMetadata.from_response(topic))
+                found = TopicMetadata.from_response(topic)
+                if self._kept(topic.name):  # not a call's lookup alone: see _no_older_leaders
+                    found = self._no_older_leaders(found)
+                self.topics[topic.name] = found
                 self.topic_errors.pop(topic.name, None)
                 complete = found.partition_count is not None
             else:

@@ -77,7 +77,11 @@ def iterate(source: Callable[[], AsyncGenerator[_T, None]]) -> Iterator[_T]:
             raise item.error
     finally:
         stop.set()
-        try:
-            items.get_nowait()  # make room for a producer blocked on a full queue, so it sees `stop`
-        except queue.Empty:
-            pass
+        # Empty the queue: a producer blocked on it puts its item, sees `stop` and hands over its end, all with
+        # room to spare. Taking one item only, its last put filled the queue again, and the end's put waited for
+        # ever, a thread and its batches kept for each read Spark stopped early.
+        while True:
+            try:
+                items.get_nowait()
+            except queue.Empty:
+                break

@@ -695,3 +695,22 @@ async def test_poll_takes_a_non_negative_number_of_seconds(autojump_clock: Any, 
     async with Consumer("127.0.0.1:9") as consumer:
         with pytest.raises(error, match="poll timeout must"):
             await consumer.poll(timeout)
+
+
+@pytest.mark.usefixtures("kafkalite_watchdog")
+async def test_a_leader_answering_offset_out_of_range_every_time_is_asked_again_after_a_backoff(
+        cluster: Cluster, bootstrap: Any) -> None:
+    """Reset and refetch went round without waiting while every fetch was out of range: virtual time stopped, and
+    on a real clock a core spun. A fetch after a reset now waits retry.backoff.ms; records come once it heals."""
+    await fill(cluster, 5)
+    refusing = cluster.fail_requests("Fetch", "OFFSET_OUT_OF_RANGE", times=None)
+    async with Consumer(bootstrap, {"auto.offset.reset": "earliest", "retry.backoff.ms": 100}) as consumer:
+        consumer.assign([TP])
+        started = trio.current_time()
+        assert await consumer.poll(2) == []
+        assert trio.current_time() - started == pytest.approx(2, abs=0.2)
+        assert 10 <= refusing.hits <= 25  # a fetch a backoff, a tenth of a second
+        refusing.remove()
+        with trio.fail_after(10):
+            records = await consumer.poll(5)
+        assert [(r.offset, r.value) for r in records] == [(i, b"%d" % i) for i in range(5)]

@@ -169,3 +169,30 @@ async def test_an_admin_call_looks_its_topics_up_afresh(autojump_clock: Any, clu
         await cluster.delete_topic("later")
         await cluster.create_topic("later", partitions=2, replication_factor=3)
         assert (await admin.list_offsets({second: "latest"}))[second].offset == 0
+
+
+async def test_lookups_see_a_topic_created_again_although_its_old_leader_epochs_were_higher(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """A topic deleted and created again starts over at leader epoch 0. The clients kept the old topic's leaders,
+    whose epochs were higher (KIP-320's guard, meant for a broker answering from a stale cache), so every
+    end_offsets() and list_offsets() went to a broker that was no longer the leader and failed after its timeout,
+    for as long as the lookups kept coming. A call's own lookup takes the answer as it comes."""
+    await cluster.create_topic("watched", partitions=1, replication_factor=3)
+    watched = TopicPartition("watched", 0)
+    await cluster.produce("watched", 0, [Record(None, b"x")])
+    for _ in range(2):  # each move raises the leader epoch
+        leader = cluster.leader_for("watched", 0)
+        others = [b for b in cluster.live_broker_ids if b != leader]
+        await cluster.reassign_partitions({watched: [others[0], leader, others[1]]})
+        await cluster.elect_preferred_leaders([watched])
+        await cluster.wait_until(lambda: cluster.leader_for("watched", 0) == others[0], timeout=60)
+    async with Consumer(bootstrap, {"default.api.timeout.ms": 20000}) as consumer, \
+            Admin(bootstrap, {"default.api.timeout.ms": 20000}) as admin:
+        assert await consumer.end_offsets([watched]) == {watched: 1}
+        assert (await admin.list_offsets({watched: "latest"}))[watched].offset == 1
+        await cluster.delete_topic("watched")
+        await cluster.create_topic("watched", partitions=1, replication_factor=3)
+        assert cluster.partition_state("watched", 0).leader_epoch == 0
+        for _ in range(3):
+            assert await consumer.end_offsets([watched]) == {watched: 0}
+            assert (await admin.list_offsets({watched: "latest"}))[watched].offset == 0

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from kafkalite.client import Admin, Consumer, Producer
-from kafkalite.cluster import Cluster
+from kafkalite.cluster import ClientNode, Cluster
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
@@ -977,3 +977,40 @@ async def test_a_client_closes_a_broken_connection_before_opening_the_next(autoj
             await (await producer.send("events", b"after", partition=partition))
         assert producer._transport._connections[leader] is not broken
         assert broken.closed and broken._stream.socket.fileno() == -1
+
+
+@pytest.mark.usefixtures("kafkalite_watchdog")
+@pytest.mark.parametrize("api, error", [("JoinGroup", "REBALANCE_IN_PROGRESS"), ("JoinGroup", "UNKNOWN_MEMBER_ID"),
+                                        ("JoinGroup", "ILLEGAL_GENERATION"), ("JoinGroup", "MEMBER_ID_REQUIRED"),
+                                        ("SyncGroup", "REBALANCE_IN_PROGRESS"), ("SyncGroup", "ILLEGAL_GENERATION")])
+async def test_a_coordinator_that_keeps_asking_for_a_rejoin_is_asked_again_after_backoffs(
+        cluster: Cluster, api: str, error: str) -> None:
+    """As Kafka, these errors rejoin at once; answered every time, the rejoins made a loop without a checkpoint:
+    in-process, the whole run froze and no poll timeout could end it. Now a few at once, then retry.backoff.ms."""
+    refusing = cluster.fail_requests(api, error, times=None)
+    async with member(cluster, "a", retry_backoff_ms=100) as a:
+        a.subscribe(["events"])
+        started = trio.current_time()
+        with trio.move_on_after(5):
+            while True:
+                await a.poll(1)
+        assert trio.current_time() - started == pytest.approx(5, abs=0.1)
+        assert 50 <= refusing.hits <= 200 and a.assignment() == set()
+        refusing.remove()
+        await poll_until([a], lambda: a.assignment() == ALL)
+
+
+@pytest.mark.usefixtures("kafkalite_watchdog")
+async def test_a_pattern_consumer_cut_off_from_every_broker_polls_out_its_timeout(cluster: Cluster) -> None:
+    """Listing the topics for the pattern failed with NETWORK_EXCEPTION out of poll() at once, every poll, so a
+    loop polling again let no time pass. As Kafka's poll(), which raises no network error, it waits out its
+    timeout and lists again after retry.backoff.ms, and the group forms once the network heals."""
+    async with member(cluster, "a") as a:
+        a.subscribe(pattern="ev.*")
+        cluster.partition_network({ClientNode("a")}, set(cluster.live_broker_ids))
+        started = trio.current_time()
+        for _ in range(5):
+            assert await a.poll(1) == []
+        assert trio.current_time() - started == pytest.approx(5, abs=0.1)
+        cluster.heal()
+        await poll_until([a], lambda: a.assignment() == ALL)

@@ -32,3 +32,24 @@ def test_a_read_left_early_closes_its_generator_in_its_own_run() -> None:
     assert [next(items), next(items)] == [0, 1]
     items.close()
     assert cleaned_up.wait(30)
+
+
+def test_a_read_left_early_with_its_queue_full_ends_its_thread() -> None:
+    """Stopping took one item off a full queue; the producer's last put filled it again, and handing over its end
+    then waited for ever: a thread and its queued batches kept for every read Spark stopped early."""
+    filled = threading.Event()
+
+    async def source() -> AsyncGenerator[int, None]:
+        for number in itertools.count():
+            if number > bridge._AHEAD:  # 1 to _AHEAD fill the queue: this one waits for Spark
+                filled.set()
+            yield number
+
+    before = set(threading.enumerate())
+    items = bridge.iterate(source)
+    assert next(items) == 0
+    assert filled.wait(30)
+    items.close()
+    (reader,) = set(threading.enumerate()) - before
+    reader.join(30)
+    assert not reader.is_alive()
