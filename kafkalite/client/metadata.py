@@ -268,7 +268,7 @@ class ClusterMetadata:
             asked = self._asked
             await self._refreshing.wait()
             wanted = self._tracked_topics()
-            if asked is None or asked.issuperset(wanted or ()) and wanted is not None:
+            if asked is None or wanted is not None and asked.issuperset(wanted):
                 return
             # Topics tracked since that refresh began, which it did not ask for: the group leader's, say, whose
             # partition counts it needs now.

@@ -13,7 +13,6 @@ rows again.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -112,11 +111,10 @@ def _timestamps(batch: pa.RecordBatch) -> Any:
 
 
 def _micros(seconds: float) -> int:
-    if not math.isfinite(seconds):  # Spark's cast fails on them too (ANSI mode, the default in Spark 4)
-        raise ValueError(f"kafkalite sink: a row's timestamp is {seconds}; a double timestamp counts seconds since "
-                         "the epoch")
     micros = seconds * 1_000_000
-    if not -2**63 <= micros < 2**63:  # Spark's cast fails with CAST_OVERFLOW; the source could not read it back
+    # NaN and the infinities fail the comparison too. Spark's cast fails on each (ANSI mode, Spark 4's default);
+    # written, a record beyond a long's microseconds could not be read back by the source.
+    if not -2**63 <= micros < 2**63:
         raise ValueError(f"kafkalite sink: a row's timestamp is {seconds} seconds, beyond what a timestamp holds "
                          "(microseconds since the epoch in a long)")
     return int(micros)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 import time
@@ -71,10 +72,11 @@ def test_timestamp_column_sets_record_timestamps_and_the_topic_option_ignores_th
             .mode("append").save()
     # Seconds whose microseconds overflow a long: Spark's cast fails (CAST_OVERFLOW). Written as they were, every
     # later read over the record failed with CORRUPT_MESSAGE.
-    huge = spark.createDataFrame([("e", 9.3e12)], "value string, timestamp double")
-    with pytest.raises(Exception, match="kafkalite sink: a row's timestamp is 9300000000000.0 seconds, beyond"):
-        huge.write.format("kafkalite").option("kafka.bootstrap.servers", servers).option("topic", "sink-stamped") \
-            .mode("append").save()
+    for seconds in (9.3e12, math.nan):
+        huge = spark.createDataFrame([("e", seconds)], "value string, timestamp double")
+        with pytest.raises(Exception, match=f"kafkalite sink: a row's timestamp is {seconds} seconds, beyond"):
+            huge.write.format("kafkalite").option("kafka.bootstrap.servers", servers) \
+                .option("topic", "sink-stamped").mode("append").save()
     consumer = cluster.consumer()
     assert consumer.end_offsets([("sink-stamped", 0)]) == {("sink-stamped", 0): 3}
     consumer.close()
