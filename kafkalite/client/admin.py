@@ -7,7 +7,9 @@ the broker's error code with the broker's message, so `except TopicAlreadyExists
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, TypeVar, cast
@@ -134,11 +136,35 @@ class _Retry(Exception):
         self.error = error
 
 
+_call_deadline: ContextVar[float | None] = ContextVar("kafkalite_admin_call_deadline", default=None)
+"""When the admin call under way in this task must end (Trio time); None outside one."""
+
+_Call = TypeVar("_Call", bound=Callable[..., Awaitable[Any]])
+
+
+def _one_deadline(call: _Call) -> _Call:
+    """default.api.timeout.ms bounds the whole call, as Kafka's admin client gives each call one deadline. The steps
+    of a call (the group's coordinator, then its committed offsets, then their end offsets; one broker after
+    another) share it: with a budget each, a call took several times the timeout before it failed."""
+    @functools.wraps(call)
+    async def bounded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _call_deadline.get() is not None:  # a step of a call under way: the call's deadline holds
+            return await call(self, *args, **kwargs)
+        token = _call_deadline.set(trio.current_time() + self._timeout_ms / 1000)
+        try:
+            return await call(self, *args, **kwargs)
+        finally:
+            _call_deadline.reset(token)
+
+    return cast(_Call, bounded)
+
+
 class _GroupAdmin:
     """The admin's consumer-group calls, mixed into Admin: each finds the group's coordinator and asks it."""
 
     metadata: ClusterMetadata
     _transport: ClientTransport
+    _timeout_ms: int
     _with_retries: Callable[..., Awaitable[Any]]
     list_offsets: Callable[..., Awaitable[dict[TopicPartition, ListOffsetsResultInfo]]]
 
@@ -169,6 +195,7 @@ class _GroupAdmin:
 
         return await self._with_retries(attempt, what)  # type: ignore[no-any-return]
 
+    @_one_deadline
     async def list_groups(self, states: Sequence[str] = ()) -> list[GroupListing]:
         """Every group of every broker (in the given states, any case), as kafka-consumer-groups --list shows
         them. A name that is no state is refused here: the broker, as Kafka's, would match nothing with it."""
@@ -189,6 +216,7 @@ class _GroupAdmin:
             listed += [GroupListing(g.group_id, g.protocol_type, g.group_state, broker) for g in response.groups]
         return sorted(listed)
 
+    @_one_deadline
     async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
         """State, assignor and members (with their assignments, for consumer groups) of each group."""
         described = {}
@@ -205,6 +233,7 @@ class _GroupAdmin:
                 for m in group.members), coordinator)
         return described
 
+    @_one_deadline
     async def delete_groups(self, group_ids: Sequence[str]) -> None:
         """Delete empty groups with their offsets (NON_EMPTY_GROUP while a group has members)."""
         for group_id in topic_names(group_ids, "delete_groups()", "group ids"):
@@ -213,6 +242,7 @@ class _GroupAdmin:
             result = cast(DeleteGroupsResponse, response).results[0]
             errors.raise_for(result.error_code, result.error_message)
 
+    @_one_deadline
     async def list_group_offsets(self, group_id: str) -> dict[TopicPartition, GroupOffset]:
         """The group's committed offsets, each with its partition's end offset and the lag between them."""
         _, response = await self._ask_coordinator(group_id, OffsetFetchRequest(group_id), "list_group_offsets")
@@ -222,6 +252,7 @@ class _GroupAdmin:
         return {tp: GroupOffset(p.committed_offset, ends[tp].offset, ends[tp].offset - p.committed_offset, p.metadata)
                 for tp, p in sorted(committed.items())}
 
+    @_one_deadline
     async def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Set an empty group's committed offsets (a group with members would overwrite them: NON_EMPTY_GROUP)."""
         wanted = {topic_partition(tp, "alter_group_offsets()"): non_negative_int(o, "offset")
@@ -241,6 +272,7 @@ class _GroupAdmin:
             raise errors.NonEmptyGroupError(f"group {group_id} is {state}: offsets can be reset only while it has no "
                                             "members; stop its consumers first")
 
+    @_one_deadline
     async def reset_group_offsets(self, group_id: str, partitions: Sequence[TopicPartition], spec: str,
                                   value: int = 0, *, dry_run: bool = False) -> dict[TopicPartition, int]:
         """kafka-consumer-groups --reset-offsets for an empty group: to the "earliest" or "latest" offset, to
@@ -278,7 +310,7 @@ class Admin(_GroupAdmin):
     def __init__(self, bootstrap: ClusterLike | str | ClientTransport, config: Mapping[str, Any] | None = None,
                  **kwargs: Any) -> None:
         self.config = cfg = admin_config({**(config or {}), **kwargs})
-        self._transport = open_transport(bootstrap, "admin", cfg["client.id"], cfg["request.timeout.ms"])
+        self._transport = open_transport(bootstrap, "admin", cfg, cfg["request.timeout.ms"])
         self._block = OneBlock()
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._timeout_ms: int = cfg["default.api.timeout.ms"]
@@ -296,7 +328,8 @@ class Admin(_GroupAdmin):
                             final: tuple[type[KafkaError], ...] = ()) -> _T:
         """Run `attempt` until it returns, refreshing metadata after each retriable failure (but `final` ones)."""
         last: KafkaError | None = None
-        with trio.move_on_after(self._timeout_ms / 1000):
+        deadline = _call_deadline.get()
+        with trio.move_on_at(trio.current_time() + self._timeout_ms / 1000 if deadline is None else deadline):
             while True:
                 try:
                     return await attempt()
@@ -330,6 +363,7 @@ class Admin(_GroupAdmin):
 
     # -- topics -------------------------------------------------------------------------------------------------
 
+    @_one_deadline
     async def create_topics(self, new_topics: Sequence[NewTopic], *, validate_only: bool = False) -> None:
         """Create the topics; the first topic's failure is raised (e.g. TopicAlreadyExistsError).
 
@@ -348,6 +382,7 @@ class Admin(_GroupAdmin):
 
         await self._with_retries(attempt, "create_topics")
 
+    @_one_deadline
     async def delete_topics(self, names: Sequence[str]) -> None:
         request = DeleteTopicsRequest(topic_names(names, "delete_topics()"),
                                       timeout_ms=self.config["request.timeout.ms"])
@@ -358,6 +393,7 @@ class Admin(_GroupAdmin):
 
         await self._with_retries(attempt, "delete_topics", final=(errors.UnknownTopicOrPartitionError,))
 
+    @_one_deadline
     async def create_partitions(self, new_totals: Mapping[str, int]) -> None:
         """Grow each topic to its new partition count (INVALID_PARTITIONS if that does not grow it)."""
         totals = mapping(new_totals, "create_partitions()", "topic names to partition counts")
@@ -374,6 +410,7 @@ class Admin(_GroupAdmin):
 
         await self._with_retries(attempt, "create_partitions", final=(errors.UnknownTopicOrPartitionError,))
 
+    @_one_deadline
     async def elect_leaders(self, election_type: str = "preferred",
                             partitions: Sequence[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """Kafka's ElectLeaders ("preferred" or "unclean"): each partition's error code, 0 where it was elected."""
@@ -389,6 +426,7 @@ class Admin(_GroupAdmin):
 
         return await self._with_retries(attempt, "elect_leaders")
 
+    @_one_deadline
     async def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> None:
         """Start moving partitions to new replica lists; `list_partition_reassignments` shows the progress.
 
@@ -407,6 +445,7 @@ class Admin(_GroupAdmin):
 
         await self._with_retries(attempt, "alter_partition_reassignments")
 
+    @_one_deadline
     async def list_partition_reassignments(self) -> dict[TopicPartition, OngoingReassignment]:
         async def attempt() -> dict[TopicPartition, OngoingReassignment]:
             response: ListPartitionReassignmentsResponse = await self._send_to_controller(
@@ -416,6 +455,7 @@ class Admin(_GroupAdmin):
 
         return await self._with_retries(attempt, "list_partition_reassignments")
 
+    @_one_deadline
     async def describe_configs(self, topics: Sequence[str] = (), brokers: Sequence[int] = (), *,
                                include_synonyms: bool = False) -> dict[tuple[str, str], dict[str, ConfigEntry]]:
         """Configs of topics and brokers, keyed ("topic", name) / ("broker", id); entries say what is default.
@@ -438,6 +478,7 @@ class Admin(_GroupAdmin):
 
         return await self._with_retries(attempt, "describe_configs", final=(errors.UnknownTopicOrPartitionError,))
 
+    @_one_deadline
     async def alter_topic_configs(self, configs: Mapping[str, Mapping[str, Any]], *,
                                   validate_only: bool = False, incremental: bool = False) -> None:
         """Replace each topic's config overrides (Kafka's AlterConfigs); brokers apply them as they are noticed.
@@ -467,10 +508,12 @@ class Admin(_GroupAdmin):
 
         await self._with_retries(attempt, "alter_topic_configs", final=(errors.UnknownTopicOrPartitionError,))
 
+    @_one_deadline
     async def list_topics(self) -> list[str]:
         response = await self._with_retries(lambda: self.metadata.fetch(None), "list_topics")
         return sorted(t.name for t in response.topics if t.error_code == errors.NONE.code)
 
+    @_one_deadline
     async def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
         """Leader, epoch, replicas and ISR of every partition, as the brokers' metadata has them."""
         topics = topic_names(names, "describe_topics()")
@@ -484,6 +527,7 @@ class Admin(_GroupAdmin):
                 for p in sorted(topic.partitions, key=lambda p: p.partition)), topic.is_internal)
         return described
 
+    @_one_deadline
     async def describe_log_dirs(self, brokers: Sequence[int] = ()) -> dict[int, dict[str, dict[TopicPartition, int]]]:
         """Each broker's log directories (kafkalite's brokers have one, in memory) and the size in bytes of each
         replica in it, as Kafka's describeLogDirs: per broker, the given ones or every live one."""
@@ -505,6 +549,7 @@ class Admin(_GroupAdmin):
                                                     for r in response.replicas}}
         return described
 
+    @_one_deadline
     async def describe_cluster(self) -> ClusterDescription:
         response = await self._with_retries(lambda: self.metadata.fetch([]), "describe_cluster")
         return ClusterDescription(response.cluster_id, self.metadata.controller_id, tuple(
@@ -512,6 +557,7 @@ class Admin(_GroupAdmin):
 
     # -- offsets ------------------------------------------------------------------------------------------------
 
+    @_one_deadline
     async def list_offsets(self, specs: Mapping[TopicPartition, str | int]
                            ) -> dict[TopicPartition, ListOffsetsResultInfo]:
         """Offsets per partition for "earliest", "latest", "max_timestamp" (the record with the largest
@@ -535,6 +581,7 @@ class Admin(_GroupAdmin):
         with self.metadata.transient((tp.topic for tp in timestamps), fresh=True):
             return await self._with_retries(attempt, "list_offsets", final=(errors.UnknownTopicOrPartitionError,))
 
+    @_one_deadline
     async def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Kafka's deleteRecords: delete every record below each partition's offset (-1: below the high
         watermark). Returns each partition's low watermark, its log start offset from now on on every replica of

@@ -58,6 +58,10 @@ _COMMON = (
          at_least=0),
     _key("metadata.max.age.ms", "long", 300000, "Metadata older than this is refreshed even without an error, to "
          "learn of new partitions and brokers.", at_least=0),
+    _key("reconnect.backoff.ms", "long", 50, "Pause before trying a broker again after it could not be reached; "
+         "doubles with each failure in a row, up to reconnect.backoff.max.ms.", at_least=0),
+    _key("reconnect.backoff.max.ms", "long", 1000, "Longest pause before trying an unreachable broker again.",
+         at_least=0),
 )
 
 PRODUCER_CONFIG_KEYS = _keys(

@@ -109,6 +109,13 @@ def _check_timestamp(timestamp: object) -> None:
         raise ValueError(f"timestamp {timestamp} is past a Kafka long ({INT64_MAX})")
 
 
+_LEAST_RETRY_WAIT_S = 0.001
+"""The least wait before a batch or a producer id is asked for again, whatever retry.backoff.ms says. Over a
+network each attempt costs a round trip; in-process none does, and a producer retrying a refusal at no cost
+(NOT_ENOUGH_REPLICAS, a leader not yet known to have moved) kept Trio's autojump clock, and with it
+delivery.timeout.ms and the cluster's own timers, from ever moving."""
+
+
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
@@ -318,14 +325,14 @@ class Producer:
         self._retries: int = cfg["retries"]
         self._delivery_timeout_s = self._delivery_timeout_ms() / 1000
         self._request_timeout_ms: int = cfg["request.timeout.ms"]
-        self._retry_backoff_s = cfg["retry.backoff.ms"] / 1000
+        self._retry_backoff_s = max(cfg["retry.backoff.ms"] / 1000, _LEAST_RETRY_WAIT_S)
         self._max_block_s = cfg["max.block.ms"] / 1000
         self._max_request_size: int = cfg["max.request.size"]
         self._max_record_size = self._max_request_size - _EMPTY_BATCH_SIZE  # alone in its batch
         self.idempotent = self._idempotence_wanted()
         self.producer_id = -1
         self.producer_epoch = -1
-        self._transport = open_transport(bootstrap, "producer", cfg["client.id"], self._request_timeout_ms)
+        self._transport = open_transport(bootstrap, "producer", cfg, self._request_timeout_ms)
         self._block = OneBlock()
         # As Kafka's producer, it asks for its topics allowing their creation, and for a topic only while it is sent
         # to: one unused for metadata.max.idle.ms is forgotten (KIP-526), so a topic deleted after its last send
@@ -688,6 +695,11 @@ class Producer:
         while True:
             while not requests:
                 await lane.lot.park()
+            # reconnect.backoff.ms after the leader could not be reached; waited before taking a request, as the
+            # lane's tasks (over TCP, one per request in flight) wake from it in no set order
+            await self._transport.ready(leader)
+            if not requests:
+                continue
             batches = requests.popleft()
             opened = False
             try:

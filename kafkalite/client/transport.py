@@ -2,19 +2,25 @@
 
 Both speak the same request dataclasses and fail the same way (NETWORK_EXCEPTION when a broker cannot be
 reached, REQUEST_TIMED_OUT after request.timeout.ms), so producer, consumer and admin do not know which one
-they use. Requests to one broker are handled by it in the order they were sent: a TCP connection gives that
-for free, and the in-process transport gets it by letting one request at a time per broker through, in the
-order the client's tasks asked (Trio's lock is first come, first served). Kafka's ordering guarantees for
-retried and pipelined produce requests rest on exactly this.
+they use. A broker that could not be reached is not tried again before reconnect.backoff.ms, doubling with each
+failure in a row up to reconnect.backoff.max.ms, as Kafka's NetworkClient holds off: a client retrying with
+retry.backoff.ms=0 would otherwise spin on a dead broker, and on the autojump clock keep virtual time (and with
+it the session expiry that moves the broker's partitions elsewhere) from ever advancing.
+
+Requests to one broker are handled by it in the order they were sent: a TCP connection gives that for free, and
+the in-process transport gets it by letting one request at a time per broker through, in the order the client's
+tasks asked (Trio's lock is first come, first served). Kafka's ordering guarantees for retried and pipelined
+produce requests rest on exactly this.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -72,12 +78,16 @@ class ClientTransport(ABC):
     """Whether a broker serves this transport's requests one at a time, so that a second request in flight to it
     only queues behind the first instead of overlapping it on the wire."""
 
-    def __init__(self, name: str, request_timeout_ms: int) -> None:
+    def __init__(self, name: str, request_timeout_ms: int, reconnect_backoff_ms: int = 50,
+                 reconnect_backoff_max_ms: int = 1000) -> None:
         self.name = name
         self.request_timeout_s = request_timeout_ms / 1000
         self._in_flight: defaultdict[NodeKey, int] = defaultdict(int)
         self._broker_ids: list[int] = []
         self.closed = False
+        self._reconnect_backoff_ms = (reconnect_backoff_ms, max(reconnect_backoff_ms, reconnect_backoff_max_ms))
+        self._unreachable: dict[NodeKey, tuple[int, float]] = {}
+        """Nodes whose last attempt failed: failures in a row, and when the next attempt may start (Trio time)."""
 
     def update_brokers(self, brokers: Sequence[MetadataBroker]) -> None:
         self._broker_ids = [broker.node_id for broker in brokers]
@@ -86,9 +96,38 @@ class ClientTransport(ABC):
         """Learn where one broker is (a group coordinator) without changing the brokers requests go to."""
 
     def least_loaded_nodes(self) -> list[NodeKey]:
-        """Nodes to try for a request any broker can answer, least busy first (Kafka's leastLoadedNode)."""
+        """Nodes to try for a request any broker can answer, least busy first (Kafka's leastLoadedNode); nodes
+        still backing off after a failure last, the one free soonest first."""
         nodes: list[NodeKey] = list(self._broker_ids) or self._bootstrap_nodes()
-        return sorted(nodes, key=lambda node: self._in_flight[node])
+        now = trio.current_time()
+        return sorted(nodes, key=lambda node: (max(self._retry_at(node), now), self._in_flight[node]))
+
+    def _retry_at(self, node: NodeKey) -> float:
+        entry = self._unreachable.get(node)
+        return -math.inf if entry is None else entry[1]
+
+    async def ready(self, node: NodeKey, deadline: float = math.inf) -> None:
+        """Wait until `node` may be tried again after a failure (reconnect.backoff.ms), or until `deadline`."""
+        retry_at = self._retry_at(node)
+        if retry_at > trio.current_time():
+            await trio.sleep_until(min(retry_at, deadline))
+
+    def reached(self, node: NodeKey) -> None:
+        """A request to `node` was answered: the next failure backs off from reconnect.backoff.ms again."""
+        if self._unreachable:
+            self._unreachable.pop(node, None)
+
+    def unreachable(self, node: NodeKey) -> None:
+        """`node` could not be reached: hold off the next attempt, twice as long as after the failure before. The
+        other requests that fail with it (in flight, or queued for the same connection) are the same failure, as
+        Kafka counts a failed connection once, not once per request on it."""
+        entry = self._unreachable.get(node)
+        if entry is not None and entry[1] > trio.current_time():
+            return
+        failures = entry[0] + 1 if entry is not None else 1
+        base_ms, max_ms = self._reconnect_backoff_ms
+        backoff_ms = min(base_ms * 2 ** min(failures - 1, 32), max_ms)
+        self._unreachable[node] = (failures, trio.current_time() + backoff_ms / 1000)
 
     async def send(self, node: NodeKey, request: Request, timeout_s: float | None = None) -> Any:
         """The response, NETWORK_EXCEPTION if the broker cannot be reached, or REQUEST_TIMED_OUT after
@@ -97,13 +136,18 @@ class ClientTransport(ABC):
         self._in_flight[node] += 1
         deadline = trio.current_time() + (self.request_timeout_s if timeout_s is None else timeout_s)
         try:
-            return await self._send(node, request, deadline)
-        except NetworkExceptionError:
+            await self.ready(node, deadline)
+            if trio.current_time() >= deadline:  # backing off until past the request's deadline: not tried
+                raise self.timed_out(node, request)
+            response = await self._send(node, request, deadline)
+        except NetworkExceptionError:  # `_send` marked the node unreachable, unless the deadline passed
             if trio.current_time() < deadline:
                 raise
             raise self.timed_out(node, request) from None
         finally:
             self._in_flight[node] -= 1
+        self.reached(node)
+        return response
 
     def check_open(self) -> None:
         """RuntimeError once closed: a closed client's calls would otherwise open connections nobody closes."""
@@ -146,7 +190,8 @@ class ClientTransport(ABC):
                 failure = exc
         if failure is None:
             raise NetworkExceptionError("no broker to send to")
-        error = NetworkExceptionError(f"no broker could be reached at {', '.join(map(self.node_name, nodes))} "
+        tried = sorted(nodes, key=lambda node: (isinstance(node, str), node))  # in a stable order, not the tried one
+        error = NetworkExceptionError(f"no broker could be reached at {', '.join(map(self.node_name, tried))} "
                                       f"(last error: {failure})")
         raise error from failure
 
@@ -159,7 +204,8 @@ class ClientTransport(ABC):
 
     @abstractmethod
     async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
-        """The response; NETWORK_EXCEPTION when the broker cannot be reached or `deadline` (Trio time) passes."""
+        """The response; NETWORK_EXCEPTION when the broker cannot be reached (`unreachable(node)` noted) or
+        `deadline` (Trio time) passes."""
 
     async def aclose(self) -> None:
         """Refuse requests from now on; the in-process transport holds nothing else to release."""
@@ -204,20 +250,31 @@ class _InProcessStream(RequestStream):
         self._channel = transport.channel_to(node)
 
     def __enter__(self) -> _InProcessStream:
-        self._channel.__enter__()
+        try:
+            self._channel.__enter__()
+        except NetworkExceptionError:
+            self._transport.unreachable(self._node)
+            raise
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool | None:
-        return self._channel.__exit__(exc_type, exc, tb)
+        try:
+            return self._channel.__exit__(exc_type, exc, tb)
+        except NetworkExceptionError:  # the broker went down under the stream (the channel raises it), not a timeout
+            if trio.current_time() < self._channel.deadline:
+                self._transport.unreachable(self._node)
+            raise
 
     async def send(self, request: Request) -> Any:
         transport, node = self._transport, self._node
         transport._in_flight[node] += 1
         try:
-            return await self.exchange(request, trio.current_time() + transport.request_timeout_s)
+            response = await self.exchange(request, trio.current_time() + transport.request_timeout_s)
         finally:
             transport._in_flight[node] -= 1
+        transport.reached(node)
+        return response
 
     async def exchange(self, request: Request, deadline: float) -> Any:
         """One request per broker at a time, in the order they came, like one Kafka connection.
@@ -247,8 +304,9 @@ class InProcessTransport(ClientTransport):
     serial = True
 
     def __init__(self, cluster_transport: Transport, bootstrap_broker_ids: Sequence[int], name: str,
-                 request_timeout_ms: int = 30000) -> None:
-        super().__init__(name, request_timeout_ms)
+                 request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
+                 reconnect_backoff_max_ms: int = 1000) -> None:
+        super().__init__(name, request_timeout_ms, reconnect_backoff_ms, reconnect_backoff_max_ms)
         self._transport = cluster_transport
         self._bootstrap = list(bootstrap_broker_ids)
         self._context = RequestContext(source=name, listener="NATIVE", client_id=name)
@@ -258,7 +316,8 @@ class InProcessTransport(ClientTransport):
         return list(self._bootstrap)
 
     def sibling(self) -> ClientTransport:
-        return InProcessTransport(self._transport, self._bootstrap, self.name, int(self.request_timeout_s * 1000))
+        return InProcessTransport(self._transport, self._bootstrap, self.name, int(self.request_timeout_s * 1000),
+                                  *self._reconnect_backoff_ms)
 
     def stream(self, node: NodeKey) -> RequestStream:
         self.check_open()
@@ -276,8 +335,9 @@ class InProcessTransport(ClientTransport):
 class TcpTransport(ClientTransport):
     """One native connection per broker, opened on first use and replaced after it breaks."""
 
-    def __init__(self, bootstrap_servers: str, name: str, request_timeout_ms: int = 30000) -> None:
-        super().__init__(name, request_timeout_ms)
+    def __init__(self, bootstrap_servers: str, name: str, request_timeout_ms: int = 30000,
+                 reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000) -> None:
+        super().__init__(name, request_timeout_ms, reconnect_backoff_ms, reconnect_backoff_max_ms)
         self._addresses: dict[NodeKey, tuple[str, int]] = {}
         for server in filter(None, (part.strip() for part in bootstrap_servers.split(","))):
             host, colon, port = server.rpartition(":")
@@ -303,7 +363,8 @@ class TcpTransport(ClientTransport):
         return list(self._bootstrap)
 
     def sibling(self) -> ClientTransport:
-        other = TcpTransport(self._bootstrap_servers, self.name, int(self.request_timeout_s * 1000))
+        other = TcpTransport(self._bootstrap_servers, self.name, int(self.request_timeout_s * 1000),
+                             *self._reconnect_backoff_ms)
         other._addresses.update(self._addresses)
         return other
 
@@ -317,6 +378,9 @@ class TcpTransport(ClientTransport):
         async with self._opening[node]:
             connection = self._connections.get(node)
             if connection is None or connection.closed:
+                if self._retry_at(node) > trio.current_time():  # the attempt before this one in line just failed
+                    raise NetworkExceptionError(f"{self.node_name(node)} could not be reached; tried again after "
+                                                "reconnect.backoff.ms")
                 if connection is not None:  # broken: its socket closes now, not when the GC finds its cycle
                     await connection.aclose()
                 address = self._addresses.get(node)
@@ -328,7 +392,11 @@ class TcpTransport(ClientTransport):
 
     async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
         with trio.move_on_at(deadline):
-            return await (await self._connection(node)).send(request)
+            try:
+                return await (await self._connection(node)).send(request)
+            except NetworkExceptionError:
+                self.unreachable(node)
+                raise
         raise NetworkExceptionError(f"no response from {node} by the deadline")
 
     async def aclose(self) -> None:
@@ -339,17 +407,20 @@ class TcpTransport(ClientTransport):
                 await connection.aclose()
 
 
-def open_transport(bootstrap: ClusterLike | str | ClientTransport, kind: str, client_id: str,
+def open_transport(bootstrap: ClusterLike | str | ClientTransport, kind: str, config: Mapping[str, Any],
                    request_timeout_ms: int) -> ClientTransport:
-    """The transport `bootstrap` calls for: a Cluster (in-process), "host:port,..." (TCP), or a transport."""
+    """The transport `bootstrap` calls for: a Cluster (in-process), "host:port,..." (TCP), or a transport; its
+    name from `config`'s client.id, its reconnect backoff from config too. A transport handed in keeps its own
+    settings, and the clients sharing it share which brokers it is backing off from."""
     if isinstance(bootstrap, ClientTransport):
         return bootstrap
-    name = client_name(kind, client_id)
+    name = client_name(kind, config["client.id"])
+    backoff = (config["reconnect.backoff.ms"], config["reconnect.backoff.max.ms"])
     opened: ClientTransport
     if isinstance(bootstrap, str):
-        opened = TcpTransport(bootstrap, name, request_timeout_ms)
+        opened = TcpTransport(bootstrap, name, request_timeout_ms, *backoff)
     elif isinstance(transport := getattr(bootstrap, "transport", None), Transport):
-        opened = InProcessTransport(transport, bootstrap.broker_ids, name, request_timeout_ms)
+        opened = InProcessTransport(transport, bootstrap.broker_ids, name, request_timeout_ms, *backoff)
     else:
         raise TypeError(f"bootstrap must be a Cluster, 'host:port,...' or a ClientTransport, not {bootstrap!r}")
     opened.owned = True

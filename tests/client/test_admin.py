@@ -345,3 +345,46 @@ async def test_list_offsets_asks_leaders_no_older_than_metadata_max_age(
         admin._transport.send = recording_send  # type: ignore[method-assign]
         assert (await admin.list_offsets({tp: "latest"}))[tp].offset == 0
     assert [node for node, kind in asked if kind == "ListOffsetsRequest"] == [cluster.leader_for("moving", 0)]
+
+
+async def _group_with_offsets(cluster: Cluster, bootstrap: Any) -> TopicPartition:
+    """Group "g" with offset 1 committed on t-0, which holds two records."""
+    await cluster.create_topic("t", partitions=1, replication_factor=3)
+    tp = TopicPartition("t", 0)
+    async with Producer(bootstrap) as producer:
+        for value in (b"a", b"b"):
+            await (await producer.send("t", value))
+    async with Admin(bootstrap, {"default.api.timeout.ms": 1000}) as admin:
+        await admin.alter_group_offsets("g", {tp: 1})
+    return tp
+
+
+async def test_the_steps_of_an_admin_call_share_one_timeout(autojump_clock: Any, cluster: Cluster,
+                                                            bootstrap: Any) -> None:
+    """default.api.timeout.ms bounds a call whose steps each take less, as Kafka's admin client gives each call
+    one deadline: list_group_offsets asks the coordinator, then the leaders. It took the sum of its steps, each
+    with a budget of its own (1.4 s here), and so did reset_group_offsets, of six steps."""
+    tp = await _group_with_offsets(cluster, bootstrap)
+    cluster.fail_requests("OffsetFetch", delay=0.7, times=None)
+    cluster.fail_requests("ListOffsets", delay=0.7, times=None)
+    async with Admin(bootstrap, {"default.api.timeout.ms": 1000}) as admin:
+        for call in (partial(admin.list_group_offsets, "g"), partial(admin.reset_group_offsets, "g", [tp], "latest")):
+            started = trio.current_time()
+            with pytest.raises(errors.RequestTimedOutError, match="timed out after 1000 ms"):
+                await call()
+            assert trio.current_time() - started == pytest.approx(1.0)
+        cluster.clear_request_faults()
+        assert (await admin.list_group_offsets("g"))[tp].committed == 1  # the budget is each call's own
+
+
+async def test_admin_calls_in_a_row_each_get_the_whole_timeout(autojump_clock: Any, cluster: Cluster,
+                                                              bootstrap: Any) -> None:
+    tp = await _group_with_offsets(cluster, bootstrap)
+    cluster.fail_requests("OffsetFetch", delay=0.4, times=None)
+    cluster.fail_requests("ListOffsets", delay=0.4, times=None)
+    async with Admin(bootstrap, {"default.api.timeout.ms": 1000}) as admin:
+        for _ in range(3):
+            started = trio.current_time()
+            offsets = await admin.list_group_offsets("g")
+            assert offsets[tp].committed == 1 and offsets[tp].log_end_offset == 2 and offsets[tp].lag == 1
+            assert trio.current_time() - started == pytest.approx(0.8)

@@ -971,9 +971,12 @@ async def test_a_client_closes_a_broken_connection_before_opening_the_next(autoj
         broken = producer._transport._connections[leader]
         await cluster.kill_broker(leader)
         await cluster.restart_broker(leader)
+        await cluster.wait_until(lambda: all(leader in cluster.partition_state("events", p).isr for p in range(6)),
+                                 what="the restarted broker back in every ISR")
         await cluster.elect_preferred_leaders()
         await cluster.wait_for_leader("events", 0)
-        for partition in range(6):  # the restarted broker leads its preferred partitions again
+        assert cluster.leader_for("events", 0) == leader  # the restarted broker leads its preferred partitions again
+        for partition in range(6):
             await (await producer.send("events", b"after", partition=partition))
         assert producer._transport._connections[leader] is not broken
         assert broken.closed and broken._stream.socket.fileno() == -1
