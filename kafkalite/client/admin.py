@@ -205,16 +205,39 @@ class _GroupAdmin:
                 raise ValueError(f"list_groups(states=...): {state!r} is not a group state; the states are "
                                  f"{', '.join(GROUP_STATES)}")
         await self._with_retries(self.metadata.refresh, "list_groups")
-        listed: list[GroupListing] = []
-        for broker in sorted(self.metadata.brokers):
-            async def attempt(broker: int = broker) -> ListGroupsResponse:
-                response: ListGroupsResponse = await self._transport.send(broker, ListGroupsRequest(list(states)))
-                errors.raise_for(response.error_code, response.error_message)
-                return response
 
-            response = await self._with_retries(attempt, "list_groups")
-            listed += [GroupListing(g.group_id, g.protocol_type, g.group_state, broker) for g in response.groups]
-        return sorted(listed)
+        async def attempt(broker: int) -> ListGroupsResponse:
+            response: ListGroupsResponse = await self._transport.send(broker, ListGroupsRequest(list(states)))
+            errors.raise_for(response.error_code, response.error_message)
+            return response
+
+        answers = await self._each_broker(sorted(self.metadata.brokers), attempt, "list_groups")
+        return sorted(GroupListing(g.group_id, g.protocol_type, g.group_state, broker)
+                      for broker, response in answers.items() for g in response.groups)
+
+    async def _each_broker(self, brokers: Sequence[int], attempt: Callable[[int], Awaitable[_T]],
+                           what: str) -> dict[int, _T]:
+        """`attempt(broker)` with retries for every broker at once, as Kafka's admin client asks them in parallel:
+        a slow broker costs the call its own time, not the sum of all, within the call's one deadline. Once every
+        broker has answered or failed, the lowest broker's failure is raised."""
+        outcomes: dict[int, _T | KafkaError] = {}
+
+        async def ask(broker: int) -> None:
+            try:
+                outcomes[broker] = await self._with_retries(functools.partial(attempt, broker), what)
+            except KafkaError as exc:
+                outcomes[broker] = exc
+
+        async with trio.open_nursery() as nursery:
+            for broker in brokers:
+                nursery.start_soon(ask, broker)
+        answers: dict[int, _T] = {}
+        for broker in brokers:
+            outcome = outcomes[broker]
+            if isinstance(outcome, KafkaError):
+                raise outcome
+            answers[broker] = outcome
+        return answers
 
     @_one_deadline
     async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
@@ -537,17 +560,15 @@ class Admin(_GroupAdmin):
         if unknown:
             raise errors.BrokerNotAvailableError(f"describe_log_dirs(): no live broker {unknown}; the live brokers are "
                                                  f"{sorted(self.metadata.brokers)}")
-        described: dict[int, dict[str, dict[TopicPartition, int]]] = {}
-        for broker in asked or sorted(self.metadata.brokers):
-            async def attempt(broker: int = broker) -> DescribeLogDirsResponse:
-                response: DescribeLogDirsResponse = await self._transport.send(broker, DescribeLogDirsRequest())
-                errors.raise_for(response.error_code, response.error_message)
-                return response
 
-            response = await self._with_retries(attempt, "describe_log_dirs")
-            described[broker] = {response.log_dir: {TopicPartition(r.topic, r.partition): r.size
-                                                    for r in response.replicas}}
-        return described
+        async def attempt(broker: int) -> DescribeLogDirsResponse:
+            response: DescribeLogDirsResponse = await self._transport.send(broker, DescribeLogDirsRequest())
+            errors.raise_for(response.error_code, response.error_message)
+            return response
+
+        answers = await self._each_broker(asked or sorted(self.metadata.brokers), attempt, "describe_log_dirs")
+        return {broker: {response.log_dir: {TopicPartition(r.topic, r.partition): r.size for r in response.replicas}}
+                for broker, response in answers.items()}
 
     @_one_deadline
     async def describe_cluster(self) -> ClusterDescription:

@@ -388,3 +388,26 @@ async def test_admin_calls_in_a_row_each_get_the_whole_timeout(autojump_clock: A
             offsets = await admin.list_group_offsets("g")
             assert offsets[tp].committed == 1 and offsets[tp].log_end_offset == 2 and offsets[tp].lag == 1
             assert trio.current_time() - started == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("api, call", [("ListGroups", "list_groups"), ("DescribeLogDirs", "describe_log_dirs")])
+async def test_calls_to_every_broker_ask_them_at_once(autojump_clock: Any, cluster: Cluster, bootstrap: Any,
+                                                      api: str, call: str) -> None:
+    """Three brokers each 0.7 s slow answer within a 1 s timeout, as Kafka's admin client asks them in parallel;
+    one after another they needed 2.1 s, past the call's deadline. A broker that fails fails the call."""
+    tp = await _group_with_offsets(cluster, bootstrap)
+    fault = cluster.fail_requests(api, delay=0.7, times=None)
+    async with Admin(bootstrap, {"default.api.timeout.ms": 1000}) as admin:
+        started = trio.current_time()
+        answer = await getattr(admin, call)()
+        assert trio.current_time() - started == pytest.approx(0.7)
+        if call == "list_groups":
+            coordinator = (await admin.describe_groups(["g"]))["g"].coordinator
+            assert [(g.group_id, g.state, g.coordinator) for g in answer] == [("g", "Empty", coordinator)]
+        else:
+            assert sorted(answer) == [1, 2, 3]
+            assert sum(tp in replicas for dirs in answer.values() for replicas in dirs.values()) == 3
+        fault.remove()
+        cluster.fail_requests(api, "UNKNOWN_SERVER_ERROR", brokers=[2], times=None)
+        with pytest.raises(errors.UnknownServerError):
+            await getattr(admin, call)()
