@@ -166,6 +166,7 @@ class _GroupAdmin:
     _transport: ClientTransport
     _timeout_ms: int
     _with_retries: Callable[..., Awaitable[Any]]
+    _each_broker: Callable[..., Awaitable[dict[int, Any]]]
     list_offsets: Callable[..., Awaitable[dict[TopicPartition, ListOffsetsResultInfo]]]
 
     async def _coordinator_of(self, group_id: str) -> int:
@@ -214,30 +215,6 @@ class _GroupAdmin:
         answers = await self._each_broker(sorted(self.metadata.brokers), attempt, "list_groups")
         return sorted(GroupListing(g.group_id, g.protocol_type, g.group_state, broker)
                       for broker, response in answers.items() for g in response.groups)
-
-    async def _each_broker(self, brokers: Sequence[int], attempt: Callable[[int], Awaitable[_T]],
-                           what: str) -> dict[int, _T]:
-        """`attempt(broker)` with retries for every broker at once, as Kafka's admin client asks them in parallel:
-        a slow broker costs the call its own time, not the sum of all, within the call's one deadline. Once every
-        broker has answered or failed, the lowest broker's failure is raised."""
-        outcomes: dict[int, _T | KafkaError] = {}
-
-        async def ask(broker: int) -> None:
-            try:
-                outcomes[broker] = await self._with_retries(functools.partial(attempt, broker), what)
-            except KafkaError as exc:
-                outcomes[broker] = exc
-
-        async with trio.open_nursery() as nursery:
-            for broker in brokers:
-                nursery.start_soon(ask, broker)
-        answers: dict[int, _T] = {}
-        for broker in brokers:
-            outcome = outcomes[broker]
-            if isinstance(outcome, KafkaError):
-                raise outcome
-            answers[broker] = outcome
-        return answers
 
     @_one_deadline
     async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
@@ -333,7 +310,7 @@ class Admin(_GroupAdmin):
     def __init__(self, bootstrap: ClusterLike | str | ClientTransport, config: Mapping[str, Any] | None = None,
                  **kwargs: Any) -> None:
         self.config = cfg = admin_config({**(config or {}), **kwargs})
-        self._transport = open_transport(bootstrap, "admin", cfg, cfg["request.timeout.ms"])
+        self._transport = open_transport(bootstrap, "admin", cfg)
         self._block = OneBlock()
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"])
         self._timeout_ms: int = cfg["default.api.timeout.ms"]
@@ -368,6 +345,30 @@ class Admin(_GroupAdmin):
                     last = exc
         raise RequestTimedOutError(f"{what} timed out after {self._timeout_ms} ms"
                                    + (f"; last error: {last}" if last is not None else ""))
+
+    async def _each_broker(self, brokers: Sequence[int], attempt: Callable[[int], Awaitable[_T]],
+                           what: str) -> dict[int, _T]:
+        """`attempt(broker)` with retries for every broker at once, as Kafka's admin client asks them in parallel:
+        a slow broker costs the call its own time, not the sum of all, within the call's one deadline. Once every
+        broker has answered or failed, the failure of the first in `brokers` is raised."""
+        outcomes: dict[int, _T | KafkaError] = {}
+
+        async def ask(broker: int) -> None:
+            try:
+                outcomes[broker] = await self._with_retries(functools.partial(attempt, broker), what)
+            except KafkaError as exc:
+                outcomes[broker] = exc
+
+        async with trio.open_nursery() as nursery:
+            for broker in brokers:
+                nursery.start_soon(ask, broker)
+        answers: dict[int, _T] = {}
+        for broker in brokers:
+            outcome = outcomes[broker]
+            if isinstance(outcome, KafkaError):
+                raise outcome
+            answers[broker] = outcome
+        return answers
 
     async def _send_to_controller(self, request: Request) -> Any:
         """Send to the controller if known; any broker forwards to it otherwise."""

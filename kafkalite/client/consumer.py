@@ -162,7 +162,7 @@ class Consumer:
     def __init__(self, bootstrap: ClusterLike | str | ClientTransport, config: Mapping[str, Any] | None = None,
                  **kwargs: Any) -> None:
         self.config = cfg = consumer_config({**(config or {}), **kwargs})
-        self._transport = open_transport(bootstrap, "consumer", cfg, cfg["request.timeout.ms"])
+        self._transport = open_transport(bootstrap, "consumer", cfg)
         self._block = OneBlock()
         self.metadata = ClusterMetadata(self._transport, cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
                                         allow_auto_topic_creation=cfg["allow.auto.create.topics"])

@@ -332,7 +332,7 @@ class Producer:
         self.idempotent = self._idempotence_wanted()
         self.producer_id = -1
         self.producer_epoch = -1
-        self._transport = open_transport(bootstrap, "producer", cfg, self._request_timeout_ms)
+        self._transport = open_transport(bootstrap, "producer", cfg)
         self._block = OneBlock()
         # As Kafka's producer, it asks for its topics allowing their creation, and for a topic only while it is sent
         # to: one unused for metadata.max.idle.ms is forgotten (KIP-526), so a topic deleted after its last send

@@ -407,14 +407,15 @@ class TcpTransport(ClientTransport):
                 await connection.aclose()
 
 
-def open_transport(bootstrap: ClusterLike | str | ClientTransport, kind: str, config: Mapping[str, Any],
-                   request_timeout_ms: int) -> ClientTransport:
+def open_transport(bootstrap: ClusterLike | str | ClientTransport, kind: str,
+                   config: Mapping[str, Any]) -> ClientTransport:
     """The transport `bootstrap` calls for: a Cluster (in-process), "host:port,..." (TCP), or a transport; its
-    name from `config`'s client.id, its reconnect backoff from config too. A transport handed in keeps its own
+    name, request timeout and reconnect backoff from the client's `config`. A transport handed in keeps its own
     settings, and the clients sharing it share which brokers it is backing off from."""
     if isinstance(bootstrap, ClientTransport):
         return bootstrap
     name = client_name(kind, config["client.id"])
+    request_timeout_ms = config["request.timeout.ms"]
     backoff = (config["reconnect.backoff.ms"], config["reconnect.backoff.max.ms"])
     opened: ClientTransport
     if isinstance(bootstrap, str):
