@@ -278,6 +278,31 @@ def test_import_kafkalite_stays_light() -> None:
                           capture_output=True, text=True, check=True).stdout == "EmbeddedCluster\n"
 
 
+_KAFKA_PYTHON_ON_FIRST_FRAME = """
+import socket, struct, sys
+from kafkalite.embedded import EmbeddedCluster
+with EmbeddedCluster(brokers=1) as cluster:
+    cluster.create_topic("orders")
+    with cluster.producer() as producer:
+        print(producer.send("orders", b"v").result(10).offset, "kafka" in sys.modules)
+    host, port = cluster.kafka_bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        body = struct.pack(">hhih", 18, 0, 7, 1) + b"t"  # ApiVersions v0, correlation id 7, client id "t"
+        conn.sendall(struct.pack(">i", len(body)) + body)
+        answer = conn.makefile("rb").read(10)
+    print(struct.unpack(">iih", answer)[1:], "kafka" in sys.modules)
+"""
+
+
+def test_kafka_python_is_imported_when_a_kafka_client_first_speaks() -> None:
+    """Importing kafka-python imports all of it, a third of what importing kafkalite cost: a cluster serving its
+    own clients never pays it; the KAFKA listener imports it for its first frame, and answers that frame."""
+    done = subprocess.run([sys.executable, "-c", _KAFKA_PYTHON_ON_FIRST_FRAME], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["0 False", "(7, 0) True"]  # (correlation id, error code) of the answer
+
+
 def test_arguments_of_the_wrong_type_are_refused_where_they_are_given() -> None:
     with pytest.raises(TypeError, match="brokers must be int, not str '3'"):
         EmbeddedCluster(brokers="3")

@@ -11,9 +11,9 @@ error about one partition goes in that partition's entry and the other partition
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 from kafkalite.common.records import RecordBatch
 
@@ -122,6 +122,32 @@ class RequestContext:
     client_host: str = ""  # a TCP client's address as Kafka's group descriptions show it ("/127.0.0.1")
 
 
+_M = TypeVar("_M")
+
+
+@dataclass_transform(field_specifiers=(field,))
+def message(cls: type[_M]) -> type[_M]:
+    """`@dataclass(slots=True)` for the protocol's types, with equality and repr made once here instead of generated
+    (compiled from source) for each of the hundred-odd classes, much of what importing this module cost: every
+    Spark query pays that import in the fresh process Spark starts for its planning. Equal and shown as a dataclass
+    would be, and unhashable like one."""
+    made = dataclass(slots=True, eq=False, repr=False)(cls)
+    compared = tuple(f.name for f in fields(made) if f.compare)
+    shown = tuple(f.name for f in fields(made) if f.repr)
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return [getattr(self, name) for name in compared] == [getattr(other, name) for name in compared]
+
+    def __repr__(self: Any) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{name}={getattr(self, name)!r}' for name in shown)})"
+
+    for name, value in (("__eq__", __eq__), ("__repr__", __repr__), ("__hash__", None)):
+        setattr(made, name, value)
+    return made
+
+
 class Request:
     api_key: ClassVar[ApiKey]
 
@@ -134,7 +160,7 @@ class Response:
 # Controller -> broker (seeds 000, 001, 003)
 
 
-@dataclass(slots=True)
+@message
 class LeaderAndIsrPartitionState:
     """One partition's leadership, shared by every broker the batch tells: tuples, as in
     `UpdateMetadataPartitionState`, so no broker can change it under another and the cyclic GC does not track
@@ -151,7 +177,7 @@ class LeaderAndIsrPartitionState:
     is_new: bool = False
 
 
-@dataclass(slots=True)
+@message
 class BrokerEndpoint:
     listener: str
     host: str
@@ -159,14 +185,14 @@ class BrokerEndpoint:
     security_protocol: str = "PLAINTEXT"
 
 
-@dataclass(slots=True)
+@message
 class LiveBroker:
     id: int
     endpoints: list[BrokerEndpoint]
     rack: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class LeaderAndIsrRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.LEADER_AND_ISR
     controller_id: int
@@ -176,14 +202,14 @@ class LeaderAndIsrRequest(Request):
     live_leaders: list[LiveBroker]
 
 
-@dataclass(slots=True)
+@message
 class PartitionError:
     topic: str
     partition: int
     error_code: int
 
 
-@dataclass(slots=True)
+@message
 class LeaderAndIsrResponse(Response):
     error_code: int
     # (topic, partition, error code) of every partition the request named, as plain tuples, which the cyclic GC
@@ -192,7 +218,7 @@ class LeaderAndIsrResponse(Response):
     partition_errors: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@message
 class UpdateMetadataPartitionState:
     """One partition's metadata. Every broker's cache keeps the controller's object as sent, so its replica lists
     are tuples: nobody can change them under another broker, and the cyclic GC does not track a tuple of ints
@@ -209,7 +235,7 @@ class UpdateMetadataPartitionState:
     offline_replicas: tuple[int, ...] = ()
 
 
-@dataclass(slots=True)
+@message
 class UpdateMetadataRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.UPDATE_METADATA
     controller_id: int
@@ -219,12 +245,12 @@ class UpdateMetadataRequest(Request):
     live_brokers: list[LiveBroker]
 
 
-@dataclass(slots=True)
+@message
 class UpdateMetadataResponse(Response):
     error_code: int
 
 
-@dataclass(slots=True)
+@message
 class StopReplicaPartition:
     topic: str
     partition: int
@@ -232,7 +258,7 @@ class StopReplicaPartition:
     leader_epoch: int = -1
 
 
-@dataclass(slots=True)
+@message
 class StopReplicaRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.STOP_REPLICA
     controller_id: int
@@ -241,20 +267,20 @@ class StopReplicaRequest(Request):
     partitions: list[StopReplicaPartition]
 
 
-@dataclass(slots=True)
+@message
 class StopReplicaResponse(Response):
     error_code: int
     partition_errors: list[PartitionError] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@message
 class ControlledShutdownRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.CONTROLLED_SHUTDOWN
     broker_id: int
     broker_epoch: int
 
 
-@dataclass(slots=True)
+@message
 class ControlledShutdownResponse(Response):
     error_code: int
     remaining_partitions: list[tuple[str, int]] = field(default_factory=list)
@@ -265,14 +291,14 @@ class ControlledShutdownResponse(Response):
 # Replication and clients
 
 
-@dataclass(slots=True)
+@message
 class ProducePartitionData:
     topic: str
     partition: int
     batches: list[RecordBatch]
 
 
-@dataclass(slots=True)
+@message
 class ProduceRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.PRODUCE
     acks: int
@@ -281,7 +307,7 @@ class ProduceRequest(Request):
     transactional_id: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class ProducePartitionResponse:
     topic: str
     partition: int
@@ -292,12 +318,12 @@ class ProducePartitionResponse:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class ProduceResponse(Response):
     partitions: list[ProducePartitionResponse]
 
 
-@dataclass(slots=True)
+@message
 class FetchPartition:
     topic: str
     partition: int
@@ -310,13 +336,13 @@ class FetchPartition:
     last_fetched_epoch: int = -1
 
 
-@dataclass(slots=True)
+@message
 class ForgottenPartition:
     topic: str
     partition: int
 
 
-@dataclass(slots=True)
+@message
 class FetchRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.FETCH
     replica_id: int
@@ -333,7 +359,7 @@ class FetchRequest(Request):
     forgotten: list[ForgottenPartition] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@message
 class FetchPartitionResponse:
     topic: str
     partition: int
@@ -350,14 +376,14 @@ class FetchPartitionResponse:
     diverging_end_offset: int = -1
 
 
-@dataclass(slots=True)
+@message
 class FetchResponse(Response):
     error_code: int
     partitions: list[FetchPartitionResponse] = field(default_factory=list)
     session_id: int = 0  # the follower's session, when it fetched in one
 
 
-@dataclass(slots=True)
+@message
 class ListOffsetsPartition:
     topic: str
     partition: int
@@ -365,7 +391,7 @@ class ListOffsetsPartition:
     current_leader_epoch: int = -1
 
 
-@dataclass(slots=True)
+@message
 class ListOffsetsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.LIST_OFFSETS
     replica_id: int
@@ -373,7 +399,7 @@ class ListOffsetsRequest(Request):
     isolation_level: int = READ_UNCOMMITTED
 
 
-@dataclass(slots=True)
+@message
 class ListOffsetsPartitionResponse:
     topic: str
     partition: int
@@ -384,19 +410,19 @@ class ListOffsetsPartitionResponse:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class ListOffsetsResponse(Response):
     partitions: list[ListOffsetsPartitionResponse]
 
 
-@dataclass(slots=True)
+@message
 class DeleteRecordsPartition:
     topic: str
     partition: int
     offset: int  # records below it are deleted; HIGH_WATERMARK: every record below the high watermark
 
 
-@dataclass(slots=True)
+@message
 class DeleteRecordsRequest(Request):
     """Kafka's DeleteRecords: each partition's leader moves its log start offset to the offset given."""
 
@@ -405,7 +431,7 @@ class DeleteRecordsRequest(Request):
     timeout_ms: int = 30000  # how long to wait for the in-sync replicas to move their log start as well
 
 
-@dataclass(slots=True)
+@message
 class DeleteRecordsPartitionResult:
     topic: str
     partition: int
@@ -414,12 +440,12 @@ class DeleteRecordsPartitionResult:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DeleteRecordsResponse(Response):
     partitions: list[DeleteRecordsPartitionResult]
 
 
-@dataclass(slots=True)
+@message
 class DescribeLogDirsRequest(Request):
     """The replicas a broker holds, with their sizes (Kafka's DescribeLogDirs, asked of each broker)."""
 
@@ -427,7 +453,7 @@ class DescribeLogDirsRequest(Request):
     topic_partitions: list[tuple[str, int]] | None = None  # None: every replica the broker holds
 
 
-@dataclass(slots=True)
+@message
 class LogDirReplica:
     topic: str
     partition: int
@@ -435,7 +461,7 @@ class LogDirReplica:
     offset_lag: int  # how far the log end is behind the high watermark (0), or -1 for a replica not online
 
 
-@dataclass(slots=True)
+@message
 class DescribeLogDirsResponse(Response):
     error_code: int
     log_dir: str = ""
@@ -443,7 +469,7 @@ class DescribeLogDirsResponse(Response):
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class OffsetForLeaderPartition:
     topic: str
     partition: int
@@ -451,14 +477,14 @@ class OffsetForLeaderPartition:
     current_leader_epoch: int = -1
 
 
-@dataclass(slots=True)
+@message
 class OffsetsForLeaderEpochRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.OFFSET_FOR_LEADER_EPOCH
     replica_id: int
     partitions: list[OffsetForLeaderPartition]
 
 
-@dataclass(slots=True)
+@message
 class EpochEndOffset:
     topic: str
     partition: int
@@ -467,19 +493,19 @@ class EpochEndOffset:
     end_offset: int = UNDEFINED_EPOCH_OFFSET
 
 
-@dataclass(slots=True)
+@message
 class OffsetsForLeaderEpochResponse(Response):
     partitions: list[EpochEndOffset]
 
 
-@dataclass(slots=True)
+@message
 class MetadataRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.METADATA
     topics: list[str] | None = None  # None: every topic
     allow_auto_topic_creation: bool = False
 
 
-@dataclass(slots=True)
+@message
 class MetadataBroker:
     node_id: int
     host: str
@@ -487,7 +513,7 @@ class MetadataBroker:
     rack: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class MetadataPartition:
     error_code: int
     partition: int
@@ -498,7 +524,7 @@ class MetadataPartition:
     offline_replicas: list[int] = field(default_factory=list)
 
 
-@dataclass(slots=True)
+@message
 class MetadataTopic:
     error_code: int
     name: str
@@ -507,7 +533,7 @@ class MetadataTopic:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class MetadataResponse(Response):
     brokers: list[MetadataBroker]
     cluster_id: str
@@ -515,7 +541,7 @@ class MetadataResponse(Response):
     topics: list[MetadataTopic]
 
 
-@dataclass(slots=True)
+@message
 class CreatableTopic:
     name: str
     num_partitions: int = -1  # -1: the broker's num.partitions
@@ -524,7 +550,7 @@ class CreatableTopic:
     configs: dict[str, str | None] = field(default_factory=dict)  # a null value is refused, as in Kafka
 
 
-@dataclass(slots=True)
+@message
 class CreateTopicsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.CREATE_TOPICS
     topics: list[CreatableTopic]
@@ -532,7 +558,7 @@ class CreateTopicsRequest(Request):
     validate_only: bool = False
 
 
-@dataclass(slots=True)
+@message
 class CreatableTopicResult:
     name: str
     error_code: int
@@ -541,31 +567,31 @@ class CreatableTopicResult:
     replication_factor: int = -1
 
 
-@dataclass(slots=True)
+@message
 class CreateTopicsResponse(Response):
     topics: list[CreatableTopicResult]
 
 
-@dataclass(slots=True)
+@message
 class DeleteTopicsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.DELETE_TOPICS
     topic_names: list[str]
     timeout_ms: int = 30000
 
 
-@dataclass(slots=True)
+@message
 class DeletableTopicResult:
     name: str
     error_code: int
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DeleteTopicsResponse(Response):
     responses: list[DeletableTopicResult]
 
 
-@dataclass(slots=True)
+@message
 class InitProducerIdRequest(Request):
     """Asks for a producer id and epoch, which make a producer's retries idempotent (KIP-98).
 
@@ -579,7 +605,7 @@ class InitProducerIdRequest(Request):
     producer_epoch: int = -1
 
 
-@dataclass(slots=True)
+@message
 class InitProducerIdResponse(Response):
     error_code: int
     producer_id: int = -1
@@ -587,14 +613,14 @@ class InitProducerIdResponse(Response):
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class CreatePartitionsTopic:
     name: str
     count: int  # the new total number of partitions
     assignments: list[list[int]] | None = None  # replicas of each new partition, instead of Kafka's assignment
 
 
-@dataclass(slots=True)
+@message
 class CreatePartitionsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.CREATE_PARTITIONS
     topics: list[CreatePartitionsTopic]
@@ -602,14 +628,14 @@ class CreatePartitionsRequest(Request):
     validate_only: bool = False
 
 
-@dataclass(slots=True)
+@message
 class CreatePartitionsTopicResult:
     name: str
     error_code: int
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class CreatePartitionsResponse(Response):
     results: list[CreatePartitionsTopicResult]
 
@@ -618,7 +644,7 @@ PREFERRED_ELECTION = 0
 UNCLEAN_ELECTION = 1
 
 
-@dataclass(slots=True)
+@message
 class ElectLeadersRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.ELECT_LEADERS
     election_type: int  # PREFERRED_ELECTION or UNCLEAN_ELECTION
@@ -626,7 +652,7 @@ class ElectLeadersRequest(Request):
     timeout_ms: int = 30000
 
 
-@dataclass(slots=True)
+@message
 class ElectionResult:
     topic: str
     partition: int
@@ -634,21 +660,21 @@ class ElectionResult:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class ElectLeadersResponse(Response):
     error_code: int
     results: list[ElectionResult] = field(default_factory=list)
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class ReassignablePartition:
     topic: str
     partition: int
     replicas: list[int] | None  # the target replica list, preferred leader first; None cancels the move
 
 
-@dataclass(slots=True)
+@message
 class AlterPartitionReassignmentsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.ALTER_PARTITION_REASSIGNMENTS
     partitions: list[ReassignablePartition]
@@ -656,7 +682,7 @@ class AlterPartitionReassignmentsRequest(Request):
     allow_replication_factor_change: bool = True  # False: a target of another size is INVALID_REPLICATION_FACTOR
 
 
-@dataclass(slots=True)
+@message
 class ReassignablePartitionResponse:
     topic: str
     partition: int
@@ -664,21 +690,21 @@ class ReassignablePartitionResponse:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class AlterPartitionReassignmentsResponse(Response):
     error_code: int
     responses: list[ReassignablePartitionResponse] = field(default_factory=list)
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class ListPartitionReassignmentsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.LIST_PARTITION_REASSIGNMENTS
     topic_partitions: list[tuple[str, int]] | None = None  # None: every ongoing reassignment
     timeout_ms: int = 30000
 
 
-@dataclass(slots=True)
+@message
 class OngoingReassignment:
     topic: str
     partition: int
@@ -687,7 +713,7 @@ class OngoingReassignment:
     removing_replicas: list[int]
 
 
-@dataclass(slots=True)
+@message
 class ListPartitionReassignmentsResponse(Response):
     error_code: int
     reassignments: list[OngoingReassignment] = field(default_factory=list)
@@ -698,14 +724,14 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 
-@dataclass(slots=True)
+@message
 class ConfigResource:
     resource_type: int  # TOPIC_RESOURCE or BROKER_RESOURCE
     name: str  # the topic, or the broker id as text
     config_names: list[str] | None = None  # None: every config
 
 
-@dataclass(slots=True)
+@message
 class DescribeConfigsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.DESCRIBE_CONFIGS
     resources: list[ConfigResource]
@@ -718,7 +744,7 @@ STATIC_BROKER_CONFIG_SOURCE = 4  # set in the broker's config
 DEFAULT_CONFIG_SOURCE = 5
 
 
-@dataclass(slots=True)
+@message
 class ConfigSynonym:
     """One place a config's value may come from, as Kafka lists them: the topic's own setting, then the broker
     property that sets its default, then that property's default."""
@@ -728,7 +754,7 @@ class ConfigSynonym:
     source: int  # TOPIC_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE or DEFAULT_CONFIG_SOURCE
 
 
-@dataclass(slots=True)
+@message
 class ConfigEntry:
     name: str
     value: str | None
@@ -738,7 +764,7 @@ class ConfigEntry:
     synonyms: list[ConfigSynonym] = field(default_factory=list)  # in order of precedence, when asked for
 
 
-@dataclass(slots=True)
+@message
 class DescribeConfigsResult:
     error_code: int
     resource_type: int
@@ -747,12 +773,12 @@ class DescribeConfigsResult:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DescribeConfigsResponse(Response):
     results: list[DescribeConfigsResult]
 
 
-@dataclass(slots=True)
+@message
 class AlterConfigsResource:
     resource_type: int
     name: str
@@ -760,14 +786,14 @@ class AlterConfigsResource:
     # a null value is refused
 
 
-@dataclass(slots=True)
+@message
 class AlterConfigsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.ALTER_CONFIGS
     resources: list[AlterConfigsResource]
     validate_only: bool = False
 
 
-@dataclass(slots=True)
+@message
 class AlterConfigsResult:
     error_code: int
     resource_type: int
@@ -775,33 +801,33 @@ class AlterConfigsResult:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class AlterConfigsResponse(Response):
     results: list[AlterConfigsResult]
 
 
-@dataclass(slots=True)
+@message
 class AlterableConfig:
     name: str
     config_operation: int  # a `ConfigOp`: SET, DELETE, APPEND or SUBTRACT
     value: str | None
 
 
-@dataclass(slots=True)
+@message
 class IncrementalAlterConfigsResource:
     resource_type: int
     name: str
     configs: list[AlterableConfig]  # only the overrides to change, in order (KIP-339)
 
 
-@dataclass(slots=True)
+@message
 class IncrementalAlterConfigsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.INCREMENTAL_ALTER_CONFIGS
     resources: list[IncrementalAlterConfigsResource]
     validate_only: bool = False
 
 
-@dataclass(slots=True)
+@message
 class IncrementalAlterConfigsResponse(Response):
     results: list[AlterConfigsResult]
 
@@ -814,14 +840,14 @@ TRANSACTION_KEY_TYPE = 1  # for a transactional id: not served
 NO_GENERATION = -1  # an OffsetCommit from outside group management (assign() or an admin)
 
 
-@dataclass(slots=True)
+@message
 class FindCoordinatorRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.FIND_COORDINATOR
     key: str  # the group id
     key_type: int = GROUP_KEY_TYPE
 
 
-@dataclass(slots=True)
+@message
 class FindCoordinatorResponse(Response):
     error_code: int
     node_id: int = -1
@@ -830,13 +856,13 @@ class FindCoordinatorResponse(Response):
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class JoinGroupProtocol:
     name: str  # an assignor: "range", "roundrobin", "sticky", "cooperative-sticky"
     metadata: bytes  # for protocol type "consumer", a ConsumerProtocolSubscription
 
 
-@dataclass(slots=True)
+@message
 class JoinGroupRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.JOIN_GROUP
     group_id: str
@@ -850,14 +876,14 @@ class JoinGroupRequest(Request):
     require_known_member_id: bool = True  # KIP-394: False for Kafka's JoinGroup below v4, whose clients join at once
 
 
-@dataclass(slots=True)
+@message
 class JoinGroupResponseMember:
     member_id: str
     metadata: bytes
     group_instance_id: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class JoinGroupResponse(Response):
     error_code: int
     generation_id: int = -1
@@ -869,13 +895,13 @@ class JoinGroupResponse(Response):
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class SyncGroupAssignment:
     member_id: str
     assignment: bytes
 
 
-@dataclass(slots=True)
+@message
 class SyncGroupRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.SYNC_GROUP
     group_id: str
@@ -887,7 +913,7 @@ class SyncGroupRequest(Request):
     protocol_name: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class SyncGroupResponse(Response):
     error_code: int
     assignment: bytes = b""
@@ -896,7 +922,7 @@ class SyncGroupResponse(Response):
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class HeartbeatRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.HEARTBEAT
     group_id: str
@@ -905,41 +931,41 @@ class HeartbeatRequest(Request):
     group_instance_id: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class HeartbeatResponse(Response):
     error_code: int
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class MemberIdentity:
     member_id: str
     group_instance_id: str | None = None
     reason: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class LeaveGroupRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.LEAVE_GROUP
     group_id: str
     members: list[MemberIdentity]
 
 
-@dataclass(slots=True)
+@message
 class LeaveGroupMemberResponse:
     member_id: str
     group_instance_id: str | None
     error_code: int
 
 
-@dataclass(slots=True)
+@message
 class LeaveGroupResponse(Response):
     error_code: int
     members: list[LeaveGroupMemberResponse] = field(default_factory=list)
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class OffsetCommitPartition:
     topic: str
     partition: int
@@ -948,7 +974,7 @@ class OffsetCommitPartition:
     committed_metadata: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class OffsetCommitRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.OFFSET_COMMIT
     group_id: str
@@ -958,7 +984,7 @@ class OffsetCommitRequest(Request):
     group_instance_id: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class OffsetCommitPartitionResponse:
     topic: str
     partition: int
@@ -966,19 +992,19 @@ class OffsetCommitPartitionResponse:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class OffsetCommitResponse(Response):
     partitions: list[OffsetCommitPartitionResponse]
 
 
-@dataclass(slots=True)
+@message
 class OffsetFetchRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.OFFSET_FETCH
     group_id: str
     partitions: list[tuple[str, int]] | None = None  # None: every partition the group committed
 
 
-@dataclass(slots=True)
+@message
 class OffsetFetchPartitionResponse:
     topic: str
     partition: int
@@ -988,20 +1014,20 @@ class OffsetFetchPartitionResponse:
     error_code: int = 0
 
 
-@dataclass(slots=True)
+@message
 class OffsetFetchResponse(Response):
     error_code: int
     partitions: list[OffsetFetchPartitionResponse] = field(default_factory=list)
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DescribeGroupsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.DESCRIBE_GROUPS
     groups: list[str]
 
 
-@dataclass(slots=True)
+@message
 class DescribedGroupMember:
     member_id: str
     group_instance_id: str | None
@@ -1011,7 +1037,7 @@ class DescribedGroupMember:
     member_assignment: bytes
 
 
-@dataclass(slots=True)
+@message
 class DescribedGroup:
     error_code: int
     group_id: str
@@ -1022,7 +1048,7 @@ class DescribedGroup:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DescribeGroupsResponse(Response):
     groups: list[DescribedGroup]
 
@@ -1031,52 +1057,52 @@ GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", 
 """The states of a classic group, as ListGroups and DescribeGroups name them."""
 
 
-@dataclass(slots=True)
+@message
 class ListGroupsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.LIST_GROUPS
     states_filter: list[str] = field(default_factory=list)  # empty: every state; any case; others match nothing
 
 
-@dataclass(slots=True)
+@message
 class ListedGroup:
     group_id: str
     protocol_type: str
     group_state: str
 
 
-@dataclass(slots=True)
+@message
 class ListGroupsResponse(Response):
     error_code: int
     groups: list[ListedGroup] = field(default_factory=list)
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DeleteGroupsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.DELETE_GROUPS
     groups_names: list[str]
 
 
-@dataclass(slots=True)
+@message
 class DeletableGroupResult:
     group_id: str
     error_code: int
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class DeleteGroupsResponse(Response):
     results: list[DeletableGroupResult]
 
 
-@dataclass(slots=True)
+@message
 class OffsetDeleteRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.OFFSET_DELETE
     group_id: str
     partitions: list[tuple[str, int]]
 
 
-@dataclass(slots=True)
+@message
 class OffsetDeletePartitionResponse:
     topic: str
     partition: int
@@ -1084,7 +1110,7 @@ class OffsetDeletePartitionResponse:
     error_message: str | None = None
 
 
-@dataclass(slots=True)
+@message
 class OffsetDeleteResponse(Response):
     error_code: int
     partitions: list[OffsetDeletePartitionResponse] = field(default_factory=list)
@@ -1095,21 +1121,21 @@ class OffsetDeleteResponse(Response):
 # Version negotiation: answered by a TCP listener itself, before any handler sees a request
 
 
-@dataclass(slots=True)
+@message
 class ApiVersionsRequest(Request):
     api_key: ClassVar[ApiKey] = ApiKey.API_VERSIONS
     client_software_name: str = ""
     client_software_version: str = ""
 
 
-@dataclass(slots=True)
+@message
 class ApiVersion:
     api_key: int
     min_version: int
     max_version: int
 
 
-@dataclass(slots=True)
+@message
 class ApiVersionsResponse(Response):
     error_code: int
     api_keys: list[ApiVersion] = field(default_factory=list)

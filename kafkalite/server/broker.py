@@ -25,7 +25,7 @@ from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, End
 from kafkalite.coordinator import GroupCoordinator
 from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
     RequestContext, Response
-from kafkalite.network.kafka.wire import KAFKA_LISTENER, KafkaWire
+from kafkalite.network.kafka import KAFKA_LISTENER, KafkaListenerWire
 from kafkalite.network.listener import NativeWire, WireProtocol, serve_listener
 from kafkalite.network.transport import Handler, PauseGate, Transport
 from kafkalite.server.kafka_apis import Controller, KafkaApis
@@ -38,7 +38,8 @@ from kafkalite.server.request_faults import RequestFaults
 log = logging.getLogger(__name__)
 
 NATIVE_LISTENER = "NATIVE"
-WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: NativeWire, KAFKA_LISTENER: KafkaWire}
+WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: NativeWire,
+                                                            KAFKA_LISTENER: KafkaListenerWire}
 """The protocol each listener name speaks: kafkalite's own, or Apache Kafka's for Kafka's clients."""
 
 

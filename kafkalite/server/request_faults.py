@@ -35,7 +35,6 @@ import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal
 
-import kafka.errors
 import trio
 
 from kafkalite.common import errors
@@ -100,7 +99,12 @@ def resolve_api(api: ApiKey | str) -> ApiKey:
 
 
 def _kafkas(error: str | int) -> ErrorCode | None:
-    """One of Kafka's errors that kafkalite does not define, by name or number, from kafka-python's table."""
+    """One of Kafka's errors that kafkalite does not define, by name or number, from kafka-python's table.
+
+    Imported here, when a fault names such an error: importing kafka-python imports all of it, its clients too,
+    which would make up a third of the time `import kafkalite.embedded` takes."""
+    import kafka.errors
+
     for known in kafka.errors.kafka_errors.values():
         if error in (known.message, known.errno):
             return ErrorCode(known.errno, known.message, bool(known.retriable), known.description)

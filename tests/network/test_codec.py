@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import struct
 
@@ -164,6 +165,26 @@ def test_every_request_round_trips(request_: r.Request) -> None:
 @pytest.mark.parametrize("response", responses(), ids=lambda response: type(response).__name__)
 def test_every_response_round_trips(response: r.Response) -> None:
     assert decode_response(strip_prefix(encode_response(12, response)), type(response)) == (12, response)
+
+
+@pytest.mark.parametrize("message", [*requests(), *responses()], ids=lambda message: type(message).__name__)
+def test_protocol_types_compare_field_by_field(message: r.Request | r.Response) -> None:
+    """Equality is shared by the protocol's types rather than generated per class (`requests.message`); every
+    round-trip test above rests on it telling a changed field apart, as a dataclass's own would."""
+    assert message == copy.deepcopy(message)
+    assert message.__eq__(object()) is NotImplemented and message != object()
+    with pytest.raises(TypeError):
+        hash(message)  # unhashable, as a dataclass with generated equality
+    for name in [f.name for f in dataclasses.fields(message)]:
+        assert dataclasses.replace(message, **{name: object()}) != message, name
+
+
+def test_protocol_types_show_their_fields_as_dataclasses_do() -> None:
+    assert repr(r.FetchPartition("t", 3, 42)) == (
+        "FetchPartition(topic='t', partition=3, fetch_offset=42, partition_max_bytes=1048576, "
+        "current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)")
+    assert repr(r.FindCoordinatorRequest("g")).startswith("FindCoordinatorRequest(key='g', ")
+    assert r.MetadataRequest(["a"]) == r.MetadataRequest(["a"]) != r.MetadataRequest(["b"])
 
 
 def test_containers_come_back_as_their_declared_types() -> None:

@@ -21,7 +21,7 @@ import logging
 
 from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError
-from kafkalite.network.kafka import api_versions
+from kafkalite.network.kafka import KAFKA_LISTENER, api_versions
 from kafkalite.network.kafka.api import Session
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import decode_request, encode_response, peek_header
@@ -31,7 +31,6 @@ from kafkalite.network.transport import ConnectionDropped, Handler
 
 log = logging.getLogger(__name__)
 
-KAFKA_LISTENER = "KAFKA"
 _CLOSE = Answer(None, False)
 
 
