@@ -7,6 +7,7 @@ test hung (the watchdog failed it).
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
@@ -14,9 +15,13 @@ import trio
 
 from kafkalite.client import Admin, ClientTransport, Consumer, InProcessTransport, Producer, TcpTransport
 from kafkalite.cluster import Cluster
-from kafkalite.common.errors import InvalidConfigError, NetworkExceptionError, NotEnoughReplicasError
+from kafkalite.common.errors import (
+    InvalidConfigError, NetworkExceptionError, NotEnoughReplicasError, RequestTimedOutError,
+)
+from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
-from kafkalite.network.requests import MetadataRequest
+from kafkalite.network.connection import Connection
+from kafkalite.network.requests import MetadataRequest, ProducePartitionData, ProduceRequest
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
 
@@ -96,11 +101,11 @@ async def test_a_producer_without_retry_backoff_gives_up_on_too_few_replicas_in_
         assert trio.current_time() - started == pytest.approx(5.0, abs=0.01)
 
 
-async def _transport(cluster: Cluster, bootstrap: Any) -> ClientTransport:
-    """A client transport of the kind `bootstrap` names, knowing every broker, backing off 50 ms to 1 s."""
+async def _transport(cluster: Cluster, bootstrap: Any, backoff_ms: int = 50) -> ClientTransport:
+    """A client transport of the kind `bootstrap` names, knowing every broker, backing off `backoff_ms` to 1 s."""
     if isinstance(bootstrap, Cluster):
-        return InProcessTransport(cluster.transport, cluster.broker_ids, "probe", 30000, 50, 1000)
-    transport = TcpTransport(bootstrap, "probe", 30000, 50, 1000)
+        return InProcessTransport(cluster.transport, cluster.broker_ids, "probe", 30000, backoff_ms, 1000)
+    transport = TcpTransport(bootstrap, "probe", 30000, backoff_ms, 1000)
     transport.update_brokers((await cluster.metadata(cluster.live_broker_ids[0])).brokers)
     return transport
 
@@ -166,6 +171,57 @@ async def test_a_request_for_any_broker_goes_to_a_live_one_before_a_backing_off_
     response = await transport.send_to_any(MetadataRequest([]))
     assert trio.current_time() == started  # broker 1 waits out its second; the others answer now
     assert {broker.node_id for broker in response.brokers} >= {2, 3}  # answered by one of them
+
+
+async def test_requests_waiting_for_a_connection_that_cannot_open_fail_with_it(
+        autojump_clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three requests ask for a connection to a port nobody listens on: one attempt is made, and the two queued
+    behind it fail with it rather than each trying again within reconnect.backoff.ms."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens once it closes: connecting is refused
+    attempts = []
+    real_open = Connection.open
+
+    async def counted_open(*args: Any, **kwargs: Any) -> Connection:
+        attempts.append(trio.current_time())
+        return await real_open(*args, **kwargs)
+
+    monkeypatch.setattr(Connection, "open", counted_open)
+    transport = TcpTransport(f"127.0.0.1:{port}", "probe", 30000, 50, 1000)
+    failures = []
+
+    async def send() -> None:
+        with pytest.raises(NetworkExceptionError):
+            await transport.send(f"127.0.0.1:{port}", MetadataRequest([]))
+        failures.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(send)
+    assert len(attempts) == 1 and len(failures) == 3
+    with pytest.raises(NetworkExceptionError):
+        await transport.send(f"127.0.0.1:{port}", MetadataRequest([]))
+    assert len(attempts) == 2 and round((attempts[1] - attempts[0]) * 1000) == 50
+    await transport.aclose()
+
+
+async def test_a_request_whose_deadline_comes_before_the_backoff_ends_is_never_sent(
+        autojump_clock: Any, cluster: Cluster, bootstrap: Any) -> None:
+    """A produce timed out without reaching the broker must not be appended after its client gave up on it: a
+    retry would write it twice. One whose request timeout ends before the broker may be tried again is not sent."""
+    await cluster.create_topic("t", partitions=1, replication_factor=1)
+    leader = cluster.leader_for("t", 0)
+    transport = await _transport(cluster, bootstrap, backoff_ms=1000)
+    transport.unreachable(leader)
+    batch = RecordBatch.from_records([Record(None, b"v", 1_700_000_000_000)])
+    started = trio.current_time()
+    with pytest.raises(RequestTimedOutError):
+        await transport.send(leader, ProduceRequest(-1, 5000, [ProducePartitionData("t", 0, [batch])]), 0.2)
+    assert round((trio.current_time() - started) * 1000) == 200
+    await trio.sleep(2)
+    assert cluster.high_watermark("t", 0) == 0
+    await transport.aclose()
 
 
 @pytest.mark.parametrize("client", [Producer, Consumer, Admin])
