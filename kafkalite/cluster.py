@@ -65,8 +65,10 @@ from kafkalite.network.requests import (
     Request,
     RequestContext,
 )
+from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
 from kafkalite.network.transport import PauseGate, Transport
 from kafkalite.server import Broker, LogManager
+from kafkalite.server.broker import parse_listeners
 from kafkalite.server.request_faults import Drop, RequestFault, RequestFaults
 
 log = logging.getLogger(__name__)
@@ -266,6 +268,9 @@ class Cluster:
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Cluster:
+        if any(endpoint.listener == KAFKA_LISTENER and endpoint.port
+               for node in self._nodes.values() for endpoint in parse_listeners(node.config["listeners"])):
+            load_codec()  # a Kafka client may come to a port fixed in advance without asking for the address
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         try:
@@ -687,7 +692,11 @@ class Cluster:
         return self.listener_bootstrap_servers("KAFKA")
 
     def listener_bootstrap_servers(self, listener: str) -> str:
-        """`host:port,...` of the live brokers' endpoints for the listener named `listener` (empty if none)."""
+        """`host:port,...` of the live brokers' endpoints for the listener named `listener` (empty if none).
+
+        Handing out a KAFKA address loads the Kafka codec, before a Kafka client can use it (see `load_codec`)."""
+        if listener == KAFKA_LISTENER:
+            load_codec()
         return ",".join(ep.address for broker_id in self.live_broker_ids
                         for ep in self.broker(broker_id).endpoints if ep.listener == listener)
 

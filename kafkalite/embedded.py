@@ -25,6 +25,7 @@ from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHa
 from kafkalite.client.consumer_coordinator import Listener
 from kafkalite.cluster import Cluster, check_cluster_arguments, check_seconds
 from kafkalite.common.nursery import unwrap_single
+from kafkalite.network.kafka import load_codec
 
 
 _STOPPED_DURING_CALL = "the embedded cluster has stopped while the call was running"
@@ -154,6 +155,14 @@ class EmbeddedCluster:
             if self._stop is not None and self._stop.is_set():  # met as the cluster closed under it (a nursery gone)
                 raise RuntimeError(_STOPPED_DURING_CALL) from exc
             raise
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """`Cluster.kafka_bootstrap_servers`, the Kafka codec loaded in this thread rather than in the cluster's loop,
+        which it would stall for a quarter of a second (see `load_codec`)."""
+        if self.__dict__.get("cluster") is not None:  # not running: the error below says so
+            load_codec()
+        return self.__getattr__("kafka_bootstrap_servers")  # type: ignore[no-any-return]
 
     def __getattr__(self, name: str) -> Any:
         """Every public method and property of `Cluster` (faults, topics, describe), run in the cluster's loop."""

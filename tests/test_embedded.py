@@ -278,29 +278,59 @@ def test_import_kafkalite_stays_light() -> None:
                           capture_output=True, text=True, check=True).stdout == "EmbeddedCluster\n"
 
 
-_KAFKA_PYTHON_ON_FIRST_FRAME = """
+_KAFKA_PYTHON_WHEN_ASKED = """
 import socket, struct, sys
 from kafkalite.embedded import EmbeddedCluster
 with EmbeddedCluster(brokers=1) as cluster:
     cluster.create_topic("orders")
     with cluster.producer() as producer:
         print(producer.send("orders", b"v").result(10).offset, "kafka" in sys.modules)
+    print(cluster.fail_requests("Fetch", 29).error.name)  # one of Kafka's errors kafkalite never answers itself
+    cluster.clear_request_faults()
     host, port = cluster.kafka_bootstrap_servers.rsplit(":", 1)
+    print("kafka.protocol" in sys.modules)
     with socket.create_connection((host, int(port)), timeout=10) as conn:
         body = struct.pack(">hhih", 18, 0, 7, 1) + b"t"  # ApiVersions v0, correlation id 7, client id "t"
         conn.sendall(struct.pack(">i", len(body)) + body)
-        answer = conn.makefile("rb").read(10)
-    print(struct.unpack(">iih", answer)[1:], "kafka" in sys.modules)
+        print(struct.unpack(">iih", conn.makefile("rb").read(10))[1:])  # (correlation id, error code)
+"""
+
+_KAFKA_PYTHON_FOR_A_FIXED_PORT = """
+import socket, sys
+from kafkalite.embedded import EmbeddedCluster
+with socket.socket() as free:
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+with EmbeddedCluster(brokers=1, config={"listeners": f"NATIVE://127.0.0.1:0,KAFKA://127.0.0.1:{port}"}):
+    print("kafka.protocol" in sys.modules)
 """
 
 
-def test_kafka_python_is_imported_when_a_kafka_client_first_speaks() -> None:
-    """Importing kafka-python imports all of it, a third of what importing kafkalite cost: a cluster serving its
-    own clients never pays it; the KAFKA listener imports it for its first frame, and answers that frame."""
-    done = subprocess.run([sys.executable, "-c", _KAFKA_PYTHON_ON_FIRST_FRAME], capture_output=True, text=True,
-                          timeout=60)
+_KAFKA_PYTHON_IN_PROCESS = """
+import sys, trio
+from kafkalite.cluster import Cluster
+async def main():
+    async with Cluster(brokers=1) as cluster:
+        print("kafka.protocol" in sys.modules, bool(cluster.kafka_bootstrap_servers), "kafka.protocol" in sys.modules)
+trio.run(main)
+"""
+
+
+def run_strictly(script: str) -> list[str]:
+    """`script`'s output lines, run with DeprecationWarnings as errors, as pytest's `filterwarnings = error` does."""
+    done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", script], capture_output=True,
+                          text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["0 False", "(7, 0) True"]  # (correlation id, error code) of the answer
+    return done.stdout.splitlines()
+
+
+def test_kafka_python_is_imported_when_a_kafka_client_may_come() -> None:
+    """Importing kafka-python imports all of it, a third of what importing kafkalite cost: a cluster serving its
+    own clients never pays it. Handing out the KAFKA address loads it, in the caller's thread, before any Kafka
+    client speaks; so does a fault naming an error only Kafka defines, and a KAFKA port fixed in advance."""
+    assert run_strictly(_KAFKA_PYTHON_WHEN_ASKED) == ["0 False", "TOPIC_AUTHORIZATION_FAILED", "True", "(7, 0)"]
+    assert run_strictly(_KAFKA_PYTHON_FOR_A_FIXED_PORT) == ["True"]
+    assert run_strictly(_KAFKA_PYTHON_IN_PROCESS) == ["False True True"]
 
 
 def test_arguments_of_the_wrong_type_are_refused_where_they_are_given() -> None:

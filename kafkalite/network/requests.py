@@ -11,6 +11,7 @@ error about one partition goes in that partition's entry and the other partition
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
@@ -140,11 +141,15 @@ def message(cls: type[_M]) -> type[_M]:
             return NotImplemented
         return [getattr(self, name) for name in compared] == [getattr(other, name) for name in compared]
 
+    @reprlib.recursive_repr()
     def __repr__(self: Any) -> str:
         return f"{type(self).__qualname__}({', '.join(f'{name}={getattr(self, name)!r}' for name in shown)})"
 
-    for name, value in (("__eq__", __eq__), ("__repr__", __repr__), ("__hash__", None)):
-        setattr(made, name, value)
+    if "__eq__" not in cls.__dict__:  # as dataclass keeps a class's own
+        made.__eq__ = __eq__  # type: ignore[assignment,method-assign]
+        made.__hash__ = None  # type: ignore[assignment]
+    if "__repr__" not in cls.__dict__:
+        made.__repr__ = __repr__  # type: ignore[assignment,method-assign]
     return made
 
 

@@ -39,6 +39,7 @@ import trio
 
 from kafkalite.common import errors
 from kafkalite.common.errors import ErrorCode, KafkaError
+from kafkalite.network.kafka import kafka_python_import
 from kafkalite.network.requests import (
     CLUSTER_ACTIONS, AlterPartitionReassignmentsRequest, ApiKey, CreatePartitionsRequest, CreateTopicsRequest,
     DeleteRecordsRequest, DeleteTopicsRequest, DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest,
@@ -101,9 +102,10 @@ def resolve_api(api: ApiKey | str) -> ApiKey:
 def _kafkas(error: str | int) -> ErrorCode | None:
     """One of Kafka's errors that kafkalite does not define, by name or number, from kafka-python's table.
 
-    Imported here, when a fault names such an error: importing kafka-python imports all of it, its clients too,
-    which would make up a third of the time `import kafkalite.embedded` takes."""
-    import kafka.errors
+    Imported here, when a fault names such an error (see `load_codec` for why not sooner), in the thread that
+    names it."""
+    with kafka_python_import():
+        import kafka.errors
 
     for known in kafka.errors.kafka_errors.values():
         if error in (known.message, known.errno):

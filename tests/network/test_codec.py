@@ -185,6 +185,23 @@ def test_protocol_types_show_their_fields_as_dataclasses_do() -> None:
         "current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)")
     assert repr(r.FindCoordinatorRequest("g")).startswith("FindCoordinatorRequest(key='g', ")
     assert r.MetadataRequest(["a"]) == r.MetadataRequest(["a"]) != r.MetadataRequest(["b"])
+    looped = r.MetadataRequest([])
+    looped.topics = looped  # type: ignore[assignment]
+    assert repr(looped).startswith("MetadataRequest(topics=..., ")  # as dataclass guards its repr
+
+
+def test_a_protocol_type_keeps_its_own_equality_and_repr() -> None:
+    @r.message
+    class Named:
+        name: str
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Named) and self.name.lower() == other.name.lower()
+
+        def __repr__(self) -> str:
+            return f"<{self.name}>"
+
+    assert Named("A") == Named("a") and repr(Named("A")) == "<A>"
 
 
 def test_containers_come_back_as_their_declared_types() -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import io
 import struct
-import warnings
 from typing import Any, NamedTuple
 
-with warnings.catch_warnings():  # its schema loader uses importlib.resources calls deprecated in Python 3.11
-    warnings.simplefilter("ignore", DeprecationWarning)
+from kafkalite.network.kafka import kafka_python_import
+
+with kafka_python_import():
     from kafka.protocol.admin import (
         AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse, CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest,
