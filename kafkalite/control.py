@@ -40,6 +40,7 @@ import trio
 
 from kafkalite.cluster import COORDINATION, Cluster, CoordinationTimeoutError
 from kafkalite.common.errors import KafkaError
+from kafkalite.network.kafka import load_codec
 from kafkalite.server.request_faults import RequestFault, api_name
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,11 @@ async def _answer(cluster: Cluster, method: str, target: str, body: bytes) -> tu
 
 async def serve_control(cluster: Cluster, host: str = "127.0.0.1", port: int = 0, *,
                         task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the control endpoint for `cluster` until cancelled; `task_status.started` reports the bound port."""
+    """Serve the control endpoint for `cluster` until cancelled; `task_status.started` reports the bound port.
+
+    Its clients read the Kafka address and name Kafka's errors: kafka-python is loaded now, before any of them is
+    served, not in the middle of their requests (see `load_codec`)."""
+    load_codec()
     listeners = await trio.open_tcp_listeners(port, host=host)
     task_status.started(listeners[0].socket.getsockname()[1])
     await trio.serve_listeners(lambda stream: _connection(cluster, stream), listeners)

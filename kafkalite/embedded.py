@@ -25,7 +25,10 @@ from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHa
 from kafkalite.client.consumer_coordinator import Listener
 from kafkalite.cluster import Cluster, check_cluster_arguments, check_seconds
 from kafkalite.common.nursery import unwrap_single
-from kafkalite.network.kafka import load_codec
+from kafkalite.common.errors import ErrorCode, KafkaError
+from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
+from kafkalite.network.requests import ApiKey
+from kafkalite.server.request_faults import RequestFault, resolve_error
 
 
 _STOPPED_DURING_CALL = "the embedded cluster has stopped while the call was running"
@@ -156,13 +159,36 @@ class EmbeddedCluster:
                 raise RuntimeError(_STOPPED_DURING_CALL) from exc
             raise
 
+    # Where `Cluster` loads kafka-python (see `load_codec`), this thread does it first: in the cluster's loop the
+    # import would stall every broker for a quarter of a second.
+
     @property
     def kafka_bootstrap_servers(self) -> str:
-        """`Cluster.kafka_bootstrap_servers`, the Kafka codec loaded in this thread rather than in the cluster's loop,
-        which it would stall for a quarter of a second (see `load_codec`)."""
-        if self.__dict__.get("cluster") is not None:  # not running: the error below says so
-            load_codec()
+        """`Cluster.kafka_bootstrap_servers`; the Kafka codec loaded in this thread."""
+        self._load_codec_here()
         return self.__getattr__("kafka_bootstrap_servers")  # type: ignore[no-any-return]
+
+    def listener_bootstrap_servers(self, listener: str) -> str:
+        """`Cluster.listener_bootstrap_servers`; for "KAFKA", the Kafka codec loaded in this thread."""
+        if listener == KAFKA_LISTENER:
+            self._load_codec_here()
+        return self.__getattr__("listener_bootstrap_servers")(listener)  # type: ignore[no-any-return]
+
+    def fail_requests(self, api: ApiKey | str, error: ErrorCode | type[KafkaError] | str | int | None = None,
+                      **options: Any) -> RequestFault:
+        """`Cluster.fail_requests`, its error resolved in this thread: one only Kafka defines is looked up in
+        kafka-python's table."""
+        if error is not None and self._running():
+            error = resolve_error(error)
+        return self.__getattr__("fail_requests")(api, error, **options)  # type: ignore[no-any-return]
+
+    def _running(self) -> bool:
+        return self.__dict__.get("cluster") is not None and self._failure is None and self._thread is not None \
+            and self._thread.is_alive()
+
+    def _load_codec_here(self) -> None:
+        if self._running():  # a call to a cluster not running fails anyway, without the import
+            load_codec()
 
     def __getattr__(self, name: str) -> Any:
         """Every public method and property of `Cluster` (faults, topics, describe), run in the cluster's loop."""
@@ -192,6 +218,7 @@ class EmbeddedCluster:
 
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0 (a free one) to 65535, not {port!r}")
+        self._load_codec_here()  # its clients read the Kafka address and name Kafka's errors
 
         async def start() -> int:
             assert self._nursery is not None and self.cluster is not None

@@ -278,9 +278,23 @@ def test_import_kafkalite_stays_light() -> None:
                           capture_output=True, text=True, check=True).stdout == "EmbeddedCluster\n"
 
 
-_KAFKA_PYTHON_WHEN_ASKED = """
-import socket, struct, sys
+_WATCH_THE_CODEC = """
+import socket, struct, sys, threading, urllib.request, json
+import kafkalite.server.request_faults as faults
+class Watch:  # which thread imports the KAFKA listener's codec
+    def find_spec(self, name, path=None, target=None):
+        if name == "kafkalite.network.kafka.wire":
+            print("codec loaded in", threading.current_thread().name)
+sys.meta_path.insert(0, Watch())
+looked_up = faults._kafkas
+def _kafkas(error):
+    print("Kafka's error table read in", threading.current_thread().name)
+    return looked_up(error)
+faults._kafkas = _kafkas
 from kafkalite.embedded import EmbeddedCluster
+"""
+
+_KAFKA_PYTHON_WHEN_ASKED = _WATCH_THE_CODEC + """
 with EmbeddedCluster(brokers=1) as cluster:
     cluster.create_topic("orders")
     with cluster.producer() as producer:
@@ -288,11 +302,17 @@ with EmbeddedCluster(brokers=1) as cluster:
     print(cluster.fail_requests("Fetch", 29).error.name)  # one of Kafka's errors kafkalite never answers itself
     cluster.clear_request_faults()
     host, port = cluster.kafka_bootstrap_servers.rsplit(":", 1)
-    print("kafka.protocol" in sys.modules)
     with socket.create_connection((host, int(port)), timeout=10) as conn:
         body = struct.pack(">hhih", 18, 0, 7, 1) + b"t"  # ApiVersions v0, correlation id 7, client id "t"
         conn.sendall(struct.pack(">i", len(body)) + body)
         print(struct.unpack(">iih", conn.makefile("rb").read(10))[1:])  # (correlation id, error code)
+"""
+
+_KAFKA_PYTHON_FOR_THE_CONTROL_ENDPOINT = _WATCH_THE_CODEC + """
+with EmbeddedCluster(brokers=1) as cluster:
+    url = cluster.serve_control()
+    with urllib.request.urlopen(url + "/cluster", timeout=10) as answer:
+        print(json.load(answer)["kafka_bootstrap_servers"] == cluster.kafka_bootstrap_servers)
 """
 
 _KAFKA_PYTHON_FOR_A_FIXED_PORT = """
@@ -326,9 +346,13 @@ def run_strictly(script: str) -> list[str]:
 
 def test_kafka_python_is_imported_when_a_kafka_client_may_come() -> None:
     """Importing kafka-python imports all of it, a third of what importing kafkalite cost: a cluster serving its
-    own clients never pays it. Handing out the KAFKA address loads it, in the caller's thread, before any Kafka
-    client speaks; so does a fault naming an error only Kafka defines, and a KAFKA port fixed in advance."""
-    assert run_strictly(_KAFKA_PYTHON_WHEN_ASKED) == ["0 False", "TOPIC_AUTHORIZATION_FAILED", "True", "(7, 0)"]
+    own clients never pays it. Handing out the KAFKA address loads it before any Kafka client speaks, in the
+    caller's thread, not the brokers' loop; so do a fault naming an error only Kafka defines, the control endpoint
+    (which hands out the address and takes such faults), and a KAFKA port fixed in advance."""
+    assert run_strictly(_KAFKA_PYTHON_WHEN_ASKED) == [
+        "0 False", "Kafka's error table read in MainThread", "TOPIC_AUTHORIZATION_FAILED",
+        "codec loaded in MainThread", "(7, 0)"]
+    assert run_strictly(_KAFKA_PYTHON_FOR_THE_CONTROL_ENDPOINT) == ["codec loaded in MainThread", "True"]
     assert run_strictly(_KAFKA_PYTHON_FOR_A_FIXED_PORT) == ["True"]
     assert run_strictly(_KAFKA_PYTHON_IN_PROCESS) == ["False True True"]
 

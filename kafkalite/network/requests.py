@@ -147,7 +147,8 @@ def message(cls: type[_M]) -> type[_M]:
 
     if "__eq__" not in cls.__dict__:  # as dataclass keeps a class's own
         made.__eq__ = __eq__  # type: ignore[assignment,method-assign]
-        made.__hash__ = None  # type: ignore[assignment]
+        if "__hash__" not in cls.__dict__:
+            made.__hash__ = None  # type: ignore[assignment]
     if "__repr__" not in cls.__dict__:
         made.__repr__ = __repr__  # type: ignore[assignment,method-assign]
     return made

@@ -203,6 +203,15 @@ def test_a_protocol_type_keeps_its_own_equality_and_repr() -> None:
 
     assert Named("A") == Named("a") and repr(Named("A")) == "<A>"
 
+    @r.message
+    class Hashed:
+        name: str
+
+        def __hash__(self) -> int:
+            return len(self.name)
+
+    assert hash(Hashed("abc")) == 3 and Hashed("abc") == Hashed("abc") != Hashed("abd")
+
 
 def test_containers_come_back_as_their_declared_types() -> None:
     shutdown = decode_response(strip_prefix(encode_response(
