@@ -315,6 +315,12 @@ with EmbeddedCluster(brokers=1) as cluster:
         print(json.load(answer)["kafka_bootstrap_servers"] == cluster.kafka_bootstrap_servers)
 """
 
+_KAFKA_PYTHON_FOR_THE_KAFKA_LISTENER = _WATCH_THE_CODEC + """
+with EmbeddedCluster(brokers=1) as cluster:
+    print(cluster.listener_bootstrap_servers("NATIVE") == cluster.bootstrap_servers, "kafka" in sys.modules)
+    print(cluster.listener_bootstrap_servers("KAFKA") == cluster.kafka_bootstrap_servers)
+"""
+
 _KAFKA_PYTHON_FOR_A_FIXED_PORT = """
 import socket, sys
 from kafkalite.embedded import EmbeddedCluster
@@ -353,6 +359,7 @@ def test_kafka_python_is_imported_when_a_kafka_client_may_come() -> None:
         "0 False", "Kafka's error table read in MainThread", "TOPIC_AUTHORIZATION_FAILED",
         "codec loaded in MainThread", "(7, 0)"]
     assert run_strictly(_KAFKA_PYTHON_FOR_THE_CONTROL_ENDPOINT) == ["codec loaded in MainThread", "True"]
+    assert run_strictly(_KAFKA_PYTHON_FOR_THE_KAFKA_LISTENER) == ["True False", "codec loaded in MainThread", "True"]
     assert run_strictly(_KAFKA_PYTHON_FOR_A_FIXED_PORT) == ["True"]
     assert run_strictly(_KAFKA_PYTHON_IN_PROCESS) == ["False True True"]
 
