@@ -39,6 +39,7 @@ from kafkalite.common.types import TopicPartition
 from kafkalite.controller import KafkaController
 from kafkalite.coordination import CoordinationService
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
+from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
     ApiKey,
@@ -65,7 +66,6 @@ from kafkalite.network.requests import (
     Request,
     RequestContext,
 )
-from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
 from kafkalite.network.transport import PauseGate, Transport
 from kafkalite.server import Broker, LogManager
 from kafkalite.server.broker import parse_listeners

@@ -24,8 +24,8 @@ import trio
 from kafkalite.client import Admin, Consumer, ConsumerRecord, Producer, RecordHandle, RecordMetadata, TopicPartition
 from kafkalite.client.consumer_coordinator import Listener
 from kafkalite.cluster import Cluster, check_cluster_arguments, check_seconds
-from kafkalite.common.nursery import unwrap_single
 from kafkalite.common.errors import ErrorCode, KafkaError
+from kafkalite.common.nursery import unwrap_single
 from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
 from kafkalite.network.requests import ApiKey
 from kafkalite.server.request_faults import RequestFault, resolve_error
