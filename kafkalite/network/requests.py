@@ -12,7 +12,9 @@ error about one partition goes in that partition's entry and the other partition
 from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass, field, fields
+import sys
+from collections.abc import Callable
+from dataclasses import MISSING, Field, dataclass, field, fields
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
@@ -131,8 +133,23 @@ def message(cls: type[_M]) -> type[_M]:
     """`@dataclass(slots=True)` for the protocol's types, with equality and repr made once here instead of generated
     (compiled from source) for each of the hundred-odd classes, much of what importing this module cost: every
     Spark query pays that import in the fresh process Spark starts for its planning. Equal and shown as a dataclass
-    would be, and unhashable like one."""
-    made = dataclass(slots=True, eq=False, repr=False)(cls)
+    would be, and unhashable like one. Its `__init__` is also made here, as dataclass would make it, but when the
+    class is first instantiated: a process uses a few of these types, and compiling the others' was a third of the
+    import. A class without a docstring gets the one dataclass would give it, its signature, formatted from its
+    fields rather than by `inspect.signature`."""
+    undocumented = not cls.__doc__
+    if undocumented:
+        cls.__doc__ = cls.__name__  # for now: dataclass leaves a docstring alone
+    if "__init__" in cls.__dict__ or "__post_init__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: a protocol type takes the __init__ that `message` makes")
+    made = dataclass(slots=True, eq=False, repr=False, init=False)(cls)
+    parameters = [f for f in fields(made) if f.init]
+    if len(parameters) != len(fields(made)) or any(f.kw_only for f in parameters):
+        raise TypeError(f"{cls.__name__}: a protocol type's fields are all positional parameters of its __init__")
+    if undocumented:
+        made.__doc__ = f"{cls.__name__}({', '.join(_parameter(f) for f in parameters)})"
+
+    made.__init__ = _LazyInit(made, parameters)  # type: ignore[assignment, method-assign]
     compared = tuple(f.name for f in fields(made) if f.compare)
     shown = tuple(f.name for f in fields(made) if f.repr)
 
@@ -152,6 +169,66 @@ def message(cls: type[_M]) -> type[_M]:
     if "__repr__" not in cls.__dict__:
         made.__repr__ = __repr__  # type: ignore[assignment,method-assign]
     return made
+
+
+class _LazyInit:
+    """A protocol type's `__init__` until it is first looked up, to be called or read (`inspect.signature`,
+    `help`): then the one `_init` makes, put in its place on the class for good."""
+
+    __slots__ = ("cls", "parameters")
+
+    def __init__(self, cls: type, parameters: list[Field[Any]]) -> None:
+        self.cls, self.parameters = cls, parameters
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        init = _init(self.cls, self.parameters)
+        setattr(self.cls, "__init__", init)
+        return init.__get__(instance, owner)
+
+
+def _init(cls: type, parameters: list[Field[Any]]) -> Callable[..., None]:
+    """The `__init__` dataclass makes for `cls`, made as dataclass makes it: each parameter assigned, defaults and
+    default factories alike, compiled in the class's module, so its annotations resolve there."""
+    values: dict[str, Any] = {"_NO_ARGUMENT": _NO_ARGUMENT}
+    signature, body = [], []
+    for f in parameters:
+        if f.default is not MISSING:
+            values[f"_default_{f.name}"] = f.default
+            signature.append(f"{f.name}=_default_{f.name}")
+            body.append(f"self.{f.name} = {f.name}")
+        elif f.default_factory is not MISSING:
+            values[f"_factory_{f.name}"] = f.default_factory
+            signature.append(f"{f.name}=_NO_ARGUMENT")
+            body.append(f"self.{f.name} = _factory_{f.name}() if {f.name} is _NO_ARGUMENT else {f.name}")
+        else:
+            signature.append(f.name)
+            body.append(f"self.{f.name} = {f.name}")
+    source = (f"def make({', '.join(values)}):\n"
+              f" def __init__(self, {', '.join(signature)}):\n  " + ("\n  ".join(body) or "pass") + "\n"
+              " return __init__")
+    made: dict[str, Any] = {}
+    exec(source, sys.modules[cls.__module__].__dict__, made)  # a function of its own is the fastest to call
+    init: Callable[..., None] = made["make"](**values)
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__annotations__ = {**{f.name: f.type for f in parameters}, "return": None}
+    return init
+
+
+class _NoArgument:
+    """A default factory's parameter left out (dataclass's `_HAS_DEFAULT_FACTORY`), shown as dataclass shows it."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_NO_ARGUMENT = _NoArgument()
+
+
+def _parameter(f: Field[Any]) -> str:
+    """A field as `inspect.signature` shows it in a dataclass's docstring (the annotations are strings here)."""
+    if f.default is not MISSING:
+        return f"{f.name}: {f.type!r} = {f.default!r}"
+    return f"{f.name}: {f.type!r}" + (" = <factory>" if f.default_factory is not MISSING else "")
 
 
 class Request:

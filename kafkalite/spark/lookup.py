@@ -1,9 +1,10 @@
 """What the planning side asks the cluster: which partitions a query reads, and offsets by position or time.
 
-Each function opens an `Admin` over TCP for one question and closes it: planning runs once per micro-batch in a
-process Spark may kill at any time (`stop()` is never called), so nothing is kept open between calls. The admin
-client retries leader moves and unreachable brokers until default.api.timeout.ms, so a failover between two
-micro-batches delays planning instead of failing the query.
+A `ClusterLookup` keeps one `Admin` over TCP open for its questions (`bridge.KeptOpen`), as Spark's Kafka source
+keeps an admin client per query: its streaming runner asks several times per micro-batch. Nothing else is kept:
+the partitions and offsets are asked for afresh each time, and a question that fails closes the client, so the
+next opens a new one. The admin client retries leader moves and unreachable brokers until
+default.api.timeout.ms, so a failover between two micro-batches delays planning instead of failing the query.
 """
 
 from __future__ import annotations
@@ -38,13 +39,20 @@ def check_reachable(bootstrap: str, client_config: Mapping[str, str]) -> None:
 
 
 class ClusterLookup:
-    """Blocking lookups against the cluster that `options` name, each in one short Trio run."""
+    """Blocking lookups against the cluster that `options` name, through an admin client kept open between them.
+
+    Pickled (Spark sends readers to its executors), it carries only the options: a copy opens its own client.
+    """
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self._admin = bridge.KeptOpen(lambda: _admin(options.bootstrap, options.client_config))
 
-    def _admin(self) -> Admin:
-        return _admin(self.options.bootstrap, self.options.client_config)
+    def __getstate__(self) -> dict[str, object]:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc, arg-type]  # as made, with a client of its own
 
     def partitions(self) -> set[TopicPartition]:
         """The partitions the subscription covers now; topics that do not exist (yet) contribute none."""
@@ -56,22 +64,20 @@ class ClusterLookup:
 
     def _listed(self, topics: list[str] | None) -> set[TopicPartition]:
         """The partitions of `topics` (None: of every topic but internal ones) that the cluster has."""
-        async def ask() -> set[TopicPartition]:
-            async with self._admin() as admin:
-                response = await admin.metadata.fetch(topics)
+        async def ask(admin: Admin) -> set[TopicPartition]:
+            response = await admin.metadata.fetch(topics)
             return {TopicPartition(topic.name, p.partition) for topic in response.topics
                     if topic.error_code == errors.NONE.code and not topic.is_internal for p in topic.partitions}
 
-        return bridge.run(ask)
+        return self._admin.run(ask)
 
     def offsets(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Offsets for EARLIEST, LATEST or a timestamp per partition; -1 where no record is at or after the time."""
-        async def ask() -> dict[TopicPartition, int]:
-            async with self._admin() as admin:
-                found = await admin.list_offsets({tp: POSITION_NAMES.get(spec, spec) for tp, spec in specs.items()})
+        async def ask(admin: Admin) -> dict[TopicPartition, int]:
+            found = await admin.list_offsets({tp: POSITION_NAMES.get(spec, spec) for tp, spec in specs.items()})
             return {tp: info.offset for tp, info in found.items()}
 
-        return bridge.run(ask) if specs else {}
+        return self._admin.run(ask) if specs else {}
 
     def resolve(self, spec: OffsetSpec, partitions: Iterable[TopicPartition], *,
                 default: int, starting: bool) -> dict[TopicPartition, int]:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import struct
+import subprocess
+import sys
+import typing
 
 import msgpack
 import pytest
@@ -211,6 +215,76 @@ def test_a_protocol_type_keeps_its_own_equality_and_repr() -> None:
             return len(self.name)
 
     assert hash(Hashed("abc")) == 3 and Hashed("abc") == Hashed("abc") != Hashed("abd")
+
+
+def protocol_types() -> list[type]:
+    return [cls for cls in vars(r).values()
+            if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == r.__name__
+            and cls is not r.RequestContext]
+
+
+def dataclass_twin(cls: type) -> type:
+    """What `@dataclass(slots=True)` makes of the same fields: the reference `requests.message` must match."""
+    return dataclasses.make_dataclass(cls.__name__, [
+        (f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory))
+        for f in dataclasses.fields(cls)], slots=True)
+
+
+@pytest.mark.parametrize("cls", protocol_types(), ids=lambda cls: cls.__name__)
+def test_protocol_types_are_made_as_dataclass_makes_them(cls: type) -> None:
+    """`message` makes each type's __init__ (on first use) and docstring itself; both as dataclass's would be."""
+    twin = dataclass_twin(cls)
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    values = {name: object() for name in required}
+    made, expected = cls(*values.values()), twin(*values.values())
+    assert [getattr(made, f.name) for f in dataclasses.fields(cls)] == \
+        [getattr(expected, f.name) for f in dataclasses.fields(twin)]
+    assert cls(**values) == made
+    assert str(inspect.signature(cls)) == str(inspect.signature(twin))
+    assert cls.__init__.__module__ == r.__name__  # its annotations resolve where the type's do
+    hints = typing.get_type_hints(cls)
+    assert typing.get_type_hints(cls.__init__) == {**{f.name: hints[f.name] for f in dataclasses.fields(cls)},
+                                                   "return": type(None)}
+    if cls.__doc__.startswith(f"{cls.__name__}("):  # undocumented: the signature, as dataclass writes it
+        assert cls.__doc__ == twin.__doc__.replace(twin.__qualname__, cls.__name__, 1)
+    factory_made = [f.name for f in dataclasses.fields(cls) if f.default_factory is not dataclasses.MISSING]
+    for name in factory_made:  # a fresh default for every instance, never one shared
+        assert getattr(cls(*values.values()), name) is not getattr(made, name)
+    with pytest.raises(TypeError, match="missing|positional"):
+        cls(*list(values.values())[:-1]) if required else cls(*[object()] * (len(dataclasses.fields(cls)) + 1))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_field'"):
+        cls(*values.values(), no_such_field=1)
+
+
+def test_protocol_types_show_their_signature_before_their_first_instance() -> None:
+    """`message` compiles a type's __init__ when it is first looked up: `help()`, `inspect` and Hypothesis's
+    `st.builds` read it before any instance exists, and must see the parameters, not a stand-in's."""
+    script = (
+        "import dataclasses, inspect\n"
+        "from kafkalite.network import requests as r\n"
+        "types = [c for c in vars(r).values() if isinstance(c, type) and dataclasses.is_dataclass(c)"
+        " and c.__module__ == r.__name__]\n"
+        "print([str(inspect.signature(c)) for c in types])\n"
+        "print([str(inspect.signature(c)) for c in types])\n")
+    first, again = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                                  text=True).stdout.splitlines()
+    assert first == again and "*args" not in first and "topics: 'list[str] | None' = None" in first
+
+
+def test_message_refuses_what_it_cannot_make_as_dataclass_would() -> None:
+    with pytest.raises(TypeError, match="takes the __init__ that `message` makes"):
+        @r.message
+        class OwnInit:
+            name: str
+
+            def __init__(self, name: str) -> None:
+                self.name = name
+
+    with pytest.raises(TypeError, match="all positional parameters"):
+        @r.message
+        class KeywordOnly:
+            name: str = dataclasses.field(kw_only=True)
 
 
 def test_containers_come_back_as_their_declared_types() -> None:
