@@ -133,9 +133,9 @@ def message(cls: type[_M]) -> type[_M]:
     """`@dataclass(slots=True)` for the protocol's types, with equality and repr made once here instead of generated
     (compiled from source) for each of the hundred-odd classes, much of what importing this module cost: every
     Spark query pays that import in the fresh process Spark starts for its planning. Equal and shown as a dataclass
-    would be, and unhashable like one. Its `__init__` is also made here, as dataclass would make it, but when the
-    class is first instantiated: a process uses a few of these types, and compiling the others' was a third of the
-    import. A class without a docstring gets the one dataclass would give it, its signature, formatted from its
+    would be, and unhashable like one. Its `__init__` is also made here, as dataclass would make it, but when it is
+    first looked up (`_LazyInit`): a process uses a few of these types, and compiling the others' was a third of
+    the import. A class without a docstring gets the one dataclass would give it, its signature, formatted from its
     fields rather than by `inspect.signature`."""
     undocumented = not cls.__doc__
     if undocumented:
@@ -148,7 +148,6 @@ def message(cls: type[_M]) -> type[_M]:
         raise TypeError(f"{cls.__name__}: a protocol type's fields are all positional parameters of its __init__")
     if undocumented:
         made.__doc__ = f"{cls.__name__}({', '.join(_parameter(f) for f in parameters)})"
-
     made.__init__ = _LazyInit(made, parameters)  # type: ignore[assignment, method-assign]
     compared = tuple(f.name for f in fields(made) if f.compare)
     shown = tuple(f.name for f in fields(made) if f.repr)

@@ -46,7 +46,7 @@ class ClusterLookup:
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._admin = bridge.KeptOpen(lambda: _admin(options.bootstrap, options.client_config))
+        self._client = bridge.KeptOpen(lambda: _admin(options.bootstrap, options.client_config))
 
     def __getstate__(self) -> dict[str, object]:
         return {"options": self.options}
@@ -69,7 +69,7 @@ class ClusterLookup:
             return {TopicPartition(topic.name, p.partition) for topic in response.topics
                     if topic.error_code == errors.NONE.code and not topic.is_internal for p in topic.partitions}
 
-        return self._admin.run(ask)
+        return self._client.run(ask)
 
     def offsets(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Offsets for EARLIEST, LATEST or a timestamp per partition; -1 where no record is at or after the time."""
@@ -77,7 +77,7 @@ class ClusterLookup:
             found = await admin.list_offsets({tp: POSITION_NAMES.get(spec, spec) for tp, spec in specs.items()})
             return {tp: info.offset for tp, info in found.items()}
 
-        return self._admin.run(ask) if specs else {}
+        return self._client.run(ask) if specs else {}
 
     def resolve(self, spec: OffsetSpec, partitions: Iterable[TopicPartition], *,
                 default: int, starting: bool) -> dict[TopicPartition, int]:

@@ -172,11 +172,11 @@ def test_a_question_failing_in_one_thread_leaves_another_threads_call_answered()
     cancelled, they raised Trio's Cancelled, which no `except Exception` catches."""
     made: list[Resource] = []
     kept = bridge.KeptOpen(lambda: made.append(Resource([])) or made[-1])
-    slow_started = threading.Event()
+    slow_started, failures_done = threading.Event(), threading.Event()
 
     async def slow(resource: Resource) -> str:
         slow_started.set()
-        await trio.sleep(0.3)
+        await trio.to_thread.run_sync(failures_done.wait)  # under way until the other thread's questions failed
         return "answered"
 
     async def fail(resource: Resource) -> None:
@@ -196,6 +196,8 @@ def test_a_question_failing_in_one_thread_leaves_another_threads_call_answered()
     for _ in range(3):
         with pytest.raises(LookupError):
             kept.run(fail)
+    assert not made[0].exited.is_set()  # the slow call is still under way on the first loop
+    failures_done.set()
     asker.join(30)
     assert answers == ["answered"]
     assert made[0].exited.wait(30)  # closed after the slow call was answered
