@@ -1,17 +1,18 @@
 """Where the Spark connector's CPU goes: its read path outside Spark, reader processes and broker apart.
 
-    python benchmarks/spark_read_path.py [--rows N] [--rounds N] [--profile DIR]
+    python benchmarks/spark_read_path.py [--rows N] [--rounds N] [--batch-size BYTES] [--profile DIR]
 
 `benchmarks/spark_source.py` times the connector inside Spark, where its cost is mixed with Spark's own; this
-benchmark runs the same read path without Spark, to see what the connector itself spends. One `EmbeddedCluster`
-(3 brokers) in this process holds a topic of 6 partitions with `--rows` records of 100-byte values, produced as
-`spark_source.py` produces them. Each round starts two reader processes, as `local[2]` runs two Python workers,
-and each reads three partitions' whole offset range one after another through the data source's own
-`read()` (`KafkaliteDataSource(...).streamReader(...).read(OffsetRange)`), as Spark's tasks call it, counting the
-rows of the Arrow batches it yields. Reported per round: the readers' CPU-seconds inside `read()` (process start
-and imports left out, as Spark reuses its workers), this process's CPU-seconds meanwhile (the brokers serving
-the fetches), and the readers' rows per second; then the medians. With `--profile DIR`, each reader's `read()`
-and the brokers' thread are profiled by CPU time (cProfile) into DIR, from the last round.
+benchmark runs the same read path without Spark, to see what the connector itself spends. One `EmbeddedCluster` (3
+brokers) in this process holds a topic of 6 partitions with `--rows` records of 100-byte values, produced as
+`spark_source.py` produces them (batches of `--batch-size` bytes, 1 MiB by default). Each round starts two reader
+processes, as `local[2]` runs two Python workers, and each reads three partitions' whole offset range one after
+another through the data source's own `read()` (`KafkaliteDataSource(...).streamReader(...).read(OffsetRange)`), as
+Spark's tasks call it, counting the rows of the Arrow batches it yields. Reported per round: the readers'
+CPU-seconds inside `read()` (process start and imports left out, as Spark reuses its workers), this process's
+CPU-seconds meanwhile (the brokers serving the fetches), and the readers' rows per second; then the medians. With
+`--profile DIR`, each reader's `read()` and the brokers' thread are profiled by CPU time (cProfile) into DIR, from
+the last round.
 
 Every CPU-second counted here is taken from Spark on a 2-core machine, where Spark's JVM and workers share the
 cores with the readers and the embedded brokers.
@@ -93,12 +94,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=3_000_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=1 << 20,
+                        help="the producer's batch.size (16384: its default)")
     parser.add_argument("--profile", metavar="DIR", help="write cProfile files of the last round here")
     parser.add_argument("--reader", nargs=3, help=argparse.SUPPRESS)  # bootstrap, ranges (JSON), profile dir
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.rows < PARTITIONS:
-        parser.error(f"--rounds must be at least 1 and --rows at least {PARTITIONS} (one a partition), got "
-                     f"{args.rounds} and {args.rows}")
+    if args.rounds < 1 or args.rows < PARTITIONS or args.batch_size < 1:
+        parser.error(f"--rounds and --batch-size must be at least 1 and --rows at least {PARTITIONS} (one a "
+                     f"partition), got {args.rounds}, {args.batch_size} and {args.rows}")
     if args.reader:
         bootstrap, ranges, profile = args.reader
         read_ranges(bootstrap, [tuple(r) for r in json.loads(ranges)], profile or None)
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     with EmbeddedCluster(3) as cluster:
         cluster.create_topic(TOPIC, PARTITIONS, 3)
-        fill(cluster, TOPIC, args.rows)
+        fill(cluster, TOPIC, args.rows, args.batch_size)
         results = []
         for number in range(args.rounds):
             last = number == args.rounds - 1

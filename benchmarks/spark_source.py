@@ -1,24 +1,24 @@
 """The Spark connector's read rate, beside a synthetic Arrow source in the same session, and micro-batch latency.
 
-    python benchmarks/spark_source.py [--rows N] [--rounds N] [--latency-batches N]
+    python benchmarks/spark_source.py [--rows N] [--rounds N] [--latency-batches N] [--batch-size BYTES]
 
-Needs the `spark` extra and Java 17. One `EmbeddedCluster` (3 brokers) holds a topic of 6 partitions with
-`--rows` records of 100-byte values (3,000,000 by default, produced in-process before timing). Each round runs a
-streaming query `trigger(availableNow=True)` from the earliest offsets into Spark's `noop` sink on `local[2]`,
-once through the connector and once through a synthetic data source that yields the same schema and rows from
-Arrow batches held in memory (the ceiling a Python data source reaches on this machine). First each runs one
-warm-up round, reported and not counted: the session's first query takes several times longer whichever source
-it reads (the JVM compiles the Arrow-to-row paths as they run; Python workers start and import), and would
-otherwise fall on the source that happens to go first. Then the two alternate for `--rounds` rounds, so both meet
-the same drift of a shared machine, and each side's median round counts; the median of the side-by-side rounds'
-ratios is printed too, as a measure of how much that drift still moved the result. The wall time of a round is
-query start to termination, planning and task start-up included. Targets: 300,000 rows/s
-through the connector, and at least 80% of the synthetic source's rate. Each round also shows, and the summary
-the medians of, the two parts in which the sources differ: start-up, from the query's start to its first
-micro-batch (for every query Spark starts a fresh Python process for the source's planning, which imports the
-source's module: kafkalite's client, against the synthetic source's pyarrow alone), and reading, Spark's
-triggerExecution of the micro-batches with rows. kafkalite's bytecode is written first, as `pip install` writes
-it (`compile_bytecode`).
+Needs the `spark` extra and Java 17. One `EmbeddedCluster` (3 brokers) holds a topic of 6 partitions with `--rows`
+records of 100-byte values (3,000,000 by default, produced in-process before timing) in record batches of
+`--batch-size` bytes (1 MiB by default, about 10,000 records; 16384, a producer's default, holds about 130). Each
+round runs a streaming query `trigger(availableNow=True)` from the earliest offsets into Spark's `noop` sink on
+`local[2]`, once through the connector and once through a synthetic data source that yields the same schema and rows
+from Arrow batches held in memory (the ceiling a Python data source reaches on this machine). First each runs one
+warm-up round, reported and not counted: the session's first query takes several times longer whichever source it
+reads (the JVM compiles the Arrow-to-row paths as they run; Python workers start and import), and would otherwise
+fall on the source that happens to go first. Then the two alternate for `--rounds` rounds, so both meet the same
+drift of a shared machine, and each side's median round counts; the median of the side-by-side rounds' ratios is
+printed too, as a measure of how much that drift still moved the result. The wall time of a round is query start to
+termination, planning and task start-up included. Targets: 300,000 rows/s through the connector, and at least 80% of
+the synthetic source's rate. Each round also shows, and the summary the medians of, the two parts in which the
+sources differ: start-up, from the query's start to its first micro-batch (for every query Spark starts a fresh
+Python process for the source's planning, which imports the source's module: kafkalite's client, against the
+synthetic source's pyarrow alone), and reading, Spark's triggerExecution of the micro-batches with rows. kafkalite's
+bytecode is written first, as `pip install` writes it (`compile_bytecode`).
 
 Then the steady micro-batch latency: a query on a second topic with the default trigger into `noop`, fed 100
 records at a time, each batch awaited before the next; reported is the median and worst of Spark's own
@@ -129,9 +129,9 @@ def spark_session() -> SparkSession:
     return spark
 
 
-def fill(cluster: EmbeddedCluster, topic: str, rows: int) -> None:
+def fill(cluster: EmbeddedCluster, topic: str, rows: int, batch_size: int = 1 << 20) -> None:
     async def produce() -> None:
-        async with Producer(cluster.cluster, {"batch.size": 1 << 20, "linger.ms": 20}) as producer:
+        async with Producer(cluster.cluster, {"batch.size": batch_size, "linger.ms": 20}) as producer:
             for index in range(rows):
                 await producer.send(topic, VALUE, partition=index % PARTITIONS)
 
@@ -194,14 +194,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=3_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="alternating connector and synthetic rounds")
     parser.add_argument("--latency-batches", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=1 << 20,
+                        help="the producer's batch.size for the topic read (16384 is its default; "
+                             "batches never pass max.request.size, 1 MiB)")
     args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     compile_bytecode()
     spark = spark_session()
     with EmbeddedCluster(3) as cluster:
         cluster.create_topic("bench", PARTITIONS, 3)
         started = time.perf_counter()
-        fill(cluster, "bench", args.rows)
-        print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s")
+        fill(cluster, "bench", args.rows, args.batch_size)
+        print(f"produced {args.rows:,} records in {time.perf_counter() - started:.1f} s "
+              f"(batch.size {args.batch_size:,})")
         connector = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
                      .option("subscribe", "bench").option("startingOffsets", "earliest"))
         synthetic = spark.readStream.format("synthetic").option("rows", str(args.rows))

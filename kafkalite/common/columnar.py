@@ -167,24 +167,28 @@ def sections(payload: bytes) -> ColumnBuffers:
     magic, flags, count = _HEADER.unpack_from(view)
     if magic != MAGIC or flags & ~_KNOWN_FLAGS:
         raise ValueError(f"not a columnar payload (magic {magic:#x}, flags {flags:#x})")
-    position = _HEADER.size
-
-    def take(size: int) -> memoryview:
-        nonlocal position
-        if size < 0 or position + size > len(view):
-            raise ValueError(f"a columnar payload of {count} records needs more than its {len(view)} bytes")
-        position += size
-        return view[position - size:position]
-
-    deltas = take(8 * count) if flags & TIMESTAMP_DELTAS else None
-    key_bounds, value_bounds = take(4 * (2 * count + 1)), take(4 * (2 * count + 1))
-    key_nulls = take(count) if flags & KEY_NULLS else None
-    value_nulls = take(count) if flags & VALUE_NULLS else None
-    for offsets in (key_bounds, value_bounds):
-        if _OFFSET.unpack_from(offsets)[0] != 0:
-            raise ValueError("a column's offsets must start at 0")
-    key_array = take(_OFFSET.unpack_from(key_bounds, 8 * count)[0])
-    value_array = take(_OFFSET.unpack_from(value_bounds, 8 * count)[0])
+    bounds = 4 * (2 * count + 1)
+    position = _HEADER.size + (8 * count if flags & TIMESTAMP_DELTAS else 0)  # where the bounds start
+    arrays = position + 2 * bounds + (count if flags & KEY_NULLS else 0) + (count if flags & VALUE_NULLS else 0)
+    if arrays > len(view):
+        raise ValueError(f"a columnar payload of {count} records needs more than its {len(view)} bytes")
+    deltas = view[_HEADER.size:position] if flags & TIMESTAMP_DELTAS else None
+    key_bounds, value_bounds = view[position:position + bounds], view[position + bounds:position + 2 * bounds]
+    position += 2 * bounds
+    key_nulls = value_nulls = None
+    if flags & KEY_NULLS:
+        key_nulls, position = view[position:position + count], position + count
+    if flags & VALUE_NULLS:
+        value_nulls = view[position:position + count]
+    (key_start,), (value_start,) = _OFFSET.unpack_from(key_bounds), _OFFSET.unpack_from(value_bounds)
+    if key_start or value_start:
+        raise ValueError("a column's offsets must start at 0")
+    (key_length,), (value_length,) = _OFFSET.unpack_from(key_bounds, 8 * count), _OFFSET.unpack_from(value_bounds,
+                                                                                                      8 * count)
+    position = arrays + key_length + value_length
+    if key_length < 0 or value_length < 0 or position > len(view):
+        raise ValueError(f"a columnar payload of {count} records needs more than its {len(view)} bytes")
+    key_array, value_array = view[arrays:arrays + key_length], view[arrays + key_length:position]
     rest = view[position:]
     if rest and not flags & HEADERS:
         raise ValueError(f"{len(rest)} bytes follow the last column")

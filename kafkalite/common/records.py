@@ -63,6 +63,7 @@ _HEADERS_TYPES: frozenset[type] = frozenset({tuple})
 # rewrites them after the producer computed the checksum.
 _CRC_FIELDS = struct.Struct(">hiqqqhii")
 _WIRE_FIELDS = 11
+_INTEGERS = {int}
 # Kafka's v2 header: base offset, batch length, partition leader epoch, magic, crc, then the CRC fields.
 _KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")
 _KAFKA_PREFIX = struct.Struct(">qib")  # base offset, batch length, partition leader epoch, magic
@@ -466,8 +467,7 @@ class RecordBatch:
         if not isinstance(obj, list | tuple) or len(obj) != _WIRE_FIELDS:
             raise CorruptMessageError(f"a record batch is a list of {_WIRE_FIELDS} fields")
         *fields, payload = obj
-        if not all(isinstance(f, int) and not isinstance(f, bool) for f in fields) \
-                or not isinstance(payload, bytes):
+        if set(map(type, fields)) != _INTEGERS or not isinstance(payload, bytes):  # int exactly: never a bool
             raise CorruptMessageError("record batch fields must be integers followed by a bytes payload")
         batch = cls(*fields, payload)
         if batch.record_count < 1:

@@ -16,6 +16,8 @@ exactly (int32 partition and timestampType, int64 offset, microsecond UTC timest
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from itertools import accumulate
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,20 +40,23 @@ _SCHEMA_WITH_HEADERS = _SCHEMA.append(pa.field("headers", _HEADERS))
 _progressions: dict[tuple[int, int], pa.Array] = {}
 
 
-def _progression(step: int, base: int, first: int, count: int) -> pa.Array:
-    """The int64s `step * i + base` for i from `first`, `count` of them: a slice of an array kept for the process
-    and grown by doubling. Numbering a record batch's offsets and its items' places with a fresh cumulative sum
-    cost a fifth of turning the batch into Arrow."""
+def _progression(step: int, base: int, count: int) -> pa.Array:
+    """The int64s `step * i + base` for the first `count` i: a slice of an array kept for the process and grown
+    by doubling. Numbering a record batch's offsets and its items' places with a fresh cumulative sum cost a fifth
+    of turning the batch into Arrow."""
     progression = _progressions.get((step, base))
-    if progression is None or len(progression) < first + count:
-        size = max(first + count, 2 * len(progression) if progression is not None else 4096)
+    if progression is None or len(progression) < count:
+        size = max(count, 2 * len(progression) if progression is not None else 4096)
         progression = _progressions[step, base] = pc.cumulative_sum(pa.repeat(pa.scalar(step, pa.int64()), size),
                                                                     start=base - step)
-    return progression.slice(first, count)
+    return progression.slice(0, count)
 
 
 _MIN_ROWS = 4096
 """Rows below which consecutive record batches share one Arrow batch."""
+
+_MAX_GROUP_BYTES = 1 << 30
+"""Bytes of keys and values past which record batches no longer share one: an Arrow binary array holds 2 GiB."""
 
 _CONSUMER_DEFAULTS = {
     "max.partition.fetch.bytes": 4 << 20,  # bytes per poll: few round trips, and small batches concatenate
@@ -59,63 +64,149 @@ _CONSUMER_DEFAULTS = {
 """Defaults the connector picks for throughput; `kafka.*` options override them."""
 
 
+class _Column(NamedTuple):
+    """A run's keys or values: the pieces of its msgpack array (item headers and items alternating), checked."""
+
+    pieces: pa.Array  # all nulls, and the payload's bounds never looked at, when every item of the run is null
+    nulls: pa.Array | None  # uint8 per record, 1 where null; None when the payload has no null flags
+    all_null: bool
+
+
+class _Run(NamedTuple):
+    """A record batch's run of records, checked and cut, waiting to share Arrow columns with its neighbours."""
+
+    start: int
+    count: int
+    keys: _Column
+    values: _Column
+    timestamps: pa.Array | int  # one per record, or the one every record takes (microseconds)
+    timestamp_type: int
+    headers: pa.Array | None
+    size: int  # bytes of the batch's key and value arrays
+
+
 def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:
     """Arrow batches of the records of `fetched` (batches of one partition, in offset order) below `end`.
 
     Keys and values are Arrow arrays over the fetched payloads' bytes as they lie (`RecordBatch.column_buffers`),
-    checked in C (bounds inside their data and ascending), of which the run wanted is taken. A record batch of
-    _MIN_ROWS or more becomes an Arrow batch of its own; smaller ones (a producer's default batch.size holds about
-    130 records of 100 bytes) are concatenated up to that, as Spark pays per Arrow batch. Only headers, when
-    asked for, become Python objects.
+    checked in C (bounds inside their data and ascending), of which the items wanted are taken. Consecutive
+    record batches share an Arrow batch until it holds _MIN_ROWS records (a producer's default batch.size holds
+    about 130 records of 100 bytes), as Spark pays per Arrow batch, and are turned into columns together: a call
+    into Arrow costs microseconds whatever it does, so a column costs a few calls per Arrow batch, not per record
+    batch (one by one, small record batches cost three times as much). Only headers, when asked for, become
+    Python objects.
     """
-    groups: list[list[list[pa.Array]]] = []
+    groups: list[list[_Run]] = []
+    grouped = grouped_bytes = 0  # records and key and value bytes in the last group
     for _, _, start, batch in fetched:
         stop = min(batch.next_offset, end)
         if stop <= start:
             break
         try:
-            piece = _arrays(batch, start, stop, include_headers)
+            run = _run(batch, start, stop, include_headers)
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as exc:
-            raise CorruptMessageError(f"{fetched[0].topic}-{fetched[0].partition}: records at offsets {start} to "
-                                      f"{stop - 1} cannot be decoded: {exc}") from exc
-        if groups and sum(len(columns[0]) for columns in groups[-1]) < _MIN_ROWS:
-            groups[-1].append(piece)
+            raise _corrupt(fetched[0], start, stop, exc) from exc
+        if groups and grouped < _MIN_ROWS and grouped_bytes + run.size <= _MAX_GROUP_BYTES:
+            groups[-1].append(run)
+            grouped, grouped_bytes = grouped + run.count, grouped_bytes + run.size
         else:
-            groups.append([piece])
-    return [_record_batch(fetched[0].topic, fetched[0].partition, group, include_headers) for group in groups]
+            groups.append([run])
+            grouped, grouped_bytes = run.count, run.size
+    arrow = []
+    for group in groups:
+        try:
+            arrow.append(_record_batch(fetched[0].topic, fetched[0].partition, group, include_headers))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as exc:
+            raise _corrupt(fetched[0], group[0].start, group[-1].start + group[-1].count, exc) from exc
+    return arrow
 
 
-def _record_batch(topic: str, partition: int, pieces: list[list[pa.Array]], include_headers: bool) -> pa.RecordBatch:
-    count = sum(len(piece[0]) for piece in pieces)
-    columns = [piece_columns[0] if len(pieces) == 1 else pa.concat_arrays(list(piece_columns))
-               for piece_columns in zip(*pieces)]
-    keys, values, offsets, timestamps, timestamp_types, *headers = columns
-    arrays = [keys, values, pa.repeat(pa.scalar(topic, pa.string()), count),
-              pa.repeat(pa.scalar(partition, pa.int32()), count), offsets, timestamps, timestamp_types, *headers]
-    return pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA_WITH_HEADERS if include_headers else _SCHEMA)
+def _corrupt(fetched: FetchedBatch, start: int, stop: int, exc: Exception) -> CorruptMessageError:
+    return CorruptMessageError(f"{fetched.topic}-{fetched.partition}: records at offsets {start} to {stop - 1} "
+                               f"cannot be decoded: {exc}")
 
 
-def _arrays(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> list[pa.Array]:
-    """Key, value, offset, timestamp and timestamp type (and headers) arrays of a batch's offsets `start` to
-    `stop`; a batch whose records share its timestamp (the producer's default, and every LogAppendTime batch)
-    fills its timestamps with one repeat."""
+def _run(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> _Run:
+    """The records `start` to `stop` of a batch, checked: the record count against the payload's, the key and
+    value pieces in C, the timestamps against int64 microseconds, so a forged batch fails here naming its own
+    offsets, not as a crash inside Spark; and cut to the run. A batch whose records share its timestamp (the
+    producer's default, and every LogAppendTime batch) gives the one timestamp."""
     buffers = batch.column_buffers()
     first, count = start - batch.base_offset, stop - start
-    keys = _binary(buffers.count, buffers.key_bounds, buffers.key_nulls, buffers.key_array, first, count)
-    values = _binary(buffers.count, buffers.value_bounds, buffers.value_nulls, buffers.value_array, first, count)
+    if buffers.count != batch.record_count or first < 0:
+        raise ValueError(f"the batch claims {batch.record_count} records from offset {batch.base_offset}, its "
+                         f"payload holds {buffers.count}, and the run starts at offset {start}")
     if batch.timestamp_type == LOG_APPEND_TIME or buffers.deltas is None:
-        base = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else batch.first_timestamp
-        timestamps = pa.repeat(pa.scalar(base * 1000, _TIMESTAMP), count)
+        timestamps: pa.Array | int = (batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME
+                                      else batch.first_timestamp) * 1000
+        if not -1 << 63 <= timestamps < 1 << 63:
+            raise OverflowError(f"timestamp {timestamps // 1000} ms is out of range")
     else:
         deltas = pa.Array.from_buffers(pa.int64(), buffers.count, [None, pa.py_buffer(buffers.deltas)])
         timestamps = pc.multiply_checked(pc.add_checked(deltas.slice(first, count), batch.first_timestamp),
                                          1000).cast(_TIMESTAMP)
-    offsets = pc.add(_progression(1, 0, 0, count), start)
-    arrays = [keys, values, offsets, timestamps,
-              pa.repeat(pa.scalar(batch.timestamp_type, pa.int32()), count)]
+    return _Run(start, count, _column(buffers.count, buffers.key_bounds, buffers.key_nulls, buffers.key_array, first,
+                                      count),
+                _column(buffers.count, buffers.value_bounds, buffers.value_nulls, buffers.value_array, first, count),
+                timestamps, batch.timestamp_type, _headers(buffers, first, count) if include_headers else None,
+                len(buffers.key_array) + len(buffers.value_array))
+
+
+def _column(count: int, bounds: memoryview, nulls: memoryview | None, packed: memoryview, first: int,
+            length: int) -> _Column:
+    """A key or value column's msgpack array cut into its pieces as one Arrow binary array, checked, and it and
+    the null flags sliced to items `first` to `first + length`."""
+    mask = None if nulls is None else pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)])
+    if nulls is not None and bytes(nulls[first:first + length]).count(1) == length:  # keys, mostly: none to read
+        return _Column(pa.nulls(2 * length, pa.binary()), mask.slice(first, length), True)
+    pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), pa.py_buffer(packed)])
+    pieces.validate(full=True)
+    return _Column(pieces.slice(2 * first, 2 * length), None if mask is None else mask.slice(first, length), False)
+
+
+def _record_batch(topic: str, partition: int, runs: list[_Run], include_headers: bool) -> pa.RecordBatch:
+    count = sum(run.count for run in runs)
+    if all(run.start + run.count == after.start for run, after in zip(runs, runs[1:])):
+        offsets = pc.add(_progression(1, 0, count), runs[0].start)
+    else:  # never in a kafkalite log, whose batches follow each other
+        offsets = _concat([pc.add(_progression(1, 0, run.count), run.start) for run in runs])
+    if all(isinstance(run.timestamps, int) for run in runs):
+        timestamps = _runs([run.timestamps for run in runs], runs, _TIMESTAMP)
+    else:
+        timestamps = _concat([run.timestamps if isinstance(run.timestamps, pa.Array)
+                              else pa.repeat(pa.scalar(run.timestamps, _TIMESTAMP), run.count) for run in runs])
+    arrays = [_binary([run.keys for run in runs], count), _binary([run.values for run in runs], count),
+              pa.repeat(pa.scalar(topic, pa.string()), count), pa.repeat(pa.scalar(partition, pa.int32()), count),
+              offsets, timestamps,
+              _runs([run.timestamp_type for run in runs], runs, pa.int32())]
     if include_headers:
-        arrays.append(_headers(buffers, first, count))
-    return arrays
+        arrays.append(_concat([run.headers for run in runs]))
+    return pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA_WITH_HEADERS if include_headers else _SCHEMA)
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
+def _runs(values: list[int], runs: list[_Run], type_: pa.DataType) -> pa.Array:
+    """Each run's one value repeated over its records: one repeat when the runs agree, as they mostly do."""
+    if all(value == values[0] for value in values):
+        return pa.repeat(pa.scalar(values[0], type_), sum(run.count for run in runs))
+    ends = pa.array(list(accumulate(run.count for run in runs)), pa.int32())
+    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, pa.array(values, type_)))
+
+
+def _binary(columns: list[_Column], count: int) -> pa.Array:
+    """The keys or values of runs: every second of their pieces taken in C, in one call, and their nulls as a
+    validity bitmap."""
+    if all(column.all_null for column in columns):
+        return pa.nulls(count, pa.binary())
+    items = _concat([column.pieces for column in columns]).take(_progression(2, 1, count))
+    if all(column.nulls is None for column in columns):
+        return items
+    mask = _concat([pa.repeat(pa.scalar(0, pa.uint8()), len(column.pieces) // 2) if column.nulls is None
+                    else column.nulls for column in columns])
+    return pa.Array.from_buffers(pa.binary(), count, [pc.equal(mask, 0).buffers()[1], *items.buffers()[1:]])
 
 
 def _headers(buffers: columnar.ColumnBuffers, first: int, count: int) -> pa.Array:
@@ -124,22 +215,6 @@ def _headers(buffers: columnar.ColumnBuffers, first: int, count: int) -> pa.Arra
     if buffers.headers is None:  # no record of the batch has headers
         return pa.nulls(count, _HEADERS)
     return pa.array([headers or None for headers in columnar.decode_headers(buffers)[first:first + count]], _HEADERS)
-
-
-def _binary(count: int, bounds: memoryview, nulls: memoryview | None, packed: memoryview, first: int,
-            length: int) -> pa.Array:
-    """Items `first` to `first + length` of a key or value column: the pieces of its msgpack array (headers and
-    items, alternating) wrapped as one Arrow array, checked in C, every second piece taken, nulls as a bitmap."""
-    if nulls is not None and bytes(nulls).count(1) == count:
-        return pa.nulls(length, pa.binary())
-    pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), pa.py_buffer(packed)])
-    pieces.validate(full=True)  # a forged payload fails here, not as a crash inside Spark
-    items = pieces.take(_progression(2, 1, first, length))  # every second piece: the items
-    if nulls is None:
-        return items
-    mask = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)]).slice(first, length)
-    validity = pc.equal(mask, 0).buffers()[1]
-    return pa.Array.from_buffers(pa.binary(), length, [validity, *items.buffers()[1:]])
 
 
 async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncIterator[pa.RecordBatch]:

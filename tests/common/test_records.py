@@ -85,6 +85,9 @@ def _forged(payload: bytes, count: int = 2) -> RecordBatch:
     lambda p: p + b"x",                                        # bytes after the last column
     lambda p: p[:8] + b"\x01\x00\x00\x00" + p[12:],           # offsets that do not start at 0
     lambda p: p[:1] + b"\x80" + p[2:],                         # an unknown flag
+    lambda p: p[:20],                                          # cut inside the bounds
+    lambda p: p[:24] + (-1).to_bytes(4, "little", signed=True) + p[28:],  # keys of negative length
+    lambda p: p[:24] + (99).to_bytes(4, "little") + p[28:],   # keys past the payload's end
 ])
 def test_columnar_payload_that_does_not_frame_is_corrupt(damage):
     payload = damage(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
@@ -92,6 +95,15 @@ def test_columnar_payload_that_does_not_frame_is_corrupt(damage):
         _forged(payload).validate(deep=True)
     with pytest.raises(CorruptMessageError, match="cannot be decoded"):
         _forged(payload).records()
+
+
+def test_columnar_sections_refuse_a_column_of_negative_length_that_the_other_makes_up_for():
+    """Keys of length -1 and values one byte longer add up to the payload, but would cut it at a negative size."""
+    payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
+    assert payload[24:28] == (7).to_bytes(4, "little") and payload[44:48] == (9).to_bytes(4, "little")
+    payload[24:28], payload[44:48] = (-1).to_bytes(4, "little", signed=True), (17).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="needs more than its 64 bytes"):
+        columnar.sections(bytes(payload))
 
 
 def test_columnar_bounds_that_disagree_with_the_items_fail_deep_validation():

@@ -4,6 +4,7 @@ a reader does when the records it owes do not come."""
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 from datetime import datetime, timezone
 
@@ -17,6 +18,7 @@ from kafkalite.embedded import EmbeddedCluster
 from kafkalite.spark import KafkaliteDataSource
 from kafkalite.spark.planning import OffsetRange
 from kafkalite.spark.planning import DataLossError
+from kafkalite.spark import records
 from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, to_arrow
 
 from .conftest import numbered, produce
@@ -93,6 +95,87 @@ def test_every_record_keeps_its_own_key_value_and_offset_in_batches_of_growing_s
         assert rows == [{"key": b"k%d" % i if i % 3 else None, "value": b"v%d" % i, "topic": "t", "partition": 2,
                          "offset": base + i, "timestamp": _time(1_000 + i), "timestampType": 0}
                         for i in range(start, count)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_small_batches_of_every_shape_share_an_arrow_batch_record_for_record(seed: int) -> None:
+    """Small record batches become one Arrow batch's columns together: keys and values null in none, some or all
+    of a batch's records, timestamps of their own, the batch's or the log's, headers or none, and gaps between
+    batches; each record keeps its own fields."""
+    rng = random.Random(seed)
+
+    def item(mode: str, i: int) -> bytes | None:
+        return None if mode == "all" or (mode == "some" and i % 2) else b"x" * rng.randrange(300) + b"%d" % i
+
+    fetched, expected, base = [], [], 1_000
+    for _ in range(rng.randrange(1, 12)):
+        count, key_mode, value_mode = rng.randrange(1, 40), rng.choice(["none", "some", "all"]), rng.choice(
+            ["none", "some", "all"])
+        own_time, default_time = rng.random() < 0.5, rng.randrange(10**12)
+        records = [Record(item(key_mode, i), item(value_mode, i), default_time + rng.randrange(-5, 5) if own_time
+                          else -1, (("h", b"%d" % i),) if rng.random() < 0.3 else ()) for i in range(count)]
+        batch = RecordBatch.from_records(records, base_offset=base, default_timestamp=default_time)
+        log_time = rng.random() < 0.3
+        if log_time:
+            batch = dataclasses.replace(batch, attributes=0x08, max_timestamp=default_time + 7)
+        start = base + rng.randrange(count) if not fetched else base
+        fetched.append(FetchedBatch("t", 4, start, batch))
+        expected += [{"key": r.key, "value": r.value, "topic": "t", "partition": 4, "offset": base + i,
+                      "timestamp": _time(batch.max_timestamp if log_time
+                                         else r.timestamp if own_time else default_time),
+                      "timestampType": int(log_time), "headers": [{"key": k, "value": v} for k, v in r.headers] or None}
+                     for i, r in enumerate(records) if base + i >= start]
+        base += count + rng.choice([0, 0, 3])
+    end = fetched[-1].batch.next_offset - rng.randrange(fetched[-1].batch.next_offset - fetched[-1].start)
+    expected = [row for row in expected if row["offset"] < end]
+    include_headers = rng.random() < 0.5
+    if not include_headers:
+        expected = [{name: field for name, field in row.items() if name != "headers"} for row in expected]
+    arrow = to_arrow(fetched, end, include_headers=include_headers)
+    assert len(arrow) == 1, f"seed {seed}"
+    assert arrow[0].to_pylist() == expected, f"seed {seed}"
+
+
+def test_a_null_slice_of_a_batch_with_some_keys_and_batches_of_different_times_read_record_for_record() -> None:
+    """The cut first batch keeps only null keys and values of a batch that has others; three batches each give
+    all their records one time of their own."""
+    first = RecordBatch.from_records([Record(b"k0", b"v0"), Record(None, None), Record(None, None)],
+                                     base_offset=0, default_timestamp=5)
+    second = RecordBatch.from_records([Record(b"k3", None)], base_offset=3, default_timestamp=7)
+    third = dataclasses.replace(RecordBatch.from_records([Record(None, b"v4"), Record(b"k5", b"v5")], base_offset=4),
+                                attributes=0x08, max_timestamp=9)
+    [batch] = to_arrow([FetchedBatch("t", 0, 1, first), FetchedBatch("t", 0, 3, second),
+                        FetchedBatch("t", 0, 4, third)], 6, include_headers=False)
+    assert batch.schema == _SCHEMA
+    assert [(row["key"], row["value"], row["offset"], row["timestamp"], row["timestampType"])
+            for row in batch.to_pylist()] == [
+        (None, None, 1, _time(5), 0), (None, None, 2, _time(5), 0), (b"k3", None, 3, _time(7), 0),
+        (None, b"v4", 4, _time(9), 1), (b"k5", b"v5", 5, _time(9), 1)]
+
+
+def test_record_batches_share_an_arrow_batch_only_up_to_a_gigabyte_of_keys_and_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Arrow binary array holds 2 GiB: batches whose keys and values would pass the limit start a new one."""
+    monkeypatch.setattr(records, "_MAX_GROUP_BYTES", 1_000)
+    fetched = [FetchedBatch("t", 0, 2 * i, RecordBatch.from_records([Record(None, bytes(200))] * 2,
+                                                                     base_offset=2 * i)) for i in range(5)]
+    arrow = to_arrow(fetched, 10, include_headers=False)
+    assert [batch.num_rows for batch in arrow] == [4, 4, 2]  # two batches of about 410 bytes each fit in 1,000
+    assert [offset for batch in arrow for offset in batch.column("offset").to_pylist()] == list(range(10))
+
+
+@pytest.mark.parametrize("forge, message", [
+    (lambda batch: dataclasses.replace(batch, record_count=4),  # the offsets it claims
+     "2 to 5 cannot be decoded: the batch claims 4 records from offset 2, its payload holds 2"),
+    (lambda batch: dataclasses.replace(batch, attributes=0x08, max_timestamp=1 << 62),
+     "2 to 3 cannot be decoded: timestamp 4611686018427387904 ms is out of range"),
+])
+def test_a_forged_batch_among_good_ones_fails_the_task_naming_its_own_offsets(forge, message: str) -> None:
+    fetched = [FetchedBatch("t", 5, 2 * i, RecordBatch.from_records([Record(None, b"v")] * 2, base_offset=2 * i))
+               for i in range(3)]
+    fetched[1] = fetched[1]._replace(batch=forge(fetched[1].batch))
+    with pytest.raises(CorruptMessageError, match=f"t-5: records at offsets {message}"):
+        to_arrow(fetched, 6, include_headers=False)
 
 
 def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() -> None:
