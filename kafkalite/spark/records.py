@@ -65,11 +65,13 @@ _CONSUMER_DEFAULTS = {
 
 
 class _Column(NamedTuple):
-    """A run's keys or values: the pieces of its msgpack array (item headers and items alternating), checked."""
+    """A batch's keys or values as its payload holds them: the int32 bounds that cut its msgpack array into
+    pieces (item headers and items, alternating), and the array; checked in C when its group is built."""
 
-    pieces: pa.Array  # all nulls, and the payload's bounds never looked at, when every item of the run is null
-    nulls: pa.Array | None  # uint8 per record, 1 where null; None when the payload has no null flags
-    all_null: bool
+    bounds: memoryview
+    packed: memoryview
+    nulls: memoryview | None  # the run's null flags, 1 where null; None when the payload has none
+    all_null: bool  # every item of the run is null
 
 
 class _Run(NamedTuple):
@@ -77,6 +79,7 @@ class _Run(NamedTuple):
 
     start: int
     count: int
+    first: int  # the run's first record's place in its batch
     keys: _Column
     values: _Column
     timestamps: pa.Array | int  # one per record, or the one every record takes (microseconds)
@@ -88,13 +91,13 @@ class _Run(NamedTuple):
 def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:
     """Arrow batches of the records of `fetched` (batches of one partition, in offset order) below `end`.
 
-    Keys and values are Arrow arrays over the fetched payloads' bytes as they lie (`RecordBatch.column_buffers`),
-    checked in C (bounds inside their data and ascending), of which the items wanted are taken. Consecutive
-    record batches share an Arrow batch until it holds _MIN_ROWS records (a producer's default batch.size holds
-    about 130 records of 100 bytes), as Spark pays per Arrow batch, and are turned into columns together: a call
+    Keys and values are Arrow arrays over the fetched payloads' bytes (`RecordBatch.column_buffers`), checked in C
+    (bounds inside their data and ascending), of which the items wanted are taken. Consecutive record batches
+    share an Arrow batch until it holds _MIN_ROWS records (a producer's default batch.size holds about 130 records
+    of 100 bytes), as Spark pays per Arrow batch, and are turned into columns together, their bytes joined: a call
     into Arrow costs microseconds whatever it does, so a column costs a few calls per Arrow batch, not per record
-    batch (one by one, small record batches cost three times as much). Only headers, when asked for, become
-    Python objects.
+    batch (one by one, small record batches cost four times as much). A record batch that makes an Arrow batch
+    alone is wrapped as it lies. Only headers, when asked for, become Python objects.
     """
     groups: list[list[_Run]] = []
     grouped = grouped_bytes = 0  # records and key and value bytes in the last group
@@ -117,6 +120,11 @@ def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -
         try:
             arrow.append(_record_batch(fetched[0].topic, fetched[0].partition, group, include_headers))
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError, OverflowError) as exc:
+            for run in group:  # name the batch at fault
+                try:
+                    _check(run)
+                except (pa.ArrowInvalid, ValueError) as alone:
+                    raise _corrupt(fetched[0], run.start, run.start + run.count, alone) from alone
             raise _corrupt(fetched[0], group[0].start, group[-1].start + group[-1].count, exc) from exc
     return arrow
 
@@ -127,9 +135,9 @@ def _corrupt(fetched: FetchedBatch, start: int, stop: int, exc: Exception) -> Co
 
 
 def _run(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> _Run:
-    """The records `start` to `stop` of a batch, checked: the record count against the payload's, the key and
-    value pieces in C, the timestamps against int64 microseconds, so a forged batch fails here naming its own
-    offsets, not as a crash inside Spark; and cut to the run. A batch whose records share its timestamp (the
+    """The records `start` to `stop` of a batch, checked: the record count against the payload's, the timestamps
+    against int64 microseconds (its keys and values are checked with its group's), so a forged batch fails
+    naming its own offsets, not as a crash inside Spark. A batch whose records share its timestamp (the
     producer's default, and every LogAppendTime batch) gives the one timestamp."""
     buffers = batch.column_buffers()
     first, count = start - batch.base_offset, stop - start
@@ -145,23 +153,24 @@ def _run(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> _R
         deltas = pa.Array.from_buffers(pa.int64(), buffers.count, [None, pa.py_buffer(buffers.deltas)])
         timestamps = pc.multiply_checked(pc.add_checked(deltas.slice(first, count), batch.first_timestamp),
                                          1000).cast(_TIMESTAMP)
-    return _Run(start, count, _column(buffers.count, buffers.key_bounds, buffers.key_nulls, buffers.key_array, first,
-                                      count),
-                _column(buffers.count, buffers.value_bounds, buffers.value_nulls, buffers.value_array, first, count),
+    return _Run(start, count, first, _column(buffers.key_bounds, buffers.key_array, buffers.key_nulls, first, count),
+                _column(buffers.value_bounds, buffers.value_array, buffers.value_nulls, first, count),
                 timestamps, batch.timestamp_type, _headers(buffers, first, count) if include_headers else None,
                 len(buffers.key_array) + len(buffers.value_array))
 
 
-def _column(count: int, bounds: memoryview, nulls: memoryview | None, packed: memoryview, first: int,
-            length: int) -> _Column:
-    """A key or value column's msgpack array cut into its pieces as one Arrow binary array, checked, and it and
-    the null flags sliced to items `first` to `first + length`."""
-    mask = None if nulls is None else pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls)])
-    if nulls is not None and bytes(nulls[first:first + length]).count(1) == length:  # keys, mostly: none to read
-        return _Column(pa.nulls(2 * length, pa.binary()), mask.slice(first, length), True)
-    pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), pa.py_buffer(packed)])
-    pieces.validate(full=True)
-    return _Column(pieces.slice(2 * first, 2 * length), None if mask is None else mask.slice(first, length), False)
+def _column(bounds: memoryview, packed: memoryview, nulls: memoryview | None, first: int, length: int) -> _Column:
+    if nulls is None:
+        return _Column(bounds, packed, None, False)
+    nulls = nulls[first:first + length]
+    return _Column(bounds, packed, nulls, bytes(nulls).count(1) == length)
+
+
+def _check(run: _Run) -> None:
+    """Check a run's keys and values alone, as its group checks them together."""
+    for column in (run.keys, run.values):
+        pa.Array.from_buffers(pa.binary(), len(column.bounds) // 4 - 1,
+                              [None, pa.py_buffer(column.bounds), pa.py_buffer(column.packed)]).validate(full=True)
 
 
 def _record_batch(topic: str, partition: int, runs: list[_Run], include_headers: bool) -> pa.RecordBatch:
@@ -175,7 +184,7 @@ def _record_batch(topic: str, partition: int, runs: list[_Run], include_headers:
     else:
         timestamps = _concat([run.timestamps if isinstance(run.timestamps, pa.Array)
                               else pa.repeat(pa.scalar(run.timestamps, _TIMESTAMP), run.count) for run in runs])
-    arrays = [_binary([run.keys for run in runs], count), _binary([run.values for run in runs], count),
+    arrays = [_binary(runs, [run.keys for run in runs], count), _binary(runs, [run.values for run in runs], count),
               pa.repeat(pa.scalar(topic, pa.string()), count), pa.repeat(pa.scalar(partition, pa.int32()), count),
               offsets, timestamps,
               _runs([run.timestamp_type for run in runs], runs, pa.int32())]
@@ -196,17 +205,40 @@ def _runs(values: list[int], runs: list[_Run], type_: pa.DataType) -> pa.Array:
     return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, pa.array(values, type_)))
 
 
-def _binary(columns: list[_Column], count: int) -> pa.Array:
-    """The keys or values of runs: every second of their pieces taken in C, in one call, and their nulls as a
-    validity bitmap."""
+def _binary(runs: list[_Run], columns: list[_Column], count: int) -> pa.Array:
+    """The keys or values of runs: their batches' pieces joined into one Arrow array and checked in C, every
+    second piece (the items) taken in one call, and their nulls as a validity bitmap.
+
+    Each batch's bounds are checked to start at 0 and end at its array's length (`columnar.sections`), so once
+    shifted by the bytes of the arrays before them, the joined bounds ascend only if every batch's do.
+    """
     if all(column.all_null for column in columns):
         return pa.nulls(count, pa.binary())
-    items = _concat([column.pieces for column in columns]).take(_progression(2, 1, count))
+    places = [len(column.bounds) // 4 - 1 for column in columns]  # pieces of each batch
+    if len(columns) == 1:
+        bounds, packed = pa.py_buffer(columns[0].bounds), pa.py_buffer(columns[0].packed)
+    else:
+        joined = b"".join([column.bounds[:-4] for column in columns[:-1]] + [columns[-1].bounds])
+        shifts = pa.RunEndEncodedArray.from_arrays(
+            pa.array(list(accumulate(places[:-1])) + [sum(places) + 1], pa.int32()),
+            pa.array(list(accumulate([0] + [len(column.packed) for column in columns[:-1]])), pa.int32()))
+        bounds = pc.add_checked(pa.Array.from_buffers(pa.int32(), sum(places) + 1, [None, pa.py_buffer(joined)]),
+                                pc.run_end_decode(shifts)).buffers()[1]
+        packed = pa.py_buffer(b"".join([column.packed for column in columns]))
+    pieces = pa.Array.from_buffers(pa.binary(), sum(places), [None, bounds, packed])
+    pieces.validate(full=True)
+    if all(run.first == 0 for run in runs[1:]) and all(2 * (run.first + run.count) == place
+                                                        for run, place in zip(runs[:-1], places)):
+        items = pieces.slice(2 * runs[0].first).take(_progression(2, 1, count))  # one run of items, as polls give
+    else:
+        items = pieces.take(_concat([pc.add(_progression(2, 1, run.count), before + 2 * run.first)
+                                     for run, before in zip(runs, accumulate([0] + places[:-1]))]))
     if all(column.nulls is None for column in columns):
         return items
-    mask = _concat([pa.repeat(pa.scalar(0, pa.uint8()), len(column.pieces) // 2) if column.nulls is None
-                    else column.nulls for column in columns])
-    return pa.Array.from_buffers(pa.binary(), count, [pc.equal(mask, 0).buffers()[1], *items.buffers()[1:]])
+    mask = pa.py_buffer(b"".join([bytes(run.count) if column.nulls is None else column.nulls
+                                  for run, column in zip(runs, columns)]))
+    validity = pc.equal(pa.Array.from_buffers(pa.uint8(), count, [None, mask]), 0).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), count, [validity, *items.buffers()[1:]])
 
 
 def _headers(buffers: columnar.ColumnBuffers, first: int, count: int) -> pa.Array:
