@@ -8,13 +8,14 @@ the partition and the offsets; without, they are logged and skipped.
 
 Columns are built straight from the fetched batches, never from a Python object per record (which cost more
 than everything else together): a native batch stores each of its key and value columns with the int32 bounds
-of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes, whose items
-are taken in C; small record batches are concatenated, in the types Spark expects for the declared schema
+of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes (small record
+batches' bytes joined first), whose items are taken in C, in the types Spark expects for the declared schema
 exactly (int32 partition and timestampType, int64 offset, microsecond UTC timestamp).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncIterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
@@ -55,6 +56,8 @@ def _progression(step: int, base: int, count: int) -> pa.Array:
 _MIN_ROWS = 4096
 """Rows below which consecutive record batches share one Arrow batch."""
 
+_BOUND = struct.Struct("<i")
+
 _MAX_GROUP_BYTES = 1 << 30
 """Bytes of keys and values past which record batches no longer share one: an Arrow binary array holds 2 GiB."""
 
@@ -65,11 +68,14 @@ _CONSUMER_DEFAULTS = {
 
 
 class _Column(NamedTuple):
-    """A batch's keys or values as its payload holds them: the int32 bounds that cut its msgpack array into
-    pieces (item headers and items, alternating), and the array; checked in C when its group is built."""
+    """A run's keys or values as its batch's payload holds them: the int32 bounds that cut the run's part of the
+    msgpack array into pieces (item headers and items, alternating), `low` to `high` in the batch's array. Its
+    first and last bounds are checked to lie in the array; the rest in C with its group, unless all are null."""
 
-    bounds: memoryview
-    packed: memoryview
+    bounds: memoryview  # 2 * count + 1 of them
+    packed: memoryview  # the batch's whole array
+    low: int
+    high: int
     nulls: memoryview | None  # the run's null flags, 1 where null; None when the payload has none
     all_null: bool  # every item of the run is null
 
@@ -79,13 +85,12 @@ class _Run(NamedTuple):
 
     start: int
     count: int
-    first: int  # the run's first record's place in its batch
     keys: _Column
     values: _Column
     timestamps: pa.Array | int  # one per record, or the one every record takes (microseconds)
     timestamp_type: int
     headers: pa.Array | None
-    size: int  # bytes of the batch's key and value arrays
+    size: int  # bytes of the run's keys and values
 
 
 def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:
@@ -94,10 +99,10 @@ def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -
     Keys and values are Arrow arrays over the fetched payloads' bytes (`RecordBatch.column_buffers`), checked in C
     (bounds inside their data and ascending), of which the items wanted are taken. Consecutive record batches
     share an Arrow batch until it holds _MIN_ROWS records (a producer's default batch.size holds about 130 records
-    of 100 bytes), as Spark pays per Arrow batch, and are turned into columns together, their bytes joined: a call
-    into Arrow costs microseconds whatever it does, so a column costs a few calls per Arrow batch, not per record
-    batch (one by one, small record batches cost four times as much). A record batch that makes an Arrow batch
-    alone is wrapped as it lies. Only headers, when asked for, become Python objects.
+    of 100 bytes), as Spark pays per Arrow batch, and are turned into columns together, the bytes of the records
+    wanted joined: a call into Arrow costs microseconds whatever it does, so a column costs a few calls per Arrow
+    batch, not per record batch (one by one, small record batches cost four times as much). A record batch that
+    makes an Arrow batch alone is wrapped as it lies. Only headers, when asked for, become Python objects.
     """
     groups: list[list[_Run]] = []
     grouped = grouped_bytes = 0  # records and key and value bytes in the last group
@@ -153,24 +158,34 @@ def _run(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> _R
         deltas = pa.Array.from_buffers(pa.int64(), buffers.count, [None, pa.py_buffer(buffers.deltas)])
         timestamps = pc.multiply_checked(pc.add_checked(deltas.slice(first, count), batch.first_timestamp),
                                          1000).cast(_TIMESTAMP)
-    return _Run(start, count, first, _column(buffers.key_bounds, buffers.key_array, buffers.key_nulls, first, count),
-                _column(buffers.value_bounds, buffers.value_array, buffers.value_nulls, first, count),
-                timestamps, batch.timestamp_type, _headers(buffers, first, count) if include_headers else None,
-                len(buffers.key_array) + len(buffers.value_array))
+    keys = _column(buffers.key_bounds, buffers.key_array, buffers.key_nulls, first, count)
+    values = _column(buffers.value_bounds, buffers.value_array, buffers.value_nulls, first, count)
+    return _Run(start, count, keys, values, timestamps, batch.timestamp_type,
+                _headers(buffers, first, count) if include_headers else None,
+                keys.high - keys.low + values.high - values.low)
 
 
 def _column(bounds: memoryview, packed: memoryview, nulls: memoryview | None, first: int, length: int) -> _Column:
-    if nulls is None:
-        return _Column(bounds, packed, None, False)
-    nulls = nulls[first:first + length]
-    return _Column(bounds, packed, nulls, bytes(nulls).count(1) == length)
+    bounds = bounds[8 * first:8 * (first + length) + 4]
+    (low,), (high,) = _BOUND.unpack_from(bounds), _BOUND.unpack_from(bounds, 8 * length)
+    if not 0 <= low <= high <= len(packed):
+        raise ValueError(f"items {first} to {first + length - 1} lie at bytes {low} to {high} of a column of "
+                         f"{len(packed)}")
+    if nulls is not None:
+        nulls = nulls[first:first + length]
+    return _Column(bounds, packed, low, high, nulls, nulls is not None and bytes(nulls).count(1) == length)
+
+
+def _pieces(column: _Column) -> pa.Array:
+    """A run's pieces over its batch's array as it lies, unchecked."""
+    return pa.Array.from_buffers(pa.binary(), len(column.bounds) // 4 - 1,
+                                 [None, pa.py_buffer(column.bounds), pa.py_buffer(column.packed)])
 
 
 def _check(run: _Run) -> None:
     """Check a run's keys and values alone, as its group checks them together."""
     for column in (run.keys, run.values):
-        pa.Array.from_buffers(pa.binary(), len(column.bounds) // 4 - 1,
-                              [None, pa.py_buffer(column.bounds), pa.py_buffer(column.packed)]).validate(full=True)
+        _pieces(column).validate(full=True)
 
 
 def _record_batch(topic: str, partition: int, runs: list[_Run], include_headers: bool) -> pa.RecordBatch:
@@ -206,33 +221,29 @@ def _runs(values: list[int], runs: list[_Run], type_: pa.DataType) -> pa.Array:
 
 
 def _binary(runs: list[_Run], columns: list[_Column], count: int) -> pa.Array:
-    """The keys or values of runs: their batches' pieces joined into one Arrow array and checked in C, every
-    second piece (the items) taken in one call, and their nulls as a validity bitmap.
+    """The keys or values of runs: their pieces in one Arrow array checked in C, every second piece (the items)
+    taken in one call, and their nulls as a validity bitmap.
 
-    Each batch's bounds are checked to start at 0 and end at its array's length (`columnar.sections`), so once
-    shifted by the bytes of the arrays before them, the joined bounds ascend only if every batch's do.
+    A lone run's pieces lie over its batch's array as it is. Several runs' bytes are joined, and each run's bounds
+    shifted to where its bytes land: each run's first and last bounds were checked to lie in its batch's array
+    (`_column`), so the joined bounds ascend only if every run's lie inside its own bytes.
     """
     if all(column.all_null for column in columns):
         return pa.nulls(count, pa.binary())
-    places = [len(column.bounds) // 4 - 1 for column in columns]  # pieces of each batch
     if len(columns) == 1:
-        bounds, packed = pa.py_buffer(columns[0].bounds), pa.py_buffer(columns[0].packed)
+        pieces = _pieces(columns[0])
     else:
         joined = b"".join([column.bounds[:-4] for column in columns[:-1]] + [columns[-1].bounds])
+        lands = accumulate([0] + [column.high - column.low for column in columns[:-1]])
         shifts = pa.RunEndEncodedArray.from_arrays(
-            pa.array(list(accumulate(places[:-1])) + [sum(places) + 1], pa.int32()),
-            pa.array(list(accumulate([0] + [len(column.packed) for column in columns[:-1]])), pa.int32()))
-        bounds = pc.add_checked(pa.Array.from_buffers(pa.int32(), sum(places) + 1, [None, pa.py_buffer(joined)]),
+            pa.array(list(accumulate(2 * run.count for run in runs[:-1])) + [2 * count + 1], pa.int32()),
+            pa.array([land - column.low for land, column in zip(lands, columns)], pa.int32()))
+        bounds = pc.add_checked(pa.Array.from_buffers(pa.int32(), 2 * count + 1, [None, pa.py_buffer(joined)]),
                                 pc.run_end_decode(shifts)).buffers()[1]
-        packed = pa.py_buffer(b"".join([column.packed for column in columns]))
-    pieces = pa.Array.from_buffers(pa.binary(), sum(places), [None, bounds, packed])
+        packed = pa.py_buffer(b"".join([column.packed[column.low:column.high] for column in columns]))
+        pieces = pa.Array.from_buffers(pa.binary(), 2 * count, [None, bounds, packed])
     pieces.validate(full=True)
-    if all(run.first == 0 for run in runs[1:]) and all(2 * (run.first + run.count) == place
-                                                        for run, place in zip(runs[:-1], places)):
-        items = pieces.slice(2 * runs[0].first).take(_progression(2, 1, count))  # one run of items, as polls give
-    else:
-        items = pieces.take(_concat([pc.add(_progression(2, 1, run.count), before + 2 * run.first)
-                                     for run, before in zip(runs, accumulate([0] + places[:-1]))]))
+    items = pieces.take(_progression(2, 1, count))
     if all(column.nulls is None for column in columns):
         return items
     mask = pa.py_buffer(b"".join([bytes(run.count) if column.nulls is None else column.nulls

@@ -182,6 +182,19 @@ def test_a_forged_batch_among_good_ones_fails_the_task_naming_its_own_offsets(fo
         to_arrow(fetched, 6, include_headers=False)
 
 
+def test_a_run_whose_first_bound_lies_outside_its_batch_fails_naming_its_offsets() -> None:
+    """The bytes a group joins are cut where each run's first and last bounds say: a bound past its batch's
+    column fails before the cut, where a join would put the next batch's bytes in the wrong place."""
+    payload = bytearray(RecordBatch.from_records([Record(None, b"v%d" % i) for i in range(3)]).payload)
+    payload[8 + 28 + 8:8 + 28 + 12] = (200).to_bytes(4, "little")  # value bounds [0, 3, 5, ...]: [0, 3, 200, ...]
+    forged = RecordBatch(30, -1, -1, -1, -1, 3, 0, 0, 0, 0, bytes(payload))
+    fetched = [FetchedBatch("t", 1, 31, forged),
+               FetchedBatch("t", 1, 33, RecordBatch.from_records([Record(None, b"w")], base_offset=33))]
+    with pytest.raises(CorruptMessageError, match="t-1: records at offsets 31 to 32 cannot be decoded: items 1 to 2 "
+                                                  "lie at bytes 200 to 13 of a column of 13"):
+        to_arrow(fetched, 34, include_headers=False)
+
+
 def test_offsets_past_their_data_fail_the_task_naming_partition_and_offsets() -> None:
     """A forged payload must fail as CORRUPT_MESSAGE in the reader, never read memory it does not hold."""
     payload = bytearray(RecordBatch.from_records([Record(b"k", b"v1"), Record(b"k", b"v2")]).payload)
