@@ -18,7 +18,6 @@ from kafkalite.embedded import EmbeddedCluster
 from kafkalite.spark import KafkaliteDataSource
 from kafkalite.spark.planning import OffsetRange
 from kafkalite.spark.planning import DataLossError
-from kafkalite.spark import records
 from kafkalite.spark.records import _SCHEMA, _SCHEMA_WITH_HEADERS, to_arrow
 
 from .conftest import numbered, produce
@@ -71,16 +70,18 @@ def test_batches_of_msgpack_rows_and_of_kafka_records_read_alike() -> None:
             to_arrow([FetchedBatch("t", 0, 5, expected)], 7, True)
 
 
-def test_large_record_batches_become_arrow_batches_of_their_own_and_small_ones_share_one() -> None:
-    """No copy of a batch big enough for Spark; a producer's small batches are not handed over one by one."""
+def test_a_batch_big_enough_for_spark_goes_alone_and_smaller_ones_share_an_arrow_batch_up_to_65536_rows() -> None:
+    """No copy of a batch big enough for Spark; a producer's small batches are not handed over one by one, nor are
+    a poll's 1 MiB batches (about 9,500 records of 100 bytes each)."""
     def batch(base: int, count: int) -> FetchedBatch:
         return FetchedBatch("t", 0, base, RecordBatch.from_records([Record(None, b"v")] * count, base_offset=base))
 
-    fetched = [batch(0, 5000), batch(5000, 1000), batch(6000, 3000), batch(9000, 200), batch(9200, 10)]
-    arrow = to_arrow(fetched, 9205, include_headers=False)
-    assert [b.num_rows for b in arrow] == [5000, 4200, 5]  # 1000 + 3000 + 200 reach 4096: the rest starts anew
-    assert [b.column("offset")[0].as_py() for b in arrow] == [0, 5000, 9200]
-    assert arrow[1].column("offset").to_pylist() == list(range(5000, 9200))
+    fetched = [batch(0, 70_000), batch(70_000, 9_500), batch(79_500, 50_000), batch(129_500, 6_100),
+               batch(135_600, 200), batch(135_800, 10)]
+    arrow = to_arrow(fetched, 135_805, include_headers=False)
+    assert [b.num_rows for b in arrow] == [70_000, 65_600, 205]  # 9,500 + 50,000 + 6,100 reach 65,536: anew
+    assert [b.column("offset")[0].as_py() for b in arrow] == [0, 70_000, 135_600]
+    assert arrow[1].column("offset").to_pylist() == list(range(70_000, 135_600))
 
 
 def test_every_record_keeps_its_own_key_value_and_offset_in_batches_of_growing_size() -> None:
@@ -154,15 +155,16 @@ def test_a_null_slice_of_a_batch_with_some_keys_and_batches_of_different_times_r
         (None, b"v4", 4, _time(9), 1), (b"k5", b"v5", 5, _time(9), 1)]
 
 
-def test_record_batches_share_an_arrow_batch_only_up_to_a_gigabyte_of_keys_and_values(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """An Arrow binary array holds 2 GiB: batches whose keys and values would pass the limit start a new one."""
-    monkeypatch.setattr(records, "_MAX_GROUP_BYTES", 1_000)
-    fetched = [FetchedBatch("t", 0, 2 * i, RecordBatch.from_records([Record(None, bytes(200))] * 2,
-                                                                     base_offset=2 * i)) for i in range(5)]
-    arrow = to_arrow(fetched, 10, include_headers=False)
-    assert [batch.num_rows for batch in arrow] == [4, 4, 2]  # two batches of about 410 bytes each fit in 1,000
-    assert [offset for batch in arrow for offset in batch.column("offset").to_pylist()] == list(range(10))
+def test_record_batches_share_an_arrow_batch_only_up_to_64_mib_of_keys_and_values() -> None:
+    """The JVM holds an Arrow batch whole (and an Arrow binary array holds 2 GiB): batches whose keys and values
+    would pass 64 MiB start a new one."""
+    value = bytes(1 << 20)
+    fetched = [FetchedBatch("t", 0, 10 * i, RecordBatch.from_records([Record(b"k%d" % i, value)] * 10,
+                                                                      base_offset=10 * i)) for i in range(8)]
+    arrow = to_arrow(fetched, 80, include_headers=False)
+    assert [batch.num_rows for batch in arrow] == [60, 20]  # six batches of 10 MiB and their keys fit in 64 MiB
+    assert [offset for batch in arrow for offset in batch.column("offset").to_pylist()] == list(range(80))
+    assert arrow[1].column("key").to_pylist() == [b"k%d" % (i // 10) for i in range(60, 80)]
 
 
 @pytest.mark.parametrize("forge, message", [
