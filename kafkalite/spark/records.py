@@ -8,7 +8,7 @@ the partition and the offsets; without, they are logged and skipped.
 
 Columns are built straight from the fetched batches, never from a Python object per record (which cost more
 than everything else together): a native batch stores each of its key and value columns with the int32 bounds
-of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes (small record
+of every item, Arrow's own binary layout, so each becomes an Arrow array over the fetched bytes (a poll's record
 batches' bytes joined first), whose items are taken in C, in the types Spark expects for the declared schema
 exactly (int32 partition and timestampType, int64 offset, microsecond UTC timestamp).
 """
