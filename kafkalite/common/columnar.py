@@ -40,7 +40,8 @@ MAGIC = 0xC1
 TIMESTAMP_DELTAS, KEY_NULLS, VALUE_NULLS, HEADERS = 1, 2, 4, 8
 _KNOWN_FLAGS = TIMESTAMP_DELTAS | KEY_NULLS | VALUE_NULLS | HEADERS
 _HEADER = struct.Struct("<BBxxI")
-_OFFSET = struct.Struct("<i")
+BOUND = struct.Struct("<i")
+"""One int32 bound of a key or value column, as the payload holds it (little-endian)."""
 _SWAP = sys.byteorder != "little"  # arrays are machine order; the payload is little-endian on every machine
 _BINARY_TYPES: frozenset[type] = frozenset({bytes, bytearray, type(None)})
 
@@ -101,7 +102,7 @@ def _binary_column(name: str, items: tuple[bytes | None, ...]) -> tuple[bytes, b
         raise TypeError(f"record {index} has a {name} of type {type(items[index]).__name__}; expected bytes or None")
     packed = msgpack.packb(items)
     bounds = bounds_of(items)
-    if _OFFSET.unpack_from(bounds, len(bounds) - 4)[0] != len(packed):
+    if BOUND.unpack_from(bounds, len(bounds) - 4)[0] != len(packed):
         raise ValueError(f"a column of {len(items)} items does not pack into the bytes its bounds say")
     return bounds, null_mask(items), packed
 
@@ -180,11 +181,11 @@ def sections(payload: bytes) -> ColumnBuffers:
         key_nulls, position = view[position:position + count], position + count
     if flags & VALUE_NULLS:
         value_nulls = view[position:position + count]
-    (key_start,), (value_start,) = _OFFSET.unpack_from(key_bounds), _OFFSET.unpack_from(value_bounds)
+    (key_start,), (value_start,) = BOUND.unpack_from(key_bounds), BOUND.unpack_from(value_bounds)
     if key_start or value_start:
         raise ValueError("a column's offsets must start at 0")
-    (key_length,), (value_length,) = _OFFSET.unpack_from(key_bounds, 8 * count), _OFFSET.unpack_from(value_bounds,
-                                                                                                      8 * count)
+    (key_length,), (value_length,) = BOUND.unpack_from(key_bounds, 8 * count), BOUND.unpack_from(value_bounds,
+                                                                                                    8 * count)
     position = arrays + key_length + value_length
     if key_length < 0 or value_length < 0 or position > len(view):
         raise ValueError(f"a columnar payload of {count} records needs more than its {len(view)} bytes")

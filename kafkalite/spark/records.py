@@ -15,7 +15,6 @@ exactly (int32 partition and timestampType, int64 offset, microsecond UTC timest
 
 from __future__ import annotations
 
-import struct
 from collections.abc import AsyncIterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
@@ -58,14 +57,12 @@ _MIN_ROWS = 1 << 16
 hold about 36,000 records of 100 bytes), as Spark and this module pay per Arrow batch and a bigger one costs only
 its bytes."""
 
-_BOUND = struct.Struct("<i")
-
 _MAX_GROUP_BYTES = 64 << 20
 """Bytes of keys and values past which record batches no longer share one, when max.partition.fetch.bytes is
 raised past them: the JVM holds an Arrow batch whole, and an Arrow binary array holds 2 GiB at most."""
 
 _CONSUMER_DEFAULTS = {
-    "max.partition.fetch.bytes": 4 << 20,  # bytes per poll: few round trips, and small batches concatenate
+    "max.partition.fetch.bytes": 4 << 20,  # bytes per poll: few round trips, and its batches make one Arrow batch
 }
 """Defaults the connector picks for throughput; `kafka.*` options override them."""
 
@@ -171,7 +168,7 @@ def _run(batch: RecordBatch, start: int, stop: int, include_headers: bool) -> _R
 
 def _column(bounds: memoryview, packed: memoryview, nulls: memoryview | None, first: int, length: int) -> _Column:
     bounds = bounds[8 * first:8 * (first + length) + 4]
-    (low,), (high,) = _BOUND.unpack_from(bounds), _BOUND.unpack_from(bounds, 8 * length)
+    (low,), (high,) = columnar.BOUND.unpack_from(bounds), columnar.BOUND.unpack_from(bounds, 8 * length)
     if not 0 <= low <= high <= len(packed):
         raise ValueError(f"items {first} to {first + length - 1} lie at bytes {low} to {high} of a column of "
                          f"{len(packed)}")
