@@ -9,8 +9,10 @@ brokers) in this process holds a topic of 6 partitions with `--rows` records of 
 processes, as `local[2]` runs two Python workers, and each reads three partitions' whole offset range one after
 another through the data source's own `read()` (`KafkaliteDataSource(...).streamReader(...).read(OffsetRange)`), as
 Spark's tasks call it, counting the rows of the Arrow batches it yields. Reported per round: the readers'
-CPU-seconds inside `read()` (process start and imports left out, as Spark reuses its workers), this process's
-CPU-seconds meanwhile (the brokers serving the fetches), and the readers' rows per second; then the medians. With
+CPU-seconds inside `read()` (process start and imports left out, as Spark reuses its workers) and the part of them
+in the cyclic GC with its full collections (`gc.callbacks`: a record batch's objects that outlive the collector's
+young generations cost a walk of the whole process), this process's CPU-seconds meanwhile (the brokers serving the
+fetches), and the readers' rows per second; then the medians. With
 `--profile DIR`, each reader's `read()` and the brokers' thread are profiled by CPU time (cProfile) into DIR, from
 the last round.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import statistics
@@ -29,7 +32,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
+from failover_gc import GcTimer
 from spark_source import PARTITIONS, fill
 
 from kafkalite.embedded import EmbeddedCluster
@@ -43,10 +48,12 @@ TOPIC = "bench"
 
 
 def read_ranges(bootstrap: str, ranges: list[tuple[int, int, int]], profile: str | None) -> None:
-    """In a reader process: read each `(partition, start, end)` through the data source, print rows and
-    CPU-seconds as JSON."""
+    """In a reader process: read each `(partition, start, end)` through the data source, print rows,
+    CPU-seconds and the cyclic GC's part of them as JSON."""
     source = KafkaliteDataSource({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC})
     reader = source.streamReader(None)  # type: ignore[arg-type]  # the schema is fixed; Spark passes its own
+    timer = GcTimer()
+    gc.callbacks.append(timer)
     started = time.process_time()
     if profile is None:
         rows = sum(batch.num_rows for partition, start, end in ranges
@@ -57,15 +64,28 @@ def read_ranges(bootstrap: str, ranges: list[tuple[int, int, int]], profile: str
         rows = sum(bridge.run(_count, reader.options, OffsetRange(TOPIC, *r)) for r in ranges)
         profiler.disable()
         profiler.dump_stats(str(Path(profile, f"reader-{os.getpid()}.prof")))
-    print(json.dumps({"rows": rows, "cpu_s": time.process_time() - started}))
+    cpu_s = time.process_time() - started
+    gc.callbacks.remove(timer)
+    print(json.dumps({"rows": rows, "cpu_s": cpu_s, "gc_s": sum(spent for _, spent in timer.collections),
+                      "full": sum(generation == 2 for generation, _ in timer.collections)}))
 
 
 async def _count(options: SourceOptions, offsets: OffsetRange) -> int:
     return sum([batch.num_rows async for batch in read_range(options, offsets)])
 
 
-def timed_round(cluster: EmbeddedCluster, rows: int, profile: str | None) -> tuple[float, float, float, int]:
-    """(wall seconds of the slowest reader's process, readers' CPU-seconds, brokers' CPU-seconds, rows)."""
+class Round(NamedTuple):
+    """One round's figures, the readers' summed over both processes."""
+
+    wall: float  # seconds of the slowest reader's process, start-up included
+    readers: float  # the readers' CPU-seconds inside `read()`
+    gc: float  # of which in the cyclic GC
+    full: int  # the readers' full collections
+    brokers: float  # this process's CPU-seconds meanwhile
+    rows: int
+
+
+def timed_round(cluster: EmbeddedCluster, rows: int, profile: str | None) -> Round:
     per_partition = rows // PARTITIONS
     profiler = cProfile.Profile(time.thread_time) if profile else None
     if profiler is not None:
@@ -79,7 +99,8 @@ def timed_round(cluster: EmbeddedCluster, rows: int, profile: str | None) -> tup
     if profiler is not None:
         cluster.call(_disable, profiler)
         profiler.dump_stats(str(Path(profile, "brokers.prof")))  # type: ignore[arg-type]
-    return wall, sum(r["cpu_s"] for r in reports), broker_cpu, sum(r["rows"] for r in reports)
+    return Round(wall, sum(r["cpu_s"] for r in reports), sum(r["gc_s"] for r in reports),
+                 sum(r["full"] for r in reports), broker_cpu, sum(r["rows"] for r in reports))
 
 
 async def _enable(profiler: cProfile.Profile) -> None:
@@ -114,15 +135,17 @@ def main(argv: list[str] | None = None) -> None:
         results = []
         for number in range(args.rounds):
             last = number == args.rounds - 1
-            wall, reader_cpu, broker_cpu, rows = timed_round(cluster, args.rows, args.profile if last else None)
-            assert rows == args.rows // PARTITIONS * PARTITIONS, rows
-            results.append((reader_cpu, broker_cpu))
-            print(f"  round {number + 1}: readers {reader_cpu:.2f} CPU-s, brokers {broker_cpu:.2f} CPU-s "
-                  f"({wall:.2f} s wall with process start-up){' (profiled)' if args.profile and last else ''}")
+            result = timed_round(cluster, args.rows, args.profile if last else None)
+            assert result.rows == args.rows // PARTITIONS * PARTITIONS, result.rows
+            results.append(result)
+            print(f"  round {number + 1}: readers {result.readers:.2f} CPU-s ({result.gc:.3f} in the cyclic GC, "
+                  f"{result.full} full collections), brokers {result.brokers:.2f} CPU-s ({result.wall:.2f} s wall "
+                  f"with process start-up){' (profiled)' if args.profile and last else ''}")
     counted = results[:-1] if args.profile and len(results) > 1 else results  # the profiled round runs slower
-    readers, brokers = statistics.median(r for r, _ in counted), statistics.median(b for _, b in counted)
-    print(f"median over {len(counted)} rounds, {rows:,} rows: readers {readers:.2f} CPU-s, brokers {brokers:.2f} "
-          f"CPU-s, together {readers + brokers:.2f} CPU-s ({(readers + brokers) / rows * 1e9:.0f} ns a row)")
+    readers, brokers = statistics.median(r.readers for r in counted), statistics.median(r.brokers for r in counted)
+    print(f"median over {len(counted)} rounds, {results[-1].rows:,} rows: readers {readers:.2f} CPU-s "
+          f"({statistics.median(r.gc for r in counted):.3f} in the cyclic GC), brokers {brokers:.2f} CPU-s, together "
+          f"{readers + brokers:.2f} CPU-s ({(readers + brokers) / results[-1].rows * 1e9:.0f} ns a row)")
 
 
 if __name__ == "__main__":
