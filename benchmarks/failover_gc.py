@@ -43,10 +43,15 @@ class GcTimer:
         else:
             self.collections.append((info["generation"], time.process_time() - self._started))
 
+    @property
+    def spent(self) -> float:
+        """CPU-seconds of every collection so far."""
+        return sum(spent for _, spent in self.collections)
+
     def summary(self) -> str:
         full = [spent for generation, spent in self.collections if generation == 2]
         young = [spent for generation, spent in self.collections if generation < 2]
-        return (f"GC {sum(spent for _, spent in self.collections) * 1000:.0f} ms: full "
+        return (f"GC {self.spent * 1000:.0f} ms: full "
                 f"{', '.join(f'{spent * 1000:.0f} ms' for spent in full) or 'none'}, {len(young)} young "
                 f"({sum(young) * 1000:.0f} ms)")
 

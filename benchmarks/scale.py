@@ -24,8 +24,9 @@ topic is created: printed beside the others as "frozen" (`--no-frozen` skips the
   `--keyed-rounds` alternating rounds with their range. On the real clock with linger.ms 5, how many batches
   carry the 20,000 records depends on how often the linger runs out while they are sent, so a round that falls
   behind sends more, smaller batches and costs more per record, and a slower machine falls behind more: rounds
-  at 256 partitions have appended 500 to 800 batches on a fast machine and 7,000 to 11,000 on one three times
-  slower (8 partitions: about 200, full ones, on both)
+  at 256 partitions have appended 500 to 800 batches on a fast machine, and 500 to 1,000 on one three times
+  slower since the producer keeps a turn as long as the one it gave the brokers (7,000 to 11,000 before; 8
+  partitions: about 200, full ones, on both)
 - create: creating the N-partition topic
 - memory/partition: what creating the topic leaves allocated (tracemalloc, after `gc.collect()`, 30 s later on the
   mock clock), over the partition count: the three replicas, the controller's and the coordination service's

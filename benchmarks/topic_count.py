@@ -15,40 +15,26 @@ import argparse
 import gc
 import statistics
 import time
-from typing import Any
 
 import trio
 import trio.testing
+from failover_gc import CONFIG, GcTimer
 
 from kafkalite.cluster import Cluster
-
-CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False,
-          "replica.lag.time.max.ms": 30000}
-
-
-class GcTimer:
-    """CPU time spent in cyclic garbage collection since the last `reset`."""
-
-    def __init__(self) -> None:
-        self.spent = 0.0
-        self._started = 0.0
-        gc.callbacks.append(self._on_gc)
-
-    def _on_gc(self, phase: str, _: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.process_time()
-        else:
-            self.spent += time.process_time() - self._started
 
 
 async def run(topics: int) -> dict[str, float]:
     timer = GcTimer()
+    gc.callbacks.append(timer)
     costs: list[tuple[float, float]] = []
-    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
-        for i in range(topics):
-            started, gc_before = time.process_time(), timer.spent
-            await cluster.create_topic(f"topic-{i}", 1, 3, timeout=3600)
-            costs.append((time.process_time() - started, timer.spent - gc_before))
+    try:
+        async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+            for i in range(topics):
+                started, gc_before = time.process_time(), timer.spent
+                await cluster.create_topic(f"topic-{i}", 1, 3, timeout=3600)
+                costs.append((time.process_time() - started, timer.spent - gc_before))
+    finally:
+        gc.callbacks.remove(timer)
     first, last = costs[:20], costs[-20:]
     return {"first": statistics.median(c for c, _ in first), "last": statistics.median(c for c, _ in last),
             "last gc share": sum(g for _, g in last) / sum(c for c, _ in last)}

@@ -359,6 +359,12 @@ class Producer:
         self._wakeup = trio.Event()
         self._timer = Timer()  # wakes the sender for linger.ms, retry backoffs and delivery timeouts
         self._next_check = math.inf  # when the sender's timer wakes it next
+        # A send yields for a batch that has lingered only after its task has had a turn as long as the one it
+        # last gave the others by yielding here (the brokers' work on what it sent), and at least linger.ms. Where
+        # the brokers' turn outlasted linger.ms (a slow machine), yielding for every lingered batch handed them most
+        # of the time, and a keyed producer over hundreds of partitions sent one or two records a batch, each
+        # costing the brokers a batch's work: a producer in its own process is never held back that way.
+        self._quiet_until = -math.inf
         # No queued batch expires before this: a batch entering a queue lowers it, and only a walk of the queues
         # once it has passed raises it, so the sender looks for expired batches once per delivery.timeout.ms, not
         # at every wake-up.
@@ -518,13 +524,16 @@ class Producer:
             self._next_check = batch.created + self._linger_s
             self._timer.schedule(self._next_check, self._wakeup)
         handle = _new_handle(RecordHandle, (batch, len(rows) - 1))
-        if started and (drained or self._wakeup.is_set() or trio.current_time() >= self._next_check):
+        if started and (drained or self._wakeup.is_set()  # started: batch.created is now
+                        or batch.created >= max(self._next_check, self._quiet_until)):
             # Something is there to send (a batch made ready here, or one that has lingered) or the sender's timer
             # must be set: let the sender and the brokers run while records keep coming, as Kafka's sender thread
             # would. Not for every batch opened: a keyed producer over hundreds of partitions opens one per record
             # after each drain, and yielding for each let the brokers in so often that linger.ms ran out after a
             # few records a batch.
             await trio.lowlevel.checkpoint()
+            resumed = trio.current_time()
+            self._quiet_until = resumed + max(self._linger_s, resumed - batch.created)
         return handle
 
     async def _wait_for_partition(self, topic: str, partition: int | None) -> int:
