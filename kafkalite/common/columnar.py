@@ -38,8 +38,9 @@ from kafkalite.common.kafka_records import Row
 
 MAGIC = 0xC1
 TIMESTAMP_DELTAS, KEY_NULLS, VALUE_NULLS, HEADERS = 1, 2, 4, 8
-_KNOWN_FLAGS = TIMESTAMP_DELTAS | KEY_NULLS | VALUE_NULLS | HEADERS
+KNOWN_FLAGS = TIMESTAMP_DELTAS | KEY_NULLS | VALUE_NULLS | HEADERS
 _HEADER = struct.Struct("<BBxxI")
+HEADER_SIZE = _HEADER.size
 BOUND = struct.Struct("<i")
 """One int32 bound of a key or value column, as the payload holds it (little-endian)."""
 _SWAP = sys.byteorder != "little"  # arrays are machine order; the payload is little-endian on every machine
@@ -166,7 +167,7 @@ def sections(payload: bytes) -> ColumnBuffers:
     if len(view) < _HEADER.size:
         raise ValueError(f"a columnar payload needs {_HEADER.size} header bytes; it has {len(view)}")
     magic, flags, count = _HEADER.unpack_from(view)
-    if magic != MAGIC or flags & ~_KNOWN_FLAGS:
+    if magic != MAGIC or flags & ~KNOWN_FLAGS:
         raise ValueError(f"not a columnar payload (magic {magic:#x}, flags {flags:#x})")
     bounds = 4 * (2 * count + 1)
     position = _HEADER.size + (8 * count if flags & TIMESTAMP_DELTAS else 0)  # where the bounds start

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -102,9 +103,16 @@ def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -
     about 130 records of 100 bytes), as Spark pays per Arrow batch, and are turned into columns together, the bytes
     of the records wanted joined: a call into Arrow costs microseconds whatever it does, so a column costs a few
     calls per Arrow batch, not per record batch (one by one, small record batches cost four times as much). A
-    record batch that makes an Arrow batch alone is wrapped as it lies. Only headers, when asked for, become Python
-    objects.
+    poll's batches that make one Arrow batch are taken apart all at once (`_at_once`) when they are plain, and
+    batch by batch otherwise. A record batch that makes an Arrow batch alone is wrapped as it lies. Only headers,
+    when asked for, become Python objects.
     """
+    together = _at_once(fetched, end, include_headers) if len(fetched) > 1 else None
+    return together if together is not None else _one_by_one(fetched, end, include_headers)
+
+
+def _one_by_one(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch]:
+    """`to_arrow` batch by batch: a `_run` each, grouped."""
     groups: list[list[_Run]] = []
     grouped = grouped_bytes = 0  # records and key and value bytes in the last group
     for _, _, start, batch in fetched:
@@ -133,6 +141,153 @@ def to_arrow(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -
                     raise _corrupt(fetched[0], run.start, run.start + run.count, alone) from alone
             raise _corrupt(fetched[0], group[0].start, group[-1].start + group[-1].count, exc) from exc
     return arrow
+
+
+_MAX_TIMESTAMP_MS = ((1 << 63) - 1) // 1000  # a timestamp whose microseconds fit int64
+_MAX_PART = 1 << 62  # a timestamp or a delta that adds to another without overflowing int64
+
+
+def _at_once(fetched: Sequence[FetchedBatch], end: int, include_headers: bool) -> list[pa.RecordBatch] | None:
+    """The one Arrow batch of record batches that make a single group, their layouts read all at once.
+
+    What `_run` does batch by batch in Python (read a payload's header and sections, check them, cut the run) is
+    done here with numpy over the batches' joined payloads, whose bytes then hold the keys' and values' data: a
+    producer's default 16 KiB batches cost a `_run` each, more than the rest of their reading, and their hundreds
+    of small objects a poll kept the cyclic collector walking the process. The records, columns and types are the
+    batch-by-batch path's.
+
+    None for anything else: Kafka-format or msgpack-row payloads, headers to decode, a run that starts inside a
+    batch past the first, more than one group, a timestamp past int64 microseconds, or a section, count or bound
+    that does not add up. `to_arrow` then takes the batches one by one, which names the batch at fault.
+    """
+    batches = [entry.batch for entry in fetched]
+    if any(batch.kafka_format for batch in batches):
+        return None
+    types = [batch.timestamp_type for batch in batches]
+    try:
+        bases = np.fromiter([batch.base_offset for batch in batches], np.int64, len(batches))
+        counts = np.fromiter([batch.record_count for batch in batches], np.int64, len(batches))
+        starts = np.fromiter([entry.start for entry in fetched], np.int64, len(batches))
+        stamps = np.fromiter([batch.max_timestamp if kind == LOG_APPEND_TIME else batch.first_timestamp
+                              for batch, kind in zip(batches, types)], np.int64, len(batches))
+    except OverflowError:
+        return None
+    run_counts = np.minimum(bases + counts, end) - starts
+    empty = np.flatnonzero(run_counts <= 0)  # reading stops before the first batch with nothing to read
+    runs = int(empty[0]) if len(empty) else len(batches)
+    if runs < 2 or starts[0] < bases[0] or (starts[1:runs] != bases[1:runs]).any() \
+            or int(run_counts[:runs - 1].sum()) >= _MIN_ROWS:
+        return None
+    batches, types, bases, counts, stamps = batches[:runs], types[:runs], bases[:runs], counts[:runs], stamps[:runs]
+    payloads = [batch.payload for batch in batches]
+    lengths = np.fromiter(map(len, payloads), np.int64, runs)
+    if (lengths < columnar.HEADER_SIZE).any():
+        return None
+    joined = b"".join(payloads)
+    at = np.zeros(runs, np.int64)  # where each payload starts in `joined`
+    np.cumsum(lengths[:-1], out=at[1:])
+    octets = np.frombuffer(joined, np.uint8)
+    flags = octets[at + 1].astype(np.int64)
+    if (octets[at] != columnar.MAGIC).any() or (flags & ~columnar.KNOWN_FLAGS).any() \
+            or (octets[at + 2] | octets[at + 3]).any() or (_int32s(joined, at + 4, "<u4") != counts).any() \
+            or (include_headers and (flags & columnar.HEADERS).any()):
+        return None
+    deltas, key_nulls, value_nulls = ((flags & flag) != 0 for flag in (columnar.TIMESTAMP_DELTAS, columnar.KEY_NULLS,
+                                                                        columnar.VALUE_NULLS))
+    bounds = 4 * (2 * counts + 1)  # bytes of a column's bounds
+    key_bounds = at + columnar.HEADER_SIZE + 8 * counts * deltas  # where each section lies in `joined`
+    value_bounds = key_bounds + bounds
+    key_null_flags = value_bounds + bounds
+    value_null_flags = key_null_flags + counts * key_nulls
+    keys = value_null_flags + counts * value_nulls
+    ends = at + lengths
+    if (keys > ends).any() or _int32s(joined, key_bounds).any() or _int32s(joined, value_bounds).any():
+        return None
+    key_bytes, value_bytes = (_int32s(joined, where + bounds - 4) for where in (key_bounds, value_bounds))
+    values, past = keys + key_bytes, keys + key_bytes + value_bytes
+    if (key_bytes < 0).any() or (value_bytes < 0).any() or (past > ends).any() \
+            or ((past < ends) & ((flags & columnar.HEADERS) == 0)).any() \
+            or int((key_bytes + value_bytes).sum()) > _MAX_GROUP_BYTES:
+        return None
+    first = int(starts[0] - bases[0])
+    last = first + int(run_counts[:runs].sum())  # records `first` to `last` of the batches, counted together
+    timestamps = np.repeat(stamps, counts)
+    if deltas.any():
+        own = np.frombuffer(_sections(payloads, columnar.HEADER_SIZE, 8 * counts, deltas), "<i8")
+        if _outside(stamps, _MAX_PART) or _outside(own, _MAX_PART):
+            return None
+        timestamps = timestamps + own * np.repeat(np.array(types) != LOG_APPEND_TIME, counts)
+    timestamps = timestamps[first:last]
+    if _outside(timestamps, _MAX_TIMESTAMP_MS):
+        return None
+    batch_of = np.repeat(np.arange(runs), counts)[first:last]
+    items = pa.array(2 * np.arange(first, last) + 1 + batch_of)  # a record's item among the pieces, gaps between
+    columns = [_column_at_once(joined, payloads, (where - at, shift, nulls_at - at, nulls), counts, items,
+                               first, last)
+               for where, shift, nulls_at, nulls in ((key_bounds, keys, key_null_flags, key_nulls),
+                                                     (value_bounds, values, value_null_flags, value_nulls))]
+    if columns[0] is None or columns[1] is None:
+        return None
+    count = last - first
+    arrays = [*columns, pa.repeat(pa.scalar(fetched[0].topic, pa.string()), count),
+              pa.repeat(pa.scalar(fetched[0].partition, pa.int32()), count),
+              pa.array(np.repeat(bases - (np.cumsum(counts) - counts), counts)[first:last] + np.arange(first, last)),
+              pa.Array.from_buffers(_TIMESTAMP, count, [None, pa.py_buffer(timestamps * 1000)]),
+              pa.repeat(pa.scalar(types[0], pa.int32()), count) if len(set(types)) == 1 else
+              pa.array(np.array(types, np.int32)[batch_of])]
+    if include_headers:
+        arrays.append(pa.nulls(count, _HEADERS))  # no batch has any: checked above
+    return [pa.RecordBatch.from_arrays(arrays, schema=_SCHEMA_WITH_HEADERS if include_headers else _SCHEMA)]
+
+
+def _int32s(joined: bytes, where: np.ndarray, kind: str = "<i4") -> np.ndarray:
+    """The little-endian int32 (`kind` "<u4": uint32) at each place `where` in `joined`, aligned or not."""
+    return np.ndarray((len(joined) - 3,), kind, joined, 0, (1,))[where].astype(np.int64)
+
+
+def _outside(numbers: np.ndarray, bound: int) -> bool:
+    return bool(((numbers < -bound) | (numbers > bound)).any())
+
+
+def _sections(payloads: list[bytes], where: np.ndarray | int, sizes: np.ndarray, present: np.ndarray | None = None
+              ) -> bytes:
+    """Each payload's `sizes` bytes from `where` (counted from the payload's start), or zeros where not `present`,
+    joined."""
+    places = where.tolist() if isinstance(where, np.ndarray) else [where] * len(payloads)
+    if present is None:
+        return b"".join([payload[start:start + size]
+                         for payload, start, size in zip(payloads, places, sizes.tolist())])
+    return b"".join([payload[start:start + size] if has else bytes(size)
+                     for payload, start, size, has in zip(payloads, places, sizes.tolist(), present.tolist())])
+
+
+_Layout = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _column_at_once(joined: bytes, payloads: list[bytes], layout: _Layout, counts: np.ndarray, items: pa.Array,
+                    first: int, last: int) -> pa.Array | None:
+    """The keys or values of records `first` to `last` of the batches, from each batch's `layout`: where its bounds
+    lie in its payload, where its array lies in `joined`, where its null flags lie, and whether it has them. The
+    bounds, shifted to where each array lies, cut `joined` into pieces, checked in C, of which `items` are taken.
+    None when the check fails."""
+    bounds_at, shift, nulls_at, nulls = layout
+    count = last - first
+    flags = np.frombuffer(_sections(payloads, nulls_at, counts, nulls), np.uint8)[first:last] if nulls.any() else None
+    if flags is not None and flags.all():
+        return pa.nulls(count, pa.binary())
+    shifted = np.frombuffer(_sections(payloads, bounds_at, 4 * (2 * counts + 1)), "<i4") \
+        + np.repeat(shift, 2 * counts + 1)
+    pieces = pa.Array.from_buffers(pa.binary(), len(shifted) - 1,
+                                   [None, pa.py_buffer(shifted.astype(np.int32)), pa.py_buffer(joined)])
+    try:
+        pieces.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    taken = pieces.take(items)
+    if flags is None or not flags.any():
+        return taken
+    validity = pa.array(flags == 0).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), count, [validity, *taken.buffers()[1:]])
 
 
 def _corrupt(fetched: FetchedBatch, start: int, stop: int, exc: Exception) -> CorruptMessageError:
