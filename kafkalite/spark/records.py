@@ -16,7 +16,7 @@ exactly (int32 partition and timestampType, int64 offset, microsecond UTC timest
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -253,12 +253,10 @@ def _sections(payloads: list[bytes], where: np.ndarray | int, sizes: np.ndarray,
               ) -> bytes:
     """Each payload's `sizes` bytes from `where` (counted from the payload's start), or zeros where not `present`,
     joined."""
-    places = where.tolist() if isinstance(where, np.ndarray) else [where] * len(payloads)
-    if present is None:
-        return b"".join([payload[start:start + size]
-                         for payload, start, size in zip(payloads, places, sizes.tolist())])
+    places = where.tolist() if isinstance(where, np.ndarray) else repeat(where)
+    wanted = present.tolist() if present is not None else repeat(True)
     return b"".join([payload[start:start + size] if has else bytes(size)
-                     for payload, start, size, has in zip(payloads, places, sizes.tolist(), present.tolist())])
+                     for payload, start, size, has in zip(payloads, places, sizes.tolist(), wanted)])
 
 
 _Layout = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -284,10 +282,7 @@ def _column_at_once(joined: bytes, payloads: list[bytes], layout: _Layout, count
     except pa.ArrowInvalid:
         return None
     taken = pieces.take(items)
-    if flags is None or not flags.any():
-        return taken
-    validity = pa.array(flags == 0).buffers()[1]
-    return pa.Array.from_buffers(pa.binary(), count, [validity, *taken.buffers()[1:]])
+    return taken if flags is None or not flags.any() else _with_nulls(taken, flags)
 
 
 def _corrupt(fetched: FetchedBatch, start: int, stop: int, exc: Exception) -> CorruptMessageError:
@@ -402,10 +397,14 @@ def _binary(runs: list[_Run], columns: list[_Column], count: int) -> pa.Array:
     items = pieces.take(_progression(2, 1, count))
     if all(column.nulls is None for column in columns):
         return items
-    mask = pa.py_buffer(b"".join([bytes(run.count) if column.nulls is None else column.nulls
-                                  for run, column in zip(runs, columns)]))
-    validity = pc.equal(pa.Array.from_buffers(pa.uint8(), count, [None, mask]), 0).buffers()[1]
-    return pa.Array.from_buffers(pa.binary(), count, [validity, *items.buffers()[1:]])
+    return _with_nulls(items, b"".join([bytes(run.count) if column.nulls is None else column.nulls
+                                        for run, column in zip(runs, columns)]))
+
+
+def _with_nulls(items: pa.Array, flags: bytes | np.ndarray) -> pa.Array:
+    """`items` null where their flag (one byte each, as a payload holds them) is not 0."""
+    validity = pc.equal(pa.Array.from_buffers(pa.uint8(), len(items), [None, pa.py_buffer(flags)]), 0).buffers()[1]
+    return pa.Array.from_buffers(pa.binary(), len(items), [validity, *items.buffers()[1:]])
 
 
 def _headers(buffers: columnar.ColumnBuffers, first: int, count: int) -> pa.Array:
