@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 
-from kafkalite.client import NewTopic, TopicPartition
+from kafkalite.client import Consumer, NewTopic, TopicPartition
 from kafkalite.cluster import COORDINATION
 from kafkalite.common.config import InvalidConfigError
 from kafkalite.common.errors import InvalidPartitionsError, InvalidTopicError, UnknownTopicOrPartitionError
@@ -62,6 +62,37 @@ def test_sync_clients_across_a_failover() -> None:
             assert next(iter(consumer)).offset == 0
             consumer.seek_to_end()
             assert consumer.position(TP) == 20
+
+
+def test_a_poll_that_hands_out_records_has_sent_the_next_fetch_when_it_returns() -> None:
+    """As Kafka's consumer transmits its prefetches before poll returns, the broker gets the next fetch while the
+    application works on the records without yielding to Trio (as the Spark connector converts them to Arrow), not
+    only at the application's next await. The application's work here: waiting, without yielding, for the broker
+    to receive that fetch (on the cluster's own thread)."""
+    with EmbeddedCluster(brokers=1) as cluster:
+        cluster.create_topic("orders", partitions=1, replication_factor=1)
+        with cluster.producer() as producer:
+            for index in range(10):
+                producer.send("orders", b"v%d" % index, partition=0)
+        fetches = cluster.fail_requests("Fetch", delay=0.001, client_id="reader", times=None)  # counts them
+        received, bootstrap = threading.Event(), cluster.bootstrap_servers
+
+        def watch() -> None:
+            cluster.wait_until(lambda: fetches.hits >= 2, timeout=10, what="the consumer's second fetch")
+            received.set()
+
+        async def read() -> list[bytes]:
+            async with Consumer(bootstrap, {"client.id": "reader"}) as consumer:
+                consumer.assign([TP])
+                consumer.seek(TP, 0)
+                records = await consumer.poll(10)
+                watcher = threading.Thread(target=watch)
+                watcher.start()
+                assert received.wait(10), "the next fetch left only once the application yielded"
+                watcher.join()
+                return [record.value for record in records]
+
+        assert trio.run(read) == [b"v%d" % index for index in range(10)]
 
 
 def test_closing_a_producer_flushes_it() -> None:

@@ -593,7 +593,7 @@ class Consumer:
                     await coordinator.poll()
                 records = drain()  # what arrived before an error is the application's first
                 if records:
-                    self._send_fetches(prefetch=True)
+                    await self._prefetch()
                     return records
                 self._raise_pending_error()
                 if self._resettable():
@@ -605,10 +605,23 @@ class Consumer:
                     await self._data_arrived.wait()
         records = drain()
         if records:
-            self._send_fetches(prefetch=True)
+            await self._prefetch()
         else:
             self._raise_pending_error()
         return records
+
+    async def _prefetch(self) -> None:
+        """Start the next fetches, and return once they are written, as Kafka's consumer transmits them before its
+        poll returns: the broker then works on them while the application works on the records, even work that
+        never yields to Trio (the Spark connector's conversion to Arrow), where fetches only started would wait
+        for the application's next await to leave. The wait is shielded, as the positions have moved past the
+        records being returned, which a cancellation now would lose; it waits on this task's writing alone
+        (`ClientTransport.send`). In-process, nothing overlaps the application: no wait."""
+        sending: list[trio.Event] | None = [] if self._transport.networked else None
+        self._send_fetches(prefetch=True, sending=sending)
+        with trio.CancelScope(shield=True):
+            for sent in sending or ():
+                await sent.wait()
 
     def _raise_pending_error(self) -> None:
         if self._error is not None:
@@ -678,13 +691,13 @@ class Consumer:
         for tp in partitions:
             self._states[tp] = self._states.pop(tp)
 
-    def _send_fetches(self, *, prefetch: bool = False) -> float:
-        """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again.
+    def _send_fetches(self, *, prefetch: bool = False, sending: list[trio.Event] | None = None) -> float:
+        """Start a fetch per leader for idle partitions; returns when a backed-off partition may fetch again. For
+        each fetch started, `sending` gets an event set once it is written.
 
-        A poll that hands out records prefetches, as Kafka's consumer does: the next fetches are in flight while the
-        application works on these records, so the broker's work overlaps the application's. A prefetch only
-        starts fetches; a partition without a known leader waits for the next poll, which refreshes metadata and
-        times the partition out.
+        A poll that hands out records prefetches, as Kafka's consumer does (`_prefetch`). A prefetch only starts
+        fetches; a partition without a known leader waits for the next poll, which refreshes metadata and times the
+        partition out.
         """
         now = trio.current_time()
         wake_at = math.inf
@@ -724,7 +737,10 @@ class Consumer:
                 [FetchPartition(tp.topic, tp.partition, what.position, cfg["max.partition.fetch.bytes"],
                                 what.leader_epoch) for tp, what in asked.items()],
                 cfg["fetch.max.bytes"], self._isolation)
-            self._nursery.start_soon(self._fetch, leader_id, partitions, asked, request)
+            sent = trio.Event()
+            if sending is not None:
+                sending.append(sent)
+            self._nursery.start_soon(self._fetch, leader_id, partitions, asked, request, sent)
         return wake_at
 
     def _in_flight(self, partitions: list[tuple[TopicPartition, _PartitionState]]) -> dict[TopicPartition, _Asked]:
@@ -777,24 +793,27 @@ class Consumer:
             self._data_arrived.set()
 
     async def _fetch(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
-                     asked: dict[TopicPartition, _Asked], request: FetchRequest) -> None:
-        with self._answering(partitions):
-            response: FetchResponse = await self._transport.send(leader_id, request)
-            errors.raise_for(response.error_code)
-            for result in response.partitions:
-                tp = TopicPartition(result.topic, result.partition)
-                state, what = self._states.get(tp), asked.get(tp)
-                if state is None or what is None or not what.still(state):
-                    continue  # unassigned or sought while the fetch was in flight
-                if result.error_code == errors.NONE.code:
-                    state.high_watermark = result.high_watermark
-                    state.checked_epoch = max(state.checked_epoch, what.leader_epoch)  # the leader fenced it
-                    position = state.position
-                    assert position is not None
-                    state.batches.extend(batch for batch in result.batches if batch.next_offset > position)
-                else:
-                    self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
-                        result.error_message))
+                     asked: dict[TopicPartition, _Asked], request: FetchRequest, sent: trio.Event) -> None:
+        try:
+            with self._answering(partitions):
+                response: FetchResponse = await self._transport.send(leader_id, request, sent=sent)
+                errors.raise_for(response.error_code)
+                for result in response.partitions:
+                    tp = TopicPartition(result.topic, result.partition)
+                    state, what = self._states.get(tp), asked.get(tp)
+                    if state is None or what is None or not what.still(state):
+                        continue  # unassigned or sought while the fetch was in flight
+                    if result.error_code == errors.NONE.code:
+                        state.high_watermark = result.high_watermark
+                        state.checked_epoch = max(state.checked_epoch, what.leader_epoch)  # the leader fenced it
+                        position = state.position
+                        assert position is not None
+                        state.batches.extend(batch for batch in result.batches if batch.next_offset > position)
+                    else:
+                        self._on_partition_error(tp, state, errors.for_code(result.error_code).exception(
+                            result.error_message))
+        finally:
+            sent.set()  # whatever became of it: a poll waiting for it to be written must not wait longer
 
     async def _check_positions(self, leader_id: int, partitions: list[tuple[TopicPartition, _PartitionState]],
                                asked: dict[TopicPartition, _Asked]) -> None:

@@ -78,6 +78,11 @@ class ClientTransport(ABC):
     """Whether a broker serves this transport's requests one at a time, so that a second request in flight to it
     only queues behind the first instead of overlapping it on the wire."""
 
+    networked = True
+    """Whether requests cross a network to brokers that work while the sender does. In-process, a broker serves a
+    request in the sending task: nothing it does overlaps the sender's work, so there is no point in waiting until
+    a request is on its way (`send`'s `sent`)."""
+
     def __init__(self, name: str, request_timeout_ms: int, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000) -> None:
         self.name = name
@@ -129,17 +134,25 @@ class ClientTransport(ABC):
         backoff_ms = min(base_ms * 2 ** min(failures - 1, 32), max_ms)
         self._unreachable[node] = (failures, trio.current_time() + backoff_ms / 1000)
 
-    async def send(self, node: NodeKey, request: Request, timeout_s: float | None = None) -> Any:
+    async def send(self, node: NodeKey, request: Request, timeout_s: float | None = None,
+                   sent: trio.Event | None = None) -> Any:
         """The response, NETWORK_EXCEPTION if the broker cannot be reached, or REQUEST_TIMED_OUT after
-        request.timeout.ms (or `timeout_s`, for a request the broker may rightly hold longer, as a JoinGroup)."""
+        request.timeout.ms (or `timeout_s`, for a request the broker may rightly hold longer, as a JoinGroup).
+
+        `sent` is set once the request is written to the broker's connection, or as soon as it must first wait for
+        something else (a backoff after a failure, a connection to open), so that a task waiting for it (the
+        consumer's poll, for its prefetches) never waits on a broker: only on this task's own writing.
+        """
         self.check_open()
         self._in_flight[node] += 1
         deadline = trio.current_time() + (self.request_timeout_s if timeout_s is None else timeout_s)
         try:
+            if sent is not None and self._retry_at(node) > trio.current_time():
+                sent.set()
             await self.ready(node, deadline)
             if trio.current_time() >= deadline:  # backing off until past the request's deadline: not tried
                 raise self.timed_out(node, request)
-            response = await self._send(node, request, deadline)
+            response = await self._send(node, request, deadline, sent)
         except NetworkExceptionError:  # `_send` marked the node unreachable, unless the deadline passed
             if trio.current_time() < deadline:
                 raise
@@ -203,9 +216,9 @@ class ClientTransport(ABC):
     def _bootstrap_nodes(self) -> list[NodeKey]: ...
 
     @abstractmethod
-    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+    async def _send(self, node: NodeKey, request: Request, deadline: float, sent: trio.Event | None) -> Any:
         """The response; NETWORK_EXCEPTION when the broker cannot be reached (`unreachable(node)` noted) or
-        `deadline` (Trio time) passes."""
+        `deadline` (Trio time) passes. `sent`: as `send` says."""
 
     async def aclose(self) -> None:
         """Refuse requests from now on; the in-process transport holds nothing else to release."""
@@ -302,6 +315,7 @@ class _InProcessStream(RequestStream):
 
 class InProcessTransport(ClientTransport):
     serial = True
+    networked = False
 
     def __init__(self, cluster_transport: Transport, bootstrap_broker_ids: Sequence[int], name: str,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
@@ -326,8 +340,10 @@ class InProcessTransport(ClientTransport):
     def channel_to(self, node: NodeKey) -> Channel:
         return self._transport.channel(self.name, node)
 
-    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+    async def _send(self, node: NodeKey, request: Request, deadline: float, sent: trio.Event | None) -> Any:
         """A stream of one request: the broker serves it in one cancel scope, whose deadline is the request's."""
+        if sent is not None:  # it is on its way as this task runs
+            sent.set()
         with _InProcessStream(self, node) as stream:
             return await stream.exchange(request, deadline)
 
@@ -374,6 +390,11 @@ class TcpTransport(ClientTransport):
             return super().node_name(node)
         return f"broker {node} at {address[0]}:{address[1]}"
 
+    def _open(self, node: NodeKey) -> bool:
+        """Whether `node`'s connection is open and no task is opening another."""
+        connection = self._connections.get(node)
+        return connection is not None and not connection.closed and not self._opening[node].locked()
+
     async def _connection(self, node: NodeKey) -> Connection:
         async with self._opening[node]:
             connection = self._connections.get(node)
@@ -390,10 +411,12 @@ class TcpTransport(ClientTransport):
                 self._connections[node] = connection
             return connection
 
-    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+    async def _send(self, node: NodeKey, request: Request, deadline: float, sent: trio.Event | None) -> Any:
         with trio.move_on_at(deadline):
             try:
-                return await (await self._connection(node)).send(request)
+                if sent is not None and not self._open(node):
+                    sent.set()
+                return await (await self._connection(node)).send(request, sent)
             except NetworkExceptionError:
                 self.unreachable(node)
                 raise

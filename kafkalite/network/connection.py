@@ -83,8 +83,9 @@ class Connection:
     def closed(self) -> bool:
         return self._broken is not None
 
-    async def send(self, request: Request) -> Any:
-        """Send `request` and return its response (the type `RESPONSE_TYPES` names for its API key).
+    async def send(self, request: Request, sent: trio.Event | None = None) -> Any:
+        """Send `request` and return its response (the type `RESPONSE_TYPES` names for its API key); `sent` is set
+        once the request is written.
 
         Cancelling a send abandons the wait, not the request: the broker may still act on it, and its
         response is read and dropped when it arrives. Cancelling while the request is being written breaks the
@@ -107,6 +108,8 @@ class Connection:
                 if isinstance(exc, (trio.BrokenResourceError, trio.ClosedResourceError)):
                     raise NetworkExceptionError(self._broken) from exc
                 raise
+        if sent is not None:
+            sent.set()
         async with self._receive_lock:
             while not entry.done:
                 await self._receive_one()

@@ -37,7 +37,7 @@ class ScriptedTransport(ClientTransport):
     def _bootstrap_nodes(self) -> list[NodeKey]:
         return [1]
 
-    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+    async def _send(self, node: NodeKey, request: Request, deadline: float, sent: trio.Event | None) -> Any:
         assert isinstance(request, MetadataRequest)
         self.requests += 1
         return self._answers.pop(0) if len(self._answers) > 1 else self._answers[0]
@@ -146,7 +146,7 @@ class GatedTransport(ScriptedTransport):
         self.asked: list[list[str] | None] = []
         self.gate = trio.Event()
 
-    async def _send(self, node: NodeKey, request: Request, deadline: float) -> Any:
+    async def _send(self, node: NodeKey, request: Request, deadline: float, sent: trio.Event | None) -> Any:
         assert isinstance(request, MetadataRequest) and request.topics is not None
         self.asked.append(request.topics)
         await self.gate.wait()

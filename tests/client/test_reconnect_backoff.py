@@ -21,7 +21,9 @@ from kafkalite.common.errors import (
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.network.connection import Connection
-from kafkalite.network.requests import MetadataRequest, ProducePartitionData, ProduceRequest
+from kafkalite.network.requests import (
+    CONSUMER_REPLICA_ID, FetchPartition, FetchRequest, MetadataRequest, ProducePartitionData, ProduceRequest,
+)
 
 pytestmark = pytest.mark.usefixtures("autojump_clock")
 
@@ -108,6 +110,37 @@ async def _transport(cluster: Cluster, bootstrap: Any, backoff_ms: int = 50) -> 
     transport = TcpTransport(bootstrap, "probe", 30000, backoff_ms, 1000)
     transport.update_brokers((await cluster.metadata(cluster.live_broker_ids[0])).brokers)
     return transport
+
+
+async def test_a_request_is_sent_once_it_leaves_not_once_it_is_answered(autojump_clock: Any, cluster: Cluster,
+                                                                       bootstrap: Any) -> None:
+    """`send(sent=...)` is what lets the consumer's poll return with its prefetches on their way: the event is set
+    as the request leaves, here a fetch that the leader parks for its fetch.max.wait.ms of 500 ms, and at once when
+    the request must first wait out a backoff (after a failure), which is not the caller's to wait for."""
+    await cluster.create_topic("t", partitions=1, replication_factor=3)
+    leader = cluster.leader_for("t", 0)
+    transport = await _transport(cluster, bootstrap)
+    await transport.send(leader, MetadataRequest([]))  # connected: no connection to open first
+    request = FetchRequest(CONSUMER_REPLICA_ID, 500, 1, [FetchPartition("t", 0, 0, 1 << 20, -1)])
+
+    async def parked_fetch(backoff_s: float) -> None:
+        sent, answered = trio.Event(), trio.Event()
+
+        async def fetch() -> None:
+            response = await transport.send(leader, request, sent=sent)
+            assert response.partitions[0].error_code == 0 and response.partitions[0].batches == []
+            answered.set()
+
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetch)
+            await sent.wait()
+            assert trio.current_time() - started < 0.001 and not answered.is_set()
+        assert trio.current_time() - started == pytest.approx(backoff_s + 0.5, abs=0.01)
+
+    await parked_fetch(0)
+    transport.unreachable(leader)  # as after a failed request: the next waits reconnect.backoff.ms first
+    await parked_fetch(0.05)
 
 
 async def test_requests_failing_together_count_as_one_failure(autojump_clock: Any, cluster: Cluster,
