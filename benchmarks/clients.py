@@ -13,11 +13,10 @@ Measured on Trio's real clock against a three-broker `Cluster` with one partitio
   better, each way.
 
 The in-process and mockafka-py runs alternate for `--rounds` rounds, each kafkalite round on a fresh cluster and
-each mockafka-py round after it has shut down, and each side's best round counts, as `timeit` takes the best
-of its repeats: the speed of a shared machine drifts by a third within a minute, and alternating lets both
-sides meet the same drift. The median of the side-by-side rounds' ratios is printed too, as a measure of
-how much that drift still moved the result. The TCP run takes the best of as many rounds, each on a fresh
-cluster too.
+each mockafka-py round after it has shut down, and each side's median round counts: the speed of a shared machine
+drifts by a third within a minute, and alternating lets both sides meet the same drift. The median of the
+side-by-side rounds' ratios is printed too, as a measure of how much that drift still moved the result. The TCP
+run takes the median of as many rounds, each on a fresh cluster too.
 """
 
 from __future__ import annotations
@@ -102,8 +101,8 @@ async def tcp_round(records: int) -> tuple[float, float] | None:
                                          {"batch.size": 1 << 20, "max.request.size": 1 << 22})
 
 
-def best(rounds: list[tuple[float, float]]) -> tuple[float, float]:
-    return min(produce for produce, _ in rounds), min(consume for _, consume in rounds)
+def median(rounds: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(produce for produce, _ in rounds), statistics.median(consume for _, consume in rounds)
 
 
 def table(rows: list[tuple[str, str, int, float]]) -> str:
@@ -128,22 +127,22 @@ def main(argv: list[str] | None = None) -> None:
         peer = mockafka_run(args.records)  # the same count, so both pay for the same amount of state
         if peer is not None:
             theirs.append(peer)
-    rows = [("in-process", direction, args.records, seconds) for direction, seconds in zip(DIRECTIONS, best(mine))]
+    rows = [("in-process", direction, args.records, seconds) for direction, seconds in zip(DIRECTIONS, median(mine))]
     tcp = [trio.run(tcp_round, args.tcp_records) for _ in range(max(args.rounds, 1))]
     if None in tcp:
         print("TCP: the brokers advertise no NATIVE listener; skipped")
     else:
         rows += [("tcp", direction, args.tcp_records, seconds)
-                 for direction, seconds in zip(DIRECTIONS, best(cast("list[tuple[float, float]]", tcp)))]
+                 for direction, seconds in zip(DIRECTIONS, median(cast("list[tuple[float, float]]", tcp)))]
     if not theirs:
         print("mockafka-py not installed (pip install mockafka-py in the benchmark's environment)")
     else:
         rows += [("mockafka-py", direction, args.records, seconds)
-                 for direction, seconds in zip(DIRECTIONS, best(theirs))]
-        for index, (direction, my_s, their_s) in enumerate(zip(DIRECTIONS, best(mine), best(theirs))):
+                 for direction, seconds in zip(DIRECTIONS, median(theirs))]
+        for index, (direction, my_s, their_s) in enumerate(zip(DIRECTIONS, median(mine), median(theirs))):
             paired = statistics.median(peer[index] / own[index] for own, peer in zip(mine, theirs))
-            print(f"in-process {direction}: {their_s / my_s:.2f}x mockafka-py's rate, best round against best round "
-                  f"of {len(mine)} each (target >= 1.0x); median of the side-by-side rounds {paired:.2f}x")
+            print(f"in-process {direction}: {their_s / my_s:.2f}x mockafka-py's rate, median round against median "
+                  f"round of {len(mine)} each (target >= 1.0x); median of the side-by-side rounds {paired:.2f}x")
     print(table(rows))
 
 

@@ -615,8 +615,8 @@ class Consumer:
         poll returns: the broker then works on them while the application works on the records, even work that
         never yields to Trio (the Spark connector's conversion to Arrow), where fetches only started would wait
         for the application's next await to leave. The wait is shielded, as the positions have moved past the
-        records being returned, which a cancellation now would lose; it waits on this task's writing alone
-        (`ClientTransport.send`). In-process, nothing overlaps the application: no wait."""
+        records being returned, which a cancellation now would lose; it waits for the writing alone, never for a
+        broker (`ClientTransport.send`'s `sent`). In-process, nothing overlaps the application: no wait."""
         sending: list[trio.Event] | None = [] if self._transport.networked else None
         self._send_fetches(prefetch=True, sending=sending)
         with trio.CancelScope(shield=True):
