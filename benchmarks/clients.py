@@ -8,9 +8,9 @@ Measured on Trio's real clock against a three-broker `Cluster` with one partitio
 - TCP on loopback, batched (batch.size 1 MiB, linger.ms 5): the same, through the brokers' NATIVE listeners;
   the targets are 300,000 records/s produced and 500,000 records/s consumed;
 - mockafka-py, a mock of confluent-kafka's API, driven the same way (produce per record, poll back), if it is
-  installed; it is a dictionary behind a client API, with no brokers, replication or network, so it is the
-  floor of what "a Kafka in the test process" costs. The target is kafkalite in-process at 1.0x its rate or
-  better, each way.
+  installed (the `bench` extra installs it); it is a dictionary behind a client API, with no brokers,
+  replication or network, so it is the floor of what "a Kafka in the test process" costs. The target is
+  kafkalite in-process at 1.0x its rate or better, each way.
 
 The in-process and mockafka-py runs alternate for `--rounds` rounds, each kafkalite round on a fresh cluster and
 each mockafka-py round after it has shut down, and each side's median round counts: the speed of a shared machine
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         rows += [("tcp", direction, args.tcp_records, seconds)
                  for direction, seconds in zip(DIRECTIONS, median(cast("list[tuple[float, float]]", tcp)))]
     if not theirs:
-        print("mockafka-py not installed (pip install mockafka-py in the benchmark's environment)")
+        print("mockafka-py not installed (pip install -e '.[bench]' installs it)")
     else:
         rows += [("mockafka-py", direction, args.records, seconds)
                  for direction, seconds in zip(DIRECTIONS, median(theirs))]
