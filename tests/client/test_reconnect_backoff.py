@@ -141,6 +141,7 @@ async def test_a_request_is_sent_once_it_leaves_not_once_it_is_answered(autojump
     await parked_fetch(0)
     transport.unreachable(leader)  # as after a failed request: the next waits reconnect.backoff.ms first
     await parked_fetch(0.05)
+    await transport.aclose()
 
 
 async def test_requests_failing_together_count_as_one_failure(autojump_clock: Any, cluster: Cluster,
