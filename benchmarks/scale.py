@@ -1,6 +1,6 @@
 """How kafkalite's cost grows with the number of partitions: failover, shutdown, elections, idle CPU, produce.
 
-    python benchmarks/scale.py [--sizes 100,1000,10000] [--huge] [--no-frozen] [--plot scale.png]
+    python benchmarks/scale.py [--sizes 100,1000,10000] [--rounds 3] [--huge] [--no-frozen] [--plot scale.png]
 
 Three brokers, RF=3, min ISR 2. Each figure is the CPU time the whole process spends (time.process_time: the
 cluster is one process), on Trio's mock clock where the operation waits on timeouts, so waiting costs nothing and
@@ -9,6 +9,10 @@ the figure is the work alone; the per-record and latency figures run on the real
 figures are those of a process that never calls `gc.freeze()`. The README advises users who build large clusters to
 call it once their topics exist, so the mock-clock operations run a second time on a cluster frozen so, after its
 topic is created: printed beside the others as "frozen" (`--no-frozen` skips them), never in their place.
+The mock-clock operations run `--rounds` times, the sizes taking turns (100, 1,000, 10,000, 100, ...; each unfrozen
+run followed by its frozen one), so that all meet the same drift of a shared machine; each such figure is the median
+of its rounds, printed with their range, and the goals are judged by the median. One run of these at 10,000
+partitions has moved by a third from the next on this machine, more than some goals' distance from being met.
 
 - failover: the controller's session expires; until a new controller has told every broker (its metadata names it)
 - shutdown: controlled shutdown of a broker leading a third of the partitions
@@ -225,6 +229,18 @@ def fmt(seconds: float, name: str = "") -> str:
     return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
+WIDTH = 22  # a column of the table: a median, or below it its rounds' range
+
+
+def median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {name: statistics.median(figures[name] for figures in rounds) for name in rounds[0]}
+
+
+def spread(rounds: list[dict[str, float]], name: str) -> str:
+    values = [figures[name] for figures in rounds]
+    return f"({fmt(min(values), name)}-{fmt(max(values), name)})"
+
+
 def verdict(value: float, limit: float) -> str:
     return "met" if value <= limit else "MISSED"
 
@@ -233,7 +249,7 @@ def print_against_filing(results: dict[int, dict[str, float]], ratios: dict[str,
                          frozen: dict[int, dict[str, float]]) -> None:
     """This run beside issue 16's figures at filing and its goals, for the sizes this run measured; a goal's
     verdict is the unfrozen figure's, the frozen one's follows it."""
-    print(f"\nagainst issue 16 (figures when it was filed, and its goals)\n"
+    print(f"\nagainst issue 16 (figures when it was filed, and its goals; now: the figures above)\n"
           f"{'what (CPU time)':<22}{'partitions':>11}{'at filing':>12}{'now':>12}{'target':>12}")
     for name in [name for name in next(iter(results.values())) if name in AT_FILING or name in TARGETS]:
         target_size, limit = TARGETS.get(name, (None, None))
@@ -256,12 +272,15 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--huge", action="store_true", help="also a 100,000-partition, 5-broker cluster")
     parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds of the mock-clock operations (each figure their median)")
     parser.add_argument("--keyed-rounds", type=int, default=5, help="alternating rounds of the keyed produce")
     parser.add_argument("--no-frozen", dest="frozen", action="store_false",
                         help="skip the mock-clock operations on a cluster frozen after setup (gc.freeze())")
     args = parser.parse_args()
-    if args.keyed_rounds < 1:
-        parser.error(f"--keyed-rounds must be at least 1, got {args.keyed_rounds}")
+    for option, value in (("--rounds", args.rounds), ("--keyed-rounds", args.keyed_rounds)):
+        if value < 1:
+            parser.error(f"{option} must be at least 1, got {value}")
     sizes = [int(size) for size in args.sizes.split(",")]
     # first, before the large clusters' objects weigh on the garbage collector
     keyed: dict[int, list[float]] = {8: [], 256: []}
@@ -269,30 +288,46 @@ def main() -> None:
         for count, rounds in keyed.items():
             rounds.append(trio.run(keyed_produce, count))
     peer_latency = trio.run(real_clock_figures, 1)["produce latency"]  # the 1-partition cluster the target names
-    results: dict[int, dict[str, float]] = {}
-    frozen: dict[int, dict[str, float]] = {}
-    for size in sizes:
-        figures = trio.run(mock_clock_figures, size, clock=trio.testing.MockClock(autojump_threshold=0))
-        figures.update(trio.run(real_clock_figures, size))
-        figures.update(trio.run(memory_per_partition, size, clock=trio.testing.MockClock(autojump_threshold=0)))
-        results[size] = figures
-        print(f"{size} partitions: " + ", ".join(f"{k} {fmt(v, k)}" for k, v in figures.items()), flush=True)
-        if args.frozen:
-            try:
-                frozen[size] = trio.run(mock_clock_figures, size, 3, True,
-                                        clock=trio.testing.MockClock(autojump_threshold=0))
-            finally:
-                gc.unfreeze()  # the next cluster starts from an unfrozen process, as the others did
-                gc.collect()
-            del frozen[size]["create"]  # measured before the freeze: the same operation as above
-            print(f"{size} partitions, frozen: " + ", ".join(f"{k} {fmt(v, k)}" for k, v in frozen[size].items()),
-                  flush=True)
+    rounds: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
+    frozen_rounds: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
+    once: dict[int, dict[str, float]] = {}  # the real-clock figures and memory, measured in the first round
+    for round_number in range(1, args.rounds + 1):
+        for size in sizes:
+            figures = trio.run(mock_clock_figures, size, clock=trio.testing.MockClock(autojump_threshold=0))
+            rounds[size].append(figures)
+            if size not in once:
+                once[size] = trio.run(real_clock_figures, size)
+                once[size].update(trio.run(memory_per_partition, size,
+                                           clock=trio.testing.MockClock(autojump_threshold=0)))
+                figures = {**figures, **once[size]}
+            print(f"round {round_number}, {size} partitions: " + ", ".join(f"{k} {fmt(v, k)}"
+                                                                            for k, v in figures.items()), flush=True)
+            if args.frozen:
+                try:
+                    figures = trio.run(mock_clock_figures, size, 3, True,
+                                       clock=trio.testing.MockClock(autojump_threshold=0))
+                finally:
+                    gc.unfreeze()  # the next cluster starts from an unfrozen process, as the others did
+                    gc.collect()
+                del figures["create"]  # measured before the freeze: the same operation as above
+                frozen_rounds[size].append(figures)
+                print(f"round {round_number}, {size} partitions, frozen: " + ", ".join(
+                    f"{k} {fmt(v, k)}" for k, v in figures.items()), flush=True)
+    results = {size: {**median_of(rounds[size]), **once[size]} for size in sizes}
+    frozen = {size: median_of(frozen_rounds[size]) for size in sizes if frozen_rounds[size]}
     names = list(results[sizes[0]])
-    print(f"\n{'what (CPU time)':<22}" + "".join(f"{f'{size:,}':>14}" for size in sizes))
+    ranged = args.rounds > 1
+    print(f"\n{'what (CPU time)':<22}" + "".join(f"{f'{size:,}':>{WIDTH}}" for size in sizes)
+          + (f"\n(mock-clock figures: median of {args.rounds} alternating rounds, their range below it)"
+             if ranged else ""))
     for name in names:
-        print(f"{name:<22}" + "".join(f"{fmt(results[size][name], name):>14}" for size in sizes))
+        print(f"{name:<22}" + "".join(f"{fmt(results[size][name], name):>{WIDTH}}" for size in sizes))
+        if ranged and name in rounds[sizes[0]][0]:
+            print(f"{'':<22}" + "".join(f"{spread(rounds[size], name):>{WIDTH}}" for size in sizes))
     for name in frozen.get(sizes[0], {}):
-        print(f"{name + ', frozen':<22}" + "".join(f"{fmt(frozen[size][name], name):>14}" for size in sizes))
+        print(f"{name + ', frozen':<22}" + "".join(f"{fmt(frozen[size][name], name):>{WIDTH}}" for size in sizes))
+        if ranged:
+            print(f"{'':<22}" + "".join(f"{spread(frozen_rounds[size], name):>{WIDTH}}" for size in sizes))
     print(f"\nproduce latency against a 1-partition cluster in this run ({fmt(peer_latency)}): " + ", ".join(
         f"{size:,} partitions {results[size]['produce latency'] / peer_latency:.2f}x" for size in sizes))
     medians = {count: statistics.median(rounds) for count, rounds in keyed.items()}

@@ -22,7 +22,10 @@ bytecode is written first, as `pip install` writes it (`compile_bytecode`).
 
 Then the steady micro-batch latency: a query on a second topic with the default trigger into `noop`, fed 100
 records at a time, each batch awaited before the next; reported is the median and worst of Spark's own
-`triggerExecution` duration over `--latency-batches` micro-batches after the first (warm-up) ones.
+`triggerExecution` duration over `--latency-batches` micro-batches after the first (warm-up) ones of each query,
+beside the same of the synthetic source fed as often (a file in which the benchmark raises the row count by 102,
+17 per partition, which its planning reads): what a micro-batch costs Spark with a Python source that has nothing
+to fetch. The two alternate, a query each in two rounds, each measuring half the batches.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -68,18 +71,22 @@ class SyntheticDataSource(DataSource):
         return SCHEMA_DDL
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _SyntheticReader(int(self.options["rows"]))
+        """Option `rows`: that many rows, all there from the start; `fedby`: the count of rows there now, read from
+        that file whenever Spark plans a micro-batch."""
+        fed_by = self.options.get("fedby")
+        return _SyntheticReader(int(self.options.get("rows", 0)), fed_by)
 
 
 class _SyntheticReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, fed_by: str | None = None) -> None:
         self.rows = rows
+        self.fed_by = fed_by
 
     def initialOffset(self) -> dict[str, int]:
         return {"rows": 0}
 
     def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
-        return {"rows": self.rows}
+        return {"rows": int(Path(self.fed_by).read_text()) if self.fed_by else self.rows}
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Nothing to pin: the synthetic source never grows."""
@@ -164,29 +171,56 @@ def timed_round(spark: SparkSession, reader: Any) -> Round:
                  sum(p["durationMs"]["triggerExecution"] for p in progress if p["numInputRows"]) / 1000)
 
 
-def latency(spark: SparkSession, cluster: EmbeddedCluster, batches: int) -> list[float]:
-    """Spark's triggerExecution milliseconds of `batches` steady micro-batches of 100 records each."""
-    cluster.create_topic("latency", PARTITIONS, 3)
-    with tempfile.TemporaryDirectory() as checkpoint, cluster.producer() as producer:
-        query = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-                 .option("subscribe", "latency").option("startingOffsets", "earliest").load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint).start())
-        durations = []
+def latency(spark: SparkSession, reader: Any, feed: Callable[[], None], batches: int) -> list[float]:
+    """Spark's triggerExecution milliseconds of `batches` steady micro-batches of a query on `reader`, each of what one
+    `feed()` added, after three to warm up."""
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+        durations, seen = [], -1
         try:
             for _ in range(batches + 3):
-                seen = len([p for p in query.recentProgress if p["numInputRows"]])
-                for index in range(100):
-                    producer.send("latency", VALUE, partition=index % PARTITIONS)
-                producer.flush()
+                feed()
                 deadline = time.monotonic() + 60
-                while len(progress := [p for p in query.recentProgress if p["numInputRows"]]) == seen:
+                # lastProgress, not recentProgress: this process also runs the brokers, and parsing a hundred
+                # progress reports every 10 ms took the interpreter from them for milliseconds at a time
+                while (last := query.lastProgress) is None or last["batchId"] <= seen or not last["numInputRows"]:
                     if time.monotonic() > deadline:
                         raise TimeoutError("the latency query made no progress in 60 s")
                     time.sleep(0.01)
-                durations.append(progress[-1]["durationMs"]["triggerExecution"])
+                seen = last["batchId"]
+                durations.append(last["durationMs"]["triggerExecution"])
         finally:
             query.stop()
     return durations[3:]
+
+
+def latencies(spark: SparkSession, cluster: EmbeddedCluster, batches: int) -> dict[str, list[float]]:
+    """`latency` of the connector, fed 100 records at a time, and of the synthetic source fed 102 rows at a time,
+    alternating in two rounds."""
+    cluster.create_topic("latency", PARTITIONS, 3)
+    with tempfile.TemporaryDirectory() as directory, cluster.producer() as producer:
+        fed_by, fed = Path(directory) / "rows", [0]
+        fed_by.write_text("0")
+
+        def produce() -> None:
+            for index in range(100):
+                producer.send("latency", VALUE, partition=index % PARTITIONS)
+            producer.flush()
+
+        def raise_count() -> None:
+            fed[0] += 17 * PARTITIONS
+            fed_by.with_suffix(".new").write_text(str(fed[0]))
+            fed_by.with_suffix(".new").replace(fed_by)  # whole, never half written when the planner reads it
+
+        sources = {"kafkalite": (spark.readStream.format("kafkalite")
+                                 .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+                                 .option("subscribe", "latency").option("startingOffsets", "earliest"), produce),
+                   "synthetic": (spark.readStream.format("synthetic").option("fedby", str(fed_by)), raise_count)}
+        durations: dict[str, list[float]] = {name: [] for name in sources}
+        for half in (batches - batches // 2, batches // 2):
+            for name, (reader, feed) in sources.items() if half else ():
+                durations[name] += latency(spark, reader, feed, half)
+    return durations
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,6 +234,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.batch_size < 1:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.latency_batches < 1:
+        parser.error(f"--latency-batches must be at least 1, got {args.latency_batches}")
     compile_bytecode()
     spark = spark_session()
     with EmbeddedCluster(3) as cluster:
@@ -221,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  {name:<10} {one.rows:>10,} rows in {one.seconds:6.2f} s: {one.rows / one.seconds:>10,.0f} "
                       f"rows/s (start-up {one.start_up:.2f} s, reading {one.reading:.2f} s)"
                       f"{'' if round_number else '  (warm-up, not counted)'}")
-        durations = latency(spark, cluster, args.latency_batches)
+        durations = latencies(spark, cluster, args.latency_batches)
     rates = {name: [one.rows / one.seconds for one in ones] for name, ones in rounds.items()}
     mine, ceiling = statistics.median(rates["kafkalite"]), statistics.median(rates["synthetic"])
     print(f"\n{'source':<22} {'rows':>10} {'rows/s (median)':>16}  target")
@@ -237,8 +273,10 @@ def main(argv: list[str] | None = None) -> None:
         medians = {name: statistics.median(getattr(one, part) for one in ones) for name, ones in rounds.items()}
         print(f"{part.replace('_', '-') + ', median':<22} {'':>10} {medians['kafkalite']:>15.2f}s  synthetic "
               f"{medians['synthetic']:.2f} s")
+    mine, peer = durations["kafkalite"], durations["synthetic"]
     print(f"steady micro-batch (100 records, default trigger, noop): triggerExecution median "
-          f"{statistics.median(durations):.0f} ms, worst {max(durations):.0f} ms over {len(durations)} batches")
+          f"{statistics.median(mine):.0f} ms, worst {max(mine):.0f} ms over {len(mine)} batches; the synthetic source "
+          f"fed as often: median {statistics.median(peer):.0f} ms, worst {max(peer):.0f} ms")
     spark.stop()
 
 

@@ -213,6 +213,16 @@ class ClusterMetadata:
         if gone and self._on_forget is not None:
             self._on_forget(gone)
 
+    def forget(self, topic: str) -> None:
+        """Drop what the cache holds of `topic`, tracked or not: the next answer about it is taken as it comes.
+
+        Without topic ids a client cannot tell a topic deleted and created again from the one it knew, whose leader
+        epochs (newer than the new topic's) it would keep against every answer (`_no_older_leaders`), its fetches
+        refused as from the future until they timed out. A client that has reason to doubt the topic it knew (the
+        Spark connector's kept consumers, sent back to offsets they did not stand at) forgets it first."""
+        self.topics.pop(topic, None)
+        self.topic_errors.pop(topic, None)
+
     def leader_for(self, tp: TopicPartition) -> MetadataPartition | None:
         """The partition's metadata if it has a leader the client knows how to reach, else None."""
         topic = self.topics.get(tp.topic)

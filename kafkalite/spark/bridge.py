@@ -3,9 +3,9 @@
 Spark calls a data source's methods on plain threads of processes it owns (the planner, the streaming runner,
 executor workers). A one-off call runs its own short `trio.run`; calls that come again and again, as planning's
 do, go to a client kept open on a Trio loop of its own thread (`KeptOpen`). A reader's `read()` is a generator
-that Spark pulls at its own pace, and a Trio run cannot pause between its items: `iterate` runs the async
-generator on a thread of its own and hands its items over through a small queue, so fetching the next records
-overlaps Spark's work on the previous ones.
+that Spark pulls at its own pace, and a Trio run cannot pause between its items: `KeptOpen.iterate` runs an async
+generator of the kept resource (a consumer that a worker's reads of one partition share) on the loop and hands its
+items over through a small queue, so fetching the next records overlaps Spark's work on the previous ones.
 """
 
 from __future__ import annotations
@@ -79,23 +79,81 @@ class KeptOpen(Generic[_R]):
                 self._discard(loop)
                 raise
 
+    def iterate(self, source: Callable[[_R], AsyncGenerator[_T, None]]) -> Iterator[_T]:
+        """The items of the async generator `source(resource)`, run on the loop and handed over through a small
+        queue by a thread of its own; its error is raised here.
+
+        Leaving the loop early (Spark's `limit()`, a cancelled task) stops the producing thread after the item it
+        is working on, without waiting for it: the thread is a daemon and holds nothing Spark needs. A call whose
+        loop ends under it is made again on a new loop (`run`), which a generator may be only while it has handed
+        nothing over: after, its items would come twice, so the read fails instead.
+        """
+        items: queue.Queue[_T | _End] = queue.Queue(_AHEAD)
+        stop, began = threading.Event(), threading.Event()
+
+        async def produce(resource: _R) -> None:
+            if began.is_set():
+                raise RuntimeError(f"the Trio loop kept for {self._make} ended during a read that had handed out "
+                                   f"items; it cannot be resumed")
+            # Closed here when Spark stops early, not left to Trio's finalizer, which met the generator's fetch still
+            # under way and printed "Exception ignored during finalization" tracebacks into the task's log.
+            async with contextlib.aclosing(source(resource)) as generated:
+                async for item in generated:
+                    began.set()
+                    try:  # a blocking put needs a worker thread, and a round trip through it for every item cost
+                        items.put_nowait(item)  # about a tenth of a Spark reader's CPU: only a full queue waits in one
+                    except queue.Full:
+                        await trio.to_thread.run_sync(items.put, item)
+                    if stop.is_set():
+                        return
+
+        def main() -> None:
+            try:
+                self.run(produce)
+            except BaseException as exc:  # handed to the consuming thread, which raises it in Spark's task
+                items.put(_End(exc))
+            else:
+                items.put(_End(None))
+
+        threading.Thread(target=main, name="kafkalite-spark-read", daemon=True).start()
+        try:
+            while not isinstance(item := items.get(), _End):
+                yield item
+            if item.error is not None:
+                raise item.error
+        finally:
+            stop.set()
+            # Empty the queue: a producer blocked on it puts its item, sees `stop` and hands over its end, all with
+            # room to spare. Taking one item only, its last put filled the queue again, and the end's put waited
+            # for ever, a thread and its batches kept for each read Spark stopped early.
+            while True:
+                try:
+                    items.get_nowait()
+                except queue.Empty:
+                    break
+
     def close(self) -> None:
         """End the loop, exiting the resource there, once the calls on it are answered; without waiting."""
+        self._after_fork()
         with self._opening:
             loop, self._loop = self._loop, None
         if loop is not None:
             loop.finalizer()
 
     def _current(self) -> _Loop[_R]:
-        if self._pid != os.getpid():  # a forked copy: the loop's thread stayed in the parent, its lock maybe taken
-            if self._loop is not None:
-                self._loop.finalizer.detach()
-            self._loop, self._opening, self._pid = None, threading.Lock(), os.getpid()
+        self._after_fork()
         with self._opening:
             if self._loop is None:
                 self._loop = _Loop(self._make)
                 self._loop.finalizer = weakref.finalize(self, self._loop.close)
             return self._loop
+
+    def _after_fork(self) -> None:
+        """In a forked copy the loop's thread stayed in the parent, and its lock may be taken: forget both."""
+        if self._pid != os.getpid():
+            if self._loop is not None:
+                self._loop.finalizer.detach()
+            self._loop, self._opening, self._pid = None, threading.Lock(), os.getpid()
 
     def _discard(self, loop: _Loop[_R]) -> None:
         """Close `loop` (which a failed call used) and stop handing it out, unless another has replaced it."""
@@ -170,50 +228,3 @@ class _Loop(Generic[_R]):
 class _End:
     def __init__(self, error: BaseException | None) -> None:
         self.error = error
-
-
-def iterate(source: Callable[[], AsyncGenerator[_T, None]]) -> Iterator[_T]:
-    """The items of the async generator `source()` makes, produced on a Trio thread; its error is raised here.
-
-    Leaving the loop early (Spark's `limit()`, a cancelled task) stops the producing thread after the item it is
-    working on, without waiting for it: the thread is a daemon and holds nothing Spark needs.
-    """
-    items: queue.Queue[_T | _End] = queue.Queue(_AHEAD)
-    stop = threading.Event()
-
-    async def produce() -> None:
-        # Closed here when Spark stops early, not left to Trio's finalizer, which met the generator's fetch still
-        # under way and printed "Exception ignored during finalization" tracebacks into the task's log.
-        async with contextlib.aclosing(source()) as generated:
-            async for item in generated:
-                try:  # a blocking put needs a worker thread, and a round trip through it for every item cost about
-                    items.put_nowait(item)  # a tenth of a Spark reader's CPU: only a full queue waits in one
-                except queue.Full:
-                    await trio.to_thread.run_sync(items.put, item)
-                if stop.is_set():
-                    return
-
-    def main() -> None:
-        try:
-            run(produce)
-        except BaseException as exc:  # handed to the consuming thread, which raises it in Spark's task
-            items.put(_End(exc))
-        else:
-            items.put(_End(None))
-
-    threading.Thread(target=main, name="kafkalite-spark-read", daemon=True).start()
-    try:
-        while not isinstance(item := items.get(), _End):
-            yield item
-        if item.error is not None:
-            raise item.error
-    finally:
-        stop.set()
-        # Empty the queue: a producer blocked on it puts its item, sees `stop` and hands over its end, all with
-        # room to spare. Taking one item only, its last put filled the queue again, and the end's put waited for
-        # ever, a thread and its batches kept for each read Spark stopped early.
-        while True:
-            try:
-                items.get_nowait()
-            except queue.Empty:
-                break

@@ -15,7 +15,10 @@ exactly (int32 partition and timestampType, int64 offset, microsecond UTC timest
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
 from itertools import accumulate, repeat
 from typing import NamedTuple
 
@@ -28,6 +31,7 @@ from kafkalite.common import columnar
 from kafkalite.common.errors import CorruptMessageError, OffsetOutOfRangeError
 from kafkalite.common.records import LOG_APPEND_TIME, RecordBatch
 from kafkalite.common.types import TopicPartition
+from kafkalite.spark import bridge
 from kafkalite.spark.options import SourceOptions
 from kafkalite.spark.planning import OffsetRange, report_data_loss
 
@@ -415,28 +419,119 @@ def _headers(buffers: columnar.ColumnBuffers, first: int, count: int) -> pa.Arra
     return pa.array([headers or None for headers in columnar.decode_headers(buffers)[first:first + count]], _HEADERS)
 
 
-async def read_range(options: SourceOptions, offsets: OffsetRange) -> AsyncIterator[pa.RecordBatch]:
-    """The records of `offsets`, in offset order, as Arrow batches (`to_arrow`) of each poll's record batches."""
+_IDLE_TIMEOUT_S = 300.0
+"""Seconds a kept consumer may stay unused: Spark's spark.kafka.consumer.cache.timeout (5 minutes by default)."""
+
+_CAPACITY = 16
+"""Consumers kept unused at most, per process (Spark's Kafka source keeps 64, each with 1 MiB fetched at most; these
+fetch 4 MiB): one per partition a worker reads, so a query over at most this many stays kept."""
+
+
+class ConsumerCache:
+    """Consumers kept open between the reads of a process, as Spark's Kafka source keeps its KafkaConsumers
+    (KafkaDataConsumer's cache, per executor).
+
+    A Spark task's read opened a consumer of its own, which connected, asked a broker for metadata and connected
+    to the partition's leader before its first fetch: a tenth to a fifth of a small micro-batch, whose tasks each
+    paid it. Spark runs one task at a time in a Python worker and keeps the worker for the next task, so a read
+    takes a consumer kept open by an earlier read of the same partition (of the same cluster, with the same
+    options) when there is one, on the Trio loop it was opened on (`bridge.KeptOpen`). One per partition, as
+    Spark's are: a consumer's last poll left a fetch of its partition parked at the leader (the prefetch every
+    poll starts), which answers when records come, the next micro-batch's; a consumer moved to another partition
+    would wait up to fetch.max.wait.ms for it before it could fetch from that leader again. A read from where the
+    consumer stands takes what that fetch brought; from anywhere else it seeks, which drops it, and asks for the
+    topic's metadata afresh (`read_range`). A read gives its
+    consumer back only once it has read its whole range; one that failed, or that Spark stopped early, is
+    closed, so nothing of it carries over. At most `_CAPACITY` are kept, and none unused for longer than
+    `_IDLE_TIMEOUT_S`: such are closed when the next read comes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[tuple[_ConsumerKey, float, bridge.KeptOpen[Consumer]]] = []  # oldest first
+        self._pid = os.getpid()
+
+    def read(self, options: SourceOptions, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
+        """The Arrow batches of `offsets` (`read_range`) through a kept consumer, or a new one."""
+        config = {**_CONSUMER_DEFAULTS, **options.client_config, "auto.offset.reset": "none",
+                  "allow.auto.create.topics": False}
+        key = (options.bootstrap, tuple(sorted(config.items())), offsets.topic, offsets.partition)
+        kept = self._take(key) or bridge.KeptOpen(lambda: Consumer(options.bootstrap, config))
+        read_whole = False
+        try:
+            yield from kept.iterate(lambda consumer: read_range(options, offsets, consumer))
+            read_whole = True
+        finally:
+            if read_whole:
+                self._give_back(key, kept)
+            else:
+                kept.close()
+
+    def clear(self) -> None:
+        """Close every kept consumer (without waiting): the next reads open their own."""
+        with self._locked():
+            idle, self._idle = self._idle, []
+        for _, _, kept in idle:
+            kept.close()
+
+    def _take(self, key: _ConsumerKey) -> bridge.KeptOpen[Consumer] | None:
+        now = time.monotonic()
+        with self._locked():
+            expired = [entry for entry in self._idle if now - entry[1] > _IDLE_TIMEOUT_S]
+            self._idle = [entry for entry in self._idle if now - entry[1] <= _IDLE_TIMEOUT_S]
+            taken = next((index for index in reversed(range(len(self._idle))) if self._idle[index][0] == key), None)
+            kept = self._idle.pop(taken)[2] if taken is not None else None
+        for _, _, old in expired:
+            old.close()
+        return kept
+
+    def _give_back(self, key: _ConsumerKey, kept: bridge.KeptOpen[Consumer]) -> None:
+        with self._locked():
+            self._idle.append((key, time.monotonic(), kept))
+            excess, self._idle = self._idle[:-_CAPACITY], self._idle[-_CAPACITY:]
+        for _, _, old in excess:
+            old.close()
+
+    def _locked(self) -> threading.Lock:
+        """The lock, a new one in a forked copy, where the thread that held it may have stayed in the parent."""
+        if self._pid != os.getpid():
+            self._lock, self._pid = threading.Lock(), os.getpid()
+        return self._lock
+
+
+_ConsumerKey = tuple[str, tuple[tuple[str, object], ...], str, int]
+
+CONSUMERS = ConsumerCache()
+"""The process's kept consumers, from which every read of the source takes one."""
+
+
+async def read_range(options: SourceOptions, offsets: OffsetRange, consumer: Consumer
+                     ) -> AsyncIterator[pa.RecordBatch]:
+    """The records of `offsets`, in offset order, as Arrow batches (`to_arrow`) of each poll's record batches, read
+    with `consumer` (opened with `ConsumerCache.read`'s config), which is assigned the partition alone."""
     tp = TopicPartition(offsets.topic, offsets.partition)
-    config = {**_CONSUMER_DEFAULTS, **options.client_config, "auto.offset.reset": "none",
-              "allow.auto.create.topics": False}
     timeout_s = options.poll_timeout_ms / 1000
-    async with Consumer(options.bootstrap, config) as consumer:
+    if consumer.assignment() != {tp} or await consumer.position(tp) != offsets.start:
+        # Not where the last read stopped (see below): a retried task, a restarted query, another worker's reads
+        # in between, or a topic deleted and created again, whose leader epochs the consumer must not keep.
+        consumer.metadata.forget(tp.topic)
         consumer.assign([tp])
         consumer.seek(tp, offsets.start)
-        position = offsets.start
-        while position < offsets.end:
-            try:
-                fetched = await consumer.poll_batches(timeout_s)
-            except OffsetOutOfRangeError:
-                position = await _after_nothing(options, consumer, tp, position, offsets.end, out_of_range=True)
-                continue
-            if not fetched:
-                position = await _after_nothing(options, consumer, tp, position, offsets.end, out_of_range=False)
-                continue
-            position = fetched[-1].batch.next_offset
-            for batch in to_arrow(fetched, offsets.end, options.include_headers):
-                yield batch
+    position = offsets.start
+    while position < offsets.end:
+        try:
+            fetched = await consumer.poll_batches(timeout_s)
+        except OffsetOutOfRangeError:
+            position = await _after_nothing(options, consumer, tp, position, offsets.end, out_of_range=True)
+            continue
+        if not fetched:
+            position = await _after_nothing(options, consumer, tp, position, offsets.end, out_of_range=False)
+            continue
+        position = fetched[-1].batch.next_offset
+        for batch in to_arrow(fetched, offsets.end, options.include_headers):
+            yield batch
+    if position != offsets.end:  # stand where the read stopped, where the next micro-batch's read begins
+        consumer.seek(tp, offsets.end)
 
 
 async def _after_nothing(options: SourceOptions, consumer: Consumer, tp: TopicPartition, position: int, end: int, *,

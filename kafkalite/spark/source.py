@@ -33,7 +33,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from kafkalite.spark import bridge
 from kafkalite.spark.lookup import ClusterLookup, check_reachable
 from kafkalite.spark.options import (
     EARLIEST, LATEST, OptionError, SourceOptions, sink_options, source_options, spelled,
@@ -100,9 +99,9 @@ class _RangeReader:
             if partition.value is not None:
                 raise TypeError(f"the kafkalite source reads the ranges it planned, not {partition!r}")
             return iter(())  # Spark's one stand-in partition when planning found nothing to read
-        from kafkalite.spark.records import read_range  # see the module docstring: imported when used
+        from kafkalite.spark.records import CONSUMERS  # see the module docstring: imported when used
 
-        return bridge.iterate(lambda: read_range(self.options, partition))
+        return CONSUMERS.read(self.options, partition)
 
     def ranges(self, start: Offsets, end: Offsets) -> list[OffsetRange]:
         """One range per partition with records between `start` and `end`, cut for maxRecordsPerPartition and

@@ -23,40 +23,44 @@ def test_a_read_left_early_closes_its_generator_in_its_own_run() -> None:
     whose close runs cancelled: the reader's consumer could not close its fetch session and connections, and Trio
     logged "Exception ignored during finalization" tracebacks into the task's log for every such read."""
     cleaned_up = threading.Event()
+    kept = bridge.KeptOpen(lambda: Resource([]))
 
-    async def source() -> AsyncGenerator[int, None]:
+    async def source(resource: Resource) -> AsyncGenerator[int, None]:
         try:
             for number in itertools.count():
                 yield number
         finally:
-            await trio.sleep(0)  # async clean-up, as a consumer closing what it opened
+            await trio.sleep(0)  # async clean-up, as a consumer's read leaving it where it stopped
             cleaned_up.set()
 
-    items = bridge.iterate(source)
+    items = kept.iterate(source)
     assert [next(items), next(items)] == [0, 1]
     items.close()
     assert cleaned_up.wait(30)
+    kept.close()
 
 
 def test_a_read_left_early_with_its_queue_full_ends_its_thread() -> None:
     """Stopping took one item off a full queue; the producer's last put filled it again, and handing over its end
     then waited for ever: a thread and its queued batches kept for every read Spark stopped early."""
     filled = threading.Event()
+    kept = bridge.KeptOpen(lambda: Resource([]))
 
-    async def source() -> AsyncGenerator[int, None]:
+    async def source(resource: Resource) -> AsyncGenerator[int, None]:
         for number in itertools.count():
             if number > bridge._AHEAD:  # 1 to _AHEAD fill the queue: this one waits for Spark
                 filled.set()
             yield number
 
     before = set(threading.enumerate())
-    items = bridge.iterate(source)
+    items = kept.iterate(source)
     assert next(items) == 0
     assert filled.wait(30)
     items.close()
-    (reader,) = set(threading.enumerate()) - before
+    (reader,) = [thread for thread in set(threading.enumerate()) - before if thread.name == "kafkalite-spark-read"]
     reader.join(30)
     assert not reader.is_alive()
+    kept.close()
 
 
 class Resource:
@@ -164,6 +168,34 @@ def test_a_loop_that_ended_between_calls_is_opened_again() -> None:
     loop_thread.join(30)
     assert first.exited.is_set() and not loop_thread.is_alive()
     assert kept.run(identity) is made[1]
+    kept.close()
+
+
+def test_a_kept_resource_hands_over_a_generator_of_it_and_never_hands_an_item_out_twice() -> None:
+    """The Spark reader's consumers, kept between reads: each read's records come from the kept resource, and a loop
+    ending under a read that had handed items out fails the read rather than making it again from the start."""
+    made: list[Resource] = []
+    kept = bridge.KeptOpen(lambda: made.append(Resource([])) or made[-1])
+
+    async def numbers(resource: Resource) -> AsyncGenerator[tuple[Resource, int], None]:
+        for number in range(3):
+            yield resource, number
+
+    assert list(kept.iterate(numbers)) == [(made[0], 0), (made[0], 1), (made[0], 2)]
+    assert list(kept.iterate(numbers)) == [(made[0], 0), (made[0], 1), (made[0], 2)]
+    assert len(made) == 1
+
+    async def broken(resource: Resource) -> AsyncGenerator[str, None]:
+        yield "first"
+        assert kept._loop is not None
+        kept._loop._end()  # as if the loop ended on its own (its resource failed) in the middle of the read
+        await trio.sleep_forever()
+
+    items = kept.iterate(broken)
+    assert next(items) == "first"
+    with pytest.raises(RuntimeError, match="ended during a read that had handed out items"):
+        next(items)
+    assert made[0].exited.wait(30)
     kept.close()
 
 
