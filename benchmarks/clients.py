@@ -27,6 +27,7 @@ import time
 from typing import Any, cast
 
 import trio
+from arguments import at_least
 
 from kafkalite.client import Consumer, Producer, TopicPartition
 from kafkalite.cluster import Cluster
@@ -116,19 +117,19 @@ def table(rows: list[tuple[str, str, int, float]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=100_000, help="records for the in-process run")
-    parser.add_argument("--tcp-records", type=int, default=500_000, help="records for the TCP run")
-    parser.add_argument("--rounds", type=int, default=7, help="alternating in-process and mockafka-py rounds")
+    parser.add_argument("--records", type=at_least(1), default=100_000, help="records for the in-process run")
+    parser.add_argument("--tcp-records", type=at_least(1), default=500_000, help="records for the TCP run")
+    parser.add_argument("--rounds", type=at_least(1), default=7, help="alternating in-process and mockafka-py rounds")
     args = parser.parse_args(argv)
     mine: list[tuple[float, float]] = []
     theirs: list[tuple[float, float]] = []
-    for _ in range(max(args.rounds, 1)):
+    for _ in range(args.rounds):
         mine.append(trio.run(in_process_round, args.records))
         peer = mockafka_run(args.records)  # the same count, so both pay for the same amount of state
         if peer is not None:
             theirs.append(peer)
     rows = [("in-process", direction, args.records, seconds) for direction, seconds in zip(DIRECTIONS, median(mine))]
-    tcp = [trio.run(tcp_round, args.tcp_records) for _ in range(max(args.rounds, 1))]
+    tcp = [trio.run(tcp_round, args.tcp_records) for _ in range(args.rounds)]
     if None in tcp:
         print("TCP: the brokers advertise no NATIVE listener; skipped")
     else:

@@ -13,12 +13,14 @@ import argparse
 import statistics
 import time
 
+from arguments import at_least
+
 from kafkalite.embedded import EmbeddedCluster
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=at_least(1), default=20)
     args = parser.parse_args()
     EmbeddedCluster(brokers=3).start().close()  # warm-up: imports are not start-up
     starts, closes = [], []

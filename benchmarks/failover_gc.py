@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from arguments import at_least
 
 from kafkalite.cluster import Cluster
 
@@ -98,17 +99,12 @@ async def failovers(partitions: int, brokers: int, count: int, shutdowns: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--partitions", type=int, default=10_000)
-    parser.add_argument("--brokers", type=int, default=3)
-    parser.add_argument("--failovers", type=int, default=4)
-    parser.add_argument("--shutdowns", type=int, default=0, help="controlled shutdown and election rounds after")
+    parser.add_argument("--partitions", type=at_least(1), default=10_000)
+    parser.add_argument("--brokers", type=at_least(3), default=3, help="at least 3: the topic has 3 replicas")
+    parser.add_argument("--failovers", type=at_least(0), default=4)
+    parser.add_argument("--shutdowns", type=at_least(0), default=0,
+                        help="controlled shutdown and election rounds after")
     args = parser.parse_args()
-    for name in ("partitions", "brokers"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    for name in ("failovers", "shutdowns"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name} must not be negative, got {getattr(args, name)}")
     trio.run(failovers, args.partitions, args.brokers, args.failovers, args.shutdowns,
              clock=trio.testing.MockClock(autojump_threshold=0))
 

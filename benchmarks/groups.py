@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 import trio
+from arguments import at_least
 
 from kafkalite.client import Consumer, Producer, TopicPartition
 from kafkalite.cluster import Cluster
@@ -38,6 +39,7 @@ TOPIC = "bench-groups"
 PARTITIONS = 6
 ALL = {TopicPartition(TOPIC, p) for p in range(PARTITIONS)}
 VALUE = bytes(100)
+MAX_POLL_RECORDS = 10_000
 
 
 def covering(consumers: list[Consumer]) -> bool:
@@ -76,7 +78,7 @@ async def form_and_rebalance(cluster: Cluster, group: str) -> tuple[float, float
 
 async def consume_all(cluster: Cluster, records: int, group: str | None) -> float:
     """Records per second for one consumer reading every partition from the start."""
-    config: dict[str, Any] = {"auto.offset.reset": "earliest", "max.poll.records": 10_000}
+    config: dict[str, Any] = {"auto.offset.reset": "earliest", "max.poll.records": MAX_POLL_RECORDS}
     if group is not None:
         config["group.id"] = group
     gc.collect()
@@ -123,10 +125,12 @@ async def run(records: int, rounds: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=60_000, help="records in the topic (default 60000)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
-    parser.add_argument("--heartbeat-ms", type=int, default=3000, help="the members' heartbeat.interval.ms "
-                                                                        "(default 3000, Kafka's)")
+    parser.add_argument("--records", type=at_least(MAX_POLL_RECORDS + 1), default=60_000,
+                        help="records in the topic (default 60000; more than max.poll.records, 10000, as the "
+                             "first poll is left out of the rate)")
+    parser.add_argument("--rounds", type=at_least(1), default=5, help="alternating rounds (default 5)")
+    parser.add_argument("--heartbeat-ms", type=at_least(1), default=3000, help="the members' heartbeat.interval.ms "
+                                                                                "(default 3000, Kafka's)")
     args = parser.parse_args(argv)
     HEARTBEAT_MS[0] = args.heartbeat_ms
     trio.run(run, args.records, args.rounds)

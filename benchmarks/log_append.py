@@ -13,6 +13,8 @@ import argparse
 import time
 import tracemalloc
 
+from arguments import at_least
+
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.log import Log, LogConfig
 
@@ -31,8 +33,7 @@ def build_batches() -> list[RecordBatch]:
     return batches
 
 
-def run(batch_count: int, segment_bytes: int, fetch_bytes: int) -> dict[str, float]:
-    batches = build_batches()
+def run(batches: list[RecordBatch], batch_count: int, segment_bytes: int, fetch_bytes: int) -> dict[str, float]:
     clock = iter(range(10**12)).__next__
     log = Log(LogConfig(segment_bytes=segment_bytes, retention_ms=-1), clock_ms=clock)
     tracemalloc.start()
@@ -68,11 +69,17 @@ def run(batch_count: int, segment_bytes: int, fetch_bytes: int) -> dict[str, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batches", type=int, default=100_000, help="batches of 1,000 records to append")
-    parser.add_argument("--segment-bytes", type=int, default=1 << 30, help="log.segment.bytes")
-    parser.add_argument("--fetch-bytes", type=int, default=1 << 20, help="max bytes per read (fetch.max.bytes)")
+    parser.add_argument("--batches", type=at_least(1), default=100_000, help="batches of 1,000 records to append")
+    parser.add_argument("--segment-bytes", type=at_least(1), default=1 << 30,
+                        help="log.segment.bytes (at least a batch's size)")
+    parser.add_argument("--fetch-bytes", type=at_least(1), default=1 << 20,
+                        help="max bytes per read (fetch.max.bytes)")
     args = parser.parse_args()
-    result = run(args.batches, args.segment_bytes, args.fetch_bytes)
+    batches = build_batches()
+    largest = max(batch.size_in_bytes for batch in batches)
+    if args.segment_bytes < largest:
+        parser.error(f"argument --segment-bytes: must hold a batch of {largest:,} bytes, got {args.segment_bytes:,}")
+    result = run(batches, args.batches, args.segment_bytes, args.fetch_bytes)
     print(f"{'records':>12} {'segments':>9} {'append rec/s':>14} {'read rec/s':>14} {'log MiB*':>9} "
           f"{'peak MiB':>9}")
     print(f"{result['records']:>12,} {result['segments']:>9} {result['append_rps']:>14,.0f} "

@@ -19,6 +19,7 @@ import time
 
 import trio
 import trio.testing
+from arguments import seconds
 
 from kafkalite.cluster import Cluster
 from kafkalite.common.records import Record, RecordBatch
@@ -68,7 +69,7 @@ async def failover() -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=seconds, default=3.0)
     args = parser.parse_args()
     acked, elapsed = trio.run(throughput, args.seconds)
     print(f"acks=-1, 3 replicas, 8 partitions, 1,000 x 100 B batches: {acked / elapsed:,.0f} records/s acknowledged "

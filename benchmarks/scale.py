@@ -56,6 +56,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from arguments import at_least, partition_counts
 
 from kafkalite.client import Producer
 from kafkalite.cluster import Cluster
@@ -269,19 +270,17 @@ def print_against_filing(results: dict[int, dict[str, float]], ratios: dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--sizes", type=partition_counts, default="100,1000,10000",
+                        help="partition counts, comma-separated")
     parser.add_argument("--huge", action="store_true", help="also a 100,000-partition, 5-broker cluster")
     parser.add_argument("--plot", help="write the curves to this PNG (needs matplotlib)")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=at_least(1), default=3,
                         help="alternating rounds of the mock-clock operations (each figure their median)")
-    parser.add_argument("--keyed-rounds", type=int, default=5, help="alternating rounds of the keyed produce")
+    parser.add_argument("--keyed-rounds", type=at_least(1), default=5, help="alternating rounds of the keyed produce")
     parser.add_argument("--no-frozen", dest="frozen", action="store_false",
                         help="skip the mock-clock operations on a cluster frozen after setup (gc.freeze())")
     args = parser.parse_args()
-    for option, value in (("--rounds", args.rounds), ("--keyed-rounds", args.keyed_rounds)):
-        if value < 1:
-            parser.error(f"{option} must be at least 1, got {value}")
-    sizes = [int(size) for size in args.sizes.split(",")]
+    sizes = args.sizes
     # first, before the large clusters' objects weigh on the garbage collector
     keyed: dict[int, list[float]] = {8: [], 256: []}
     for _ in range(args.keyed_rounds):

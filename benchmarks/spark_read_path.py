@@ -34,14 +34,16 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from arguments import at_least
 from failover_gc import GcTimer
 from spark_source import PARTITIONS, fill
 
+from kafkalite.client import Consumer
 from kafkalite.embedded import EmbeddedCluster
 from kafkalite.spark import KafkaliteDataSource, bridge
 from kafkalite.spark.options import SourceOptions
 from kafkalite.spark.planning import OffsetRange
-from kafkalite.spark.records import read_range
+from kafkalite.spark.records import consumer_config, read_range
 
 WORKERS = 2
 TOPIC = "bench"
@@ -71,7 +73,8 @@ def read_ranges(bootstrap: str, ranges: list[tuple[int, int, int]], profile: str
 
 
 async def _count(options: SourceOptions, offsets: OffsetRange) -> int:
-    return sum([batch.num_rows async for batch in read_range(options, offsets)])
+    async with Consumer(options.bootstrap, consumer_config(options)) as consumer:
+        return sum([batch.num_rows async for batch in read_range(options, offsets, consumer)])
 
 
 class Round(NamedTuple):
@@ -113,16 +116,13 @@ async def _disable(profiler: cProfile.Profile) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=3_000_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=1 << 20,
+    parser.add_argument("--rows", type=at_least(PARTITIONS), default=3_000_000, help="at least one a partition")
+    parser.add_argument("--rounds", type=at_least(1), default=5)
+    parser.add_argument("--batch-size", type=at_least(1), default=1 << 20,
                         help="the producer's batch.size (16384: its default)")
     parser.add_argument("--profile", metavar="DIR", help="write cProfile files of the last round here")
     parser.add_argument("--reader", nargs=3, help=argparse.SUPPRESS)  # bootstrap, ranges (JSON), profile dir
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.rows < PARTITIONS or args.batch_size < 1:
-        parser.error(f"--rounds and --batch-size must be at least 1 and --rows at least {PARTITIONS} (one a "
-                     f"partition), got {args.rounds}, {args.batch_size} and {args.rows}")
     if args.reader:
         bootstrap, ranges, profile = args.reader
         read_ranges(bootstrap, [tuple(r) for r in json.loads(ranges)], profile or None)

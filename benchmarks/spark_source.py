@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+from arguments import at_least
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -225,17 +226,13 @@ def latencies(spark: SparkSession, cluster: EmbeddedCluster, batches: int) -> di
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=3_000_000)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating connector and synthetic rounds")
-    parser.add_argument("--latency-batches", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=1 << 20,
+    parser.add_argument("--rows", type=at_least(PARTITIONS), default=3_000_000, help="at least one a partition")
+    parser.add_argument("--rounds", type=at_least(1), default=3, help="alternating connector and synthetic rounds")
+    parser.add_argument("--latency-batches", type=at_least(1), default=20)
+    parser.add_argument("--batch-size", type=at_least(1), default=1 << 20,
                         help="the producer's batch.size for the topic read (16384 is its default; "
                              "batches never pass max.request.size, 1 MiB)")
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.latency_batches < 1:
-        parser.error(f"--latency-batches must be at least 1, got {args.latency_batches}")
     compile_bytecode()
     spark = spark_session()
     with EmbeddedCluster(3) as cluster:
@@ -248,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
                      .option("subscribe", "bench").option("startingOffsets", "earliest"))
         synthetic = spark.readStream.format("synthetic").option("rows", str(args.rows))
         rounds: dict[str, list[Round]] = {"kafkalite": [], "synthetic": []}
-        for round_number in range(max(args.rounds, 1) + 1):
+        for round_number in range(args.rounds + 1):
             for name, reader in (("kafkalite", connector), ("synthetic", synthetic)):
                 one = timed_round(spark, reader)
                 assert one.rows == (args.rows if name == "kafkalite" else args.rows // PARTITIONS * PARTITIONS), one

@@ -14,6 +14,7 @@ import statistics
 import time
 
 import trio
+from arguments import at_least
 
 from kafkalite.cluster import Cluster
 
@@ -31,7 +32,7 @@ async def one_run() -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--runs", type=at_least(1), default=30)
     args = parser.parse_args()
     trio.run(one_run)  # warm-up: imports and first-use caches are not start-up
     runs = [trio.run(one_run) for _ in range(args.runs)]

@@ -18,9 +18,13 @@ import time
 
 import trio
 import trio.testing
+from arguments import at_least
 from failover_gc import CONFIG, GcTimer
 
 from kafkalite.cluster import Cluster
+
+WINDOW = 20
+"""Topics per figure: the median of the first 20 topics' costs, and of the last 20's."""
 
 
 async def run(topics: int) -> dict[str, float]:
@@ -35,14 +39,15 @@ async def run(topics: int) -> dict[str, float]:
                 costs.append((time.process_time() - started, timer.spent - gc_before))
     finally:
         gc.callbacks.remove(timer)
-    first, last = costs[:20], costs[-20:]
+    first, last = costs[:WINDOW], costs[-WINDOW:]
     return {"first": statistics.median(c for c, _ in first), "last": statistics.median(c for c, _ in last),
             "last gc share": sum(g for _, g in last) / sum(c for c, _ in last)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--topics", type=int, default=2000)
+    parser.add_argument("--topics", type=at_least(2 * WINDOW), default=2000,
+                        help=f"topics created (at least {2 * WINDOW}: the last {WINDOW} against the first {WINDOW})")
     args = parser.parse_args()
     figures = trio.run(run, args.topics, clock=trio.testing.MockClock(autojump_threshold=0))
     print(f"create one topic: first topics {figures['first'] * 1000:.2f} ms, topic {args.topics:,} "

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import trio
+from arguments import at_least
 
 from kafkalite.client import Producer
 from kafkalite.cluster import Cluster
@@ -68,8 +69,8 @@ async def produce_rate(records: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--records", type=at_least(1), default=100_000)
+    parser.add_argument("--rounds", type=at_least(1), default=7)
     args = parser.parse_args()
     print(f"{'per record':<16}{'ns':>8}")
     for name, ns in per_record_ns(args.rounds).items():

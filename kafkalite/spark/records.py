@@ -453,8 +453,7 @@ class ConsumerCache:
 
     def read(self, options: SourceOptions, offsets: OffsetRange) -> Iterator[pa.RecordBatch]:
         """The Arrow batches of `offsets` (`read_range`) through a kept consumer, or a new one."""
-        config = {**_CONSUMER_DEFAULTS, **options.client_config, "auto.offset.reset": "none",
-                  "allow.auto.create.topics": False}
+        config = consumer_config(options)
         key = (options.bootstrap, tuple(sorted(config.items())), offsets.topic, offsets.partition)
         kept = self._take(key) or bridge.KeptOpen(lambda: Consumer(options.bootstrap, config))
         read_whole = False
@@ -505,10 +504,17 @@ CONSUMERS = ConsumerCache()
 """The process's kept consumers, from which every read of the source takes one."""
 
 
+def consumer_config(options: SourceOptions) -> dict[str, object]:
+    """The config of a consumer that `read_range` reads with: the connector's defaults, then the `kafka.*` options;
+    the reader seeks where its range starts and never creates topics."""
+    return {**_CONSUMER_DEFAULTS, **options.client_config, "auto.offset.reset": "none",
+            "allow.auto.create.topics": False}
+
+
 async def read_range(options: SourceOptions, offsets: OffsetRange, consumer: Consumer
                      ) -> AsyncIterator[pa.RecordBatch]:
     """The records of `offsets`, in offset order, as Arrow batches (`to_arrow`) of each poll's record batches, read
-    with `consumer` (opened with `ConsumerCache.read`'s config), which is assigned the partition alone."""
+    with `consumer` (opened with `consumer_config`), which is assigned the partition alone."""
     tp = TopicPartition(offsets.topic, offsets.partition)
     timeout_s = options.poll_timeout_ms / 1000
     if consumer.assignment() != {tp} or await consumer.position(tp) != offsets.start:
