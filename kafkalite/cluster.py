@@ -38,7 +38,7 @@ from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller import KafkaController
 from kafkalite.coordination import CoordinationService
-from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
+from kafkalite.coordination.kafka_zk import EndPoint, KafkaZkClient, LeaderAndIsr
 from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
@@ -778,16 +778,24 @@ class Cluster:
         """Crash: the broker's tasks are cancelled at once; its session expires after the session timeout."""
         await self._stop(self._live_node(broker_id))
 
-    async def restart_broker(self, broker_id: int) -> None:
+    async def restart_broker(self, broker_id: int, *, new_ports: bool = False) -> None:
         """Start a stopped broker again with the logs it had, on the ports it had; it registers anew (a new broker
         epoch). If one of those ports is taken meanwhile, OSError naming them, and the broker stays stopped; so it
         does, with CoordinationTimeoutError, if it cannot reach the coordination service within the session timeout
-        (zookeeper.connection.timeout.ms, as Kafka's broker gives up): the broker is not live while it tries."""
+        (zookeeper.connection.timeout.ms, as Kafka's broker gives up): the broker is not live while it tries.
+
+        `new_ports`: listen on free ports instead, as an operator whose broker's ports were taken would have to
+        move it; clients find it again through metadata, as its registration names them (a bootstrap list that
+        named only the old ones no longer reaches it)."""
         node = self._node(broker_id)
         if node.alive:
             raise ValueError(f"broker {broker_id} is running; kill or shut it down first")
         if node.starting:
             raise ValueError(f"broker {broker_id} is starting already: wait for that start to return")
+        if new_ports:
+            node.config = node.config.with_overrides({"listeners": ",".join(
+                f"{ep.listener}://{EndPoint(ep.listener, ep.host, 0).address}"
+                for ep in parse_listeners(node.config["listeners"]))})
         try:
             await self._start_node(node)
         except BaseExceptionGroup as group:  # it fails in its own nursery: say what failed, as __aenter__ does

@@ -6,6 +6,8 @@ watermarks, error codes, and that no acknowledged record is lost and replicas en
 
 from __future__ import annotations
 
+import errno
+import socket
 from functools import partial
 from typing import Any
 
@@ -690,6 +692,35 @@ async def test_a_restarted_broker_serves_on_the_ports_it_had(autojump_clock: Any
         assert (cluster.bootstrap_servers, cluster.kafka_bootstrap_servers) == (native, kafka)
         async with Admin(native) as admin:
             assert await admin.list_topics() == ["t"]
+
+
+async def test_a_broker_whose_port_was_taken_restarts_on_new_ports_only_when_asked_and_clients_find_it(
+        autojump_clock: Any) -> None:
+    """Something else took a killed broker's port: the restart is refused, naming it, and the broker stays
+    stopped; `new_ports=True` moves it (the chaos harness's supervisor does, as its sweep's processes all bind port
+    0), and a client bootstrapped from another broker reaches it there through metadata."""
+    from kafkalite.client import Admin, Producer
+
+    async with Cluster(brokers=3) as cluster:
+        old = native_address(cluster, 3)
+        await cluster.kill_broker(3)
+        with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the connections the broker left
+            taken.bind(("127.0.0.1", int(old.rpartition(":")[2])))
+            taken.listen()
+            with pytest.raises(OSError, match=f"broker 3 cannot listen on the ports it had .*{old}") as refused:
+                await cluster.restart_broker(3)
+            assert refused.value.errno == errno.EADDRINUSE and cluster.live_broker_ids == [1, 2]
+            await cluster.restart_broker(3, new_ports=True)
+            new = native_address(cluster, 3)
+        assert new != old and cluster.live_broker_ids == [1, 2, 3]
+        await cluster.create_topic("moved", 3, 3)  # each broker leads one partition
+        led = next(p for p in range(3) if cluster.leader_for("moved", p) == 3)
+        async with Admin(native_address(cluster, 1)) as admin:
+            moved = next(b for b in (await admin.describe_cluster()).brokers if b.node_id == 3)
+            assert f"{moved.host}:{moved.port}" == new
+        async with Producer(native_address(cluster, 1), {"acks": "all"}) as producer:
+            assert (await (await producer.send("moved", b"found", partition=led))).offset == 0
 
 
 def native_address(cluster: Cluster, broker_id: int) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import hashlib
 import logging
 import multiprocessing
@@ -531,14 +532,22 @@ class _Run:
 
     async def restart(self, broker: int, *, retry: bool = False) -> None:
         """Start the broker if it is down. One cut off the coordination service gives up starting after the session
-        timeout; with `retry` it is started again until it comes up, as a process supervisor would."""
+        timeout; with `retry` it is started again until it comes up, as a process supervisor would. One whose port
+        something else took while it was down (another sweep worker's broker, any socket's local port: the sweep's
+        processes all bind port 0) moves to free ports, or the seed would fail on the machine, not the cluster."""
+        new_ports = False
         while broker not in self.cluster.live_broker_ids:
             try:
-                await self.cluster.restart_broker(broker)
+                await self.cluster.restart_broker(broker, new_ports=new_ports)
             except CoordinationTimeoutError:
                 if not retry:
                     raise
                 self.history.record("restart-gave-up", broker)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or new_ports:
+                    raise
+                self.history.record("restart-on-new-ports", broker)
+                new_ports = True
         self.down.discard(broker)
 
     def resume(self, broker: int) -> None:
