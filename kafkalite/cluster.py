@@ -9,6 +9,7 @@ keeps, so a restart in the same process finds them again, as a restarted broker 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import random
@@ -38,7 +39,7 @@ from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.controller import KafkaController
 from kafkalite.coordination import CoordinationService
-from kafkalite.coordination.kafka_zk import EndPoint, KafkaZkClient, LeaderAndIsr
+from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
 from kafkalite.network.kafka import KAFKA_LISTENER, load_codec
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
@@ -359,7 +360,7 @@ class Cluster:
                     # Its ports from now on, as a Kafka broker's are fixed in its server.properties: a restart
                     # binds the same ones, so bootstrap servers a client was given keep reaching it.
                     node.config = node.config.with_overrides({"listeners": ",".join(
-                        f"{ep.listener}://{ep.address}" for ep in node.broker.endpoints)})
+                        ep.listener_spec for ep in node.broker.endpoints)})
                     await node.controller.startup(nursery)
                     node.scope = scope
                     task_status.started()
@@ -653,7 +654,7 @@ class Cluster:
         for broker_id, node in sorted(self._nodes.items()):
             registered = self._zk().get_broker(broker_id)
             endpoints = registered.endpoints if registered is not None else ()
-            brokers.append(BrokerDescription(broker_id, tuple(f"{ep.listener}://{ep.address}" for ep in endpoints),
+            brokers.append(BrokerDescription(broker_id, tuple(ep.listener_spec for ep in endpoints),
                                              node.config["broker.rack"], node.alive and registered is not None,
                                              broker_id == controller_id,
                                              registered.epoch if registered is not None else -1))
@@ -794,8 +795,7 @@ class Cluster:
             raise ValueError(f"broker {broker_id} is starting already: wait for that start to return")
         if new_ports:
             node.config = node.config.with_overrides({"listeners": ",".join(
-                f"{ep.listener}://{EndPoint(ep.listener, ep.host, 0).address}"
-                for ep in parse_listeners(node.config["listeners"]))})
+                dataclasses.replace(ep, port=0).listener_spec for ep in parse_listeners(node.config["listeners"]))})
         try:
             await self._start_node(node)
         except BaseExceptionGroup as group:  # it fails in its own nursery: say what failed, as __aenter__ does

@@ -155,6 +155,11 @@ class EndPoint:
         """`host:port`, an IPv6 host in brackets (`[::1]:9092`) as Kafka's clients and `listeners` spell it."""
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
+    @property
+    def listener_spec(self) -> str:
+        """`NAME://host:port`, one entry of the `listeners` property."""
+        return f"{self.listener}://{self.address}"
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:

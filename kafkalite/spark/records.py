@@ -440,10 +440,9 @@ class ConsumerCache:
     poll starts), which answers when records come, the next micro-batch's; a consumer moved to another partition
     would wait up to fetch.max.wait.ms for it before it could fetch from that leader again. A read from where the
     consumer stands takes what that fetch brought; from anywhere else it seeks, which drops it, and asks for the
-    topic's metadata afresh (`read_range`). A read gives its
-    consumer back only once it has read its whole range; one that failed, or that Spark stopped early, is
-    closed, so nothing of it carries over. At most `_CAPACITY` are kept, and none unused for longer than
-    `_IDLE_TIMEOUT_S`: such are closed when the next read comes.
+    topic's metadata afresh (`read_range`). A read gives its consumer back only once it has read its whole range;
+    one that failed, or that Spark stopped early, is closed, so nothing of it carries over. At most `_CAPACITY`
+    are kept, and none unused for longer than `_IDLE_TIMEOUT_S`: such are closed when the next read comes.
     """
 
     def __init__(self) -> None:
