@@ -259,9 +259,21 @@ def test_wire_round_trip_through_msgpack():
     again.validate(deep=True)
 
 
+def test_from_wire_takes_a_tuple_and_gives_a_batch_equal_in_every_field():
+    batch = RecordBatch.from_records(RECORDS, base_offset=3, partition_leader_epoch=2, producer_id=9,
+                                     producer_epoch=1, base_sequence=4, attributes=0)
+    again = RecordBatch.from_wire(tuple(batch.to_wire()))
+    assert [getattr(again, f.name) for f in dataclasses.fields(RecordBatch)] == \
+        [getattr(batch, f.name) for f in dataclasses.fields(RecordBatch)]
+    assert not again.kafka_format and again.kafka() == batch.kafka()  # the conversion cache starts empty
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.base_offset = 0  # type: ignore[misc]
+
+
 @pytest.mark.parametrize("wire", [
     None, [], [1] * 10, [1] * 11, [True] + [1] * 9 + [b"x"], ["1"] + [1] * 9 + [b"x"],
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"x"],
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"x"], [1] * 9 + [1.0, b"x"], [1] * 5 + [False] + [1] * 4 + [b"x"],
+    [1] * 10 + [bytearray(b"x")], [1] * 10 + [None], [1] * 12 + [b"x"], {"base_offset": 1},
 ])
 def test_from_wire_rejects_malformed_shapes(wire):
     with pytest.raises(CorruptMessageError):
