@@ -33,17 +33,32 @@ SESSIONLESS_EPOCH = -1  # a fetch with this epoch has no session (consumers, and
 
 
 class SessionPartition:
-    """One partition of a session: the follower's last fetch of it and what the leader last answered."""
+    """One partition of a session: the follower's last fetch of it, field by field, and what the leader last answered.
 
-    __slots__ = ("fetch", "sent_high_watermark", "sent_log_start_offset")
+    It reads as the FetchPartition it was made from (the leader's reads take either): holding the follower's request
+    object instead cost the leader a tracked object more per follower and partition, all of them in the cyclic GC's
+    oldest generation (20,000 at 10,000 partitions and RF=3)."""
+
+    __slots__ = ("topic", "partition", "fetch_offset", "partition_max_bytes", "current_leader_epoch",
+                 "log_start_offset", "last_fetched_epoch", "sent_high_watermark", "sent_log_start_offset")
 
     def __init__(self, fetch: FetchPartition) -> None:
-        self.fetch = fetch
+        self.topic = fetch.topic
+        self.partition = fetch.partition
+        self.update(fetch)
         # What the follower knows already: its own log start, and, with an empty log, its high watermark, which
         # lies between the two. So a new partition with nothing in it on either side needs no answer at all.
         empty = fetch.fetch_offset == fetch.log_start_offset
         self.sent_high_watermark = fetch.fetch_offset if empty else -1
         self.sent_log_start_offset = fetch.log_start_offset
+
+    def update(self, fetch: FetchPartition) -> None:
+        """The follower's newer fetch of the partition: where it is, and what it asks."""
+        self.fetch_offset = fetch.fetch_offset
+        self.partition_max_bytes = fetch.partition_max_bytes
+        self.current_leader_epoch = fetch.current_leader_epoch
+        self.log_start_offset = fetch.log_start_offset
+        self.last_fetched_epoch = fetch.last_fetched_epoch
 
 
 class FetchSession:
@@ -121,7 +136,7 @@ class FetchSessionCache:
                 session.partitions[tp] = SessionPartition(fetch)
                 self._watching[tp] = self._watching.get(tp, ()) + (session,)
             else:
-                cached.fetch = fetch
+                cached.update(fetch)
             session.dirty[tp] = None
 
     def on_partition_change(self, tp: TopicPartition, appended: bool) -> None:

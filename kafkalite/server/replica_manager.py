@@ -58,7 +58,13 @@ from kafkalite.network.requests import (
 )
 from kafkalite.network.transport import PauseGate, Transport
 from kafkalite.server.delayed import await_fetch, await_produce
-from kafkalite.server.fetch_session import NEW_SESSION_ID, SESSIONLESS_EPOCH, FetchSession, FetchSessionCache
+from kafkalite.server.fetch_session import (
+    NEW_SESSION_ID,
+    SESSIONLESS_EPOCH,
+    FetchSession,
+    FetchSessionCache,
+    SessionPartition,
+)
 from kafkalite.server.fetcher import ReplicaFetcherManager
 from kafkalite.server.log_manager import LogManager
 from kafkalite.server.metadata_cache import MetadataCache
@@ -84,7 +90,12 @@ def _error_of(exc: Exception, what: str) -> tuple[int, str]:
     return errors.UNKNOWN_SERVER_ERROR.code, f"{type(exc).__name__}: {exc}"
 
 
-def _diverging_epoch(partition: Partition, fetch: FetchPartition) -> tuple[int, int] | None:
+_Asked = FetchPartition | SessionPartition
+"""A partition a read is asked for: a consumer's or a sessionless fetch's, or a follower session's, which reads as
+one."""
+
+
+def _diverging_epoch(partition: Partition, fetch: _Asked) -> tuple[int, int] | None:
     """Kafka's validateFetchOffsetAndEpoch (KIP-595, truncation on fetch): where the follower's log leaves the
     leader's, as an OffsetsForLeaderEpoch answer for its last fetched epoch, or None if its log up to the fetch
     offset is the leader's. A follower checks so once per leader epoch, before it fetches on (ReplicaFetcher)."""
@@ -377,7 +388,7 @@ class ReplicaManager:
         sessions.apply(session, request.partitions, request.forgotten)
         session.last_fetch_ms = now_ms()
         results, readable, failed = self._read_session(session, request.max_bytes, record_follower_fetch=True)
-        asked = [session.partitions[TopicPartition(r.topic, r.partition)].fetch for r in results]
+        asked = [session.partitions[TopicPartition(r.topic, r.partition)] for r in results]
         wake = trio.Event()
         if request.max_wait_ms > 0 and not self._fetch_complete(request.min_bytes, asked, results, readable, failed) \
                 and (hurry is None or hurry.park(wake)):
@@ -412,9 +423,9 @@ class ReplicaManager:
         for tp in session.dirty:
             cached = session.partitions[tp]
             partition = partitions.get(tp)
-            if partition is not None and 0 <= cached.fetch.current_leader_epoch < partition.leader_epoch:
+            if partition is not None and 0 <= cached.current_leader_epoch < partition.leader_epoch:
                 continue
-            result = self._read_partition(cached.fetch, replica_id, recorded_at, max_bytes - total, total == 0)
+            result = self._read_partition(cached, replica_id, recorded_at, max_bytes - total, total == 0)
             if _answer_now(result):
                 failed = True
             elif not result.batches and result.high_watermark == cached.sent_high_watermark \
@@ -439,7 +450,7 @@ class ReplicaManager:
         for tp in session.dirty:
             cached = session.partitions[tp]
             partition = self.all_partitions.get(tp)
-            if partition is not None and partition.is_leader and cached.fetch.fetch_offset >= partition.log_end_offset \
+            if partition is not None and partition.is_leader and cached.fetch_offset >= partition.log_end_offset \
                     and cached.sent_high_watermark == partition.high_watermark \
                     and cached.sent_log_start_offset == partition.log.log_start_offset:
                 clean.append(tp)
@@ -447,7 +458,7 @@ class ReplicaManager:
             del session.dirty[tp]
 
     @staticmethod
-    def _fetch_complete(min_bytes: int, partitions: Sequence[FetchPartition], results: list[FetchPartitionResponse],
+    def _fetch_complete(min_bytes: int, partitions: Sequence[_Asked], results: list[FetchPartitionResponse],
                         readable: int, failed: bool) -> bool:
         """Kafka's DelayedFetch completion (min_bytes read, an error or a diverging epoch: `failed`), and one more
         for followers: a leader log
@@ -477,7 +488,7 @@ class ReplicaManager:
             results.append(result)
         return results, total, failed
 
-    def _read_partition(self, fetch: FetchPartition, follower_id: int | None, recorded_at: int | None, budget: int,
+    def _read_partition(self, fetch: _Asked, follower_id: int | None, recorded_at: int | None, budget: int,
                         min_one_batch: bool) -> FetchPartitionResponse:
         """One partition's read; `recorded_at`: the time of the follower's fetch, to record where it is."""
         tp = TopicPartition(fetch.topic, fetch.partition)
