@@ -559,14 +559,16 @@ class Cluster:
         for result in response.responses:
             raise_for(result.error_code, result.error_message)
 
+        wanted = {tp: tuple(replicas) for tp, replicas in targets.items()}
+
         def done() -> bool:
             controller = self.controller_id
             if controller is None or self.controller(controller).context.partitions_being_reassigned:
                 return False
             zk = self._zk()
-            return all(zk.get_replica_assignment(tp.topic).get(tp.partition) == list(replicas)  # type: ignore
-                       for tp, replicas in targets.items()) and \
-                all(self._topic_online(tp.topic, tp.partition + 1) for tp in targets)
+            assignments = {topic: zk.get_assignment(topic) or {} for topic in {tp.topic for tp in wanted}}
+            return all(assignments[tp.topic].get(tp.partition) == replicas for tp, replicas in wanted.items()) \
+                and self._partitions_online(wanted)
 
         await self.wait_until(done, timeout=timeout, what="the reassignments to complete")
 
@@ -587,18 +589,30 @@ class Cluster:
                               timeout=timeout, what=f"topic {name} gone from every broker's metadata")
 
     def _topic_online(self, topic: str, partitions: int) -> bool:
-        for broker_id in self.live_broker_ids:
-            cache = self._nodes[broker_id].broker.metadata_cache  # type: ignore[union-attr]
-            for p in range(partitions):
-                info = cache.get_partition_info(TopicPartition(topic, p))
+        return self._partitions_online(TopicPartition(topic, p) for p in range(partitions))
+
+    def _partitions_online(self, partitions: Iterable[TopicPartition]) -> bool:
+        """Whether every live broker's metadata names a leader for each of `partitions`, and that leader is alive
+        and leading it. The leader is looked at once per partition, not once per broker, when the brokers name the
+        same one, as they do unless an update is on its way: topic creation and reassignment wait on this over
+        every partition they touch."""
+        caches = [self._nodes[b].broker.metadata_cache for b in self.live_broker_ids]  # type: ignore[union-attr]
+        for tp in partitions:
+            confirmed: int | None = None
+            for cache in caches:
+                info = cache.get_partition_info(tp)
                 if info is None or info.leader < 0:
                     return False
-                leader = self._nodes.get(info.leader)
+                leader_id = info.leader
+                if leader_id == confirmed:
+                    continue
+                leader = self._nodes.get(leader_id)
                 if leader is None or not leader.alive:
                     return False
-                partition = leader.broker.replica_manager.get_partition(TopicPartition(topic, p))  # type: ignore
+                partition = leader.broker.replica_manager.get_partition(tp)  # type: ignore[union-attr]
                 if partition is None or not partition.is_leader:
                     return False
+                confirmed = leader_id
         return True
 
     def partition_state(self, topic: str, partition: int) -> LeaderAndIsr:

@@ -39,6 +39,7 @@ def _needs(module: str) -> pytest.MarkDecorator:
     ("topic_count.py", ["--topics", "40"], "create one topic: first topics"),
     ("failover_gc.py", ["--partitions", "50", "--failovers", "1", "--shutdowns", "1"], "preferred election"),
     ("groups.py", ["--records", "10001", "--rounds", "1", "--heartbeat-ms", "50"], "group / assign"),
+    ("reassignment.py", ["--sizes", "4,12", "--rounds", "1"], "move 12 partitions: "),
     pytest.param("kafka_wire.py", ["--records", "1234", "--rounds", "1"], "KAFKA/NATIVE consume",
                  marks=_needs("confluent_kafka")),
     # mockafka-py, its peer, is in the bench extra: without it the benchmark says so and measures its own side
@@ -67,6 +68,8 @@ def test_a_benchmark_runs_at_a_small_size_and_prints_its_figures(script: str, ar
     pytest.param("kafka_wire.py", ["--records", "0"], "argument --records: must be at least 1, got 0",
                  marks=_needs("confluent_kafka")),
     ("clients.py", ["--rounds", "0"], "argument --rounds: must be at least 1, got 0"),
+    ("reassignment.py", ["--sizes", "many"], "argument --sizes: a comma-separated list of partition counts: not a "
+                                             "whole number: 'many'"),
     ("scale.py", ["--sizes", "100,0"], "argument --sizes: a comma-separated list of partition counts: must be at "
                                        "least 1, got 0"),
     ("scale.py", ["--keyed-rounds", "-2"], "argument --keyed-rounds: must be at least 1, got -2"),

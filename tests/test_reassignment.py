@@ -70,6 +70,28 @@ async def test_one_to_three_grows_the_replica_set(autojump_clock: Any) -> None:
         await check_moved(cluster, target, [f"v{i}".encode() for i in range(5)])
 
 
+async def test_reassign_partitions_waits_for_the_moved_partitions_not_for_the_rest_of_their_topics(
+        autojump_clock: Any) -> None:
+    """`Cluster.reassign_partitions` returns once the partitions it moved are where they were sent, with leaders
+    every broker knows, in several topics at once: a partition of the same topic without a leader (its only
+    replica's broker is down) is none of its business. It once waited for every partition up to the highest one
+    moved, and timed out here."""
+    async with Cluster(brokers=4, config=CONFIG, seed=4) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=1)
+        await cluster.create_topic("u", partitions=1, replication_factor=1)
+        await cluster.reassign_partitions({TopicPartition("t", 0): [1], TopicPartition("t", 1): [2],
+                                           TopicPartition("t", 2): [2], TopicPartition("u", 0): [2]})
+        await cluster.produce("t", 2, values(2), acks=-1)
+        await cluster.kill_broker(1)  # t-0 has no live replica from now on
+        await cluster.reassign_partitions({TopicPartition("t", 2): [3], TopicPartition("u", 0): [4]}, timeout=30)
+        described = {(topic, d.partition): d for topic in ("t", "u") for d in await cluster.describe_topic(topic)}
+        assert [(d.replicas, d.leader) for d in described.values()] == [((1,), -1), ((2,), 2), ((3,), 3), ((4,), 4)]
+        for broker_id in cluster.live_broker_ids:
+            cache = cluster.broker(broker_id).metadata_cache
+            assert [cache.get_partition_info(TopicPartition(*key)).leader for key in [("t", 2), ("u", 0)]] == [3, 4]
+        assert [r.value for _, r in await cluster.fetch_all("t", 2)] == [b"v0", b"v1"]
+
+
 async def test_reassignment_resumes_after_controller_failover_and_target_broker_return(autojump_clock: Any) -> None:
     async with Cluster(brokers=4, config=CONFIG, seed=3) as cluster:
         await cluster.create_topic("t", partitions=1, replication_factor=2)

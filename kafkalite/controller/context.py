@@ -36,23 +36,23 @@ class PartitionAndReplica(NamedTuple):
         return TopicPartition(self.topic, self.partition)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReassignmentContext:
-    """A reassignment in flight: where the partition was (ORS) and where it is going (TRS).
+    """A reassignment in flight: where the partition was (ORS) and where it is going (TRS), and so the replicas it
+    adds and removes.
 
     Both are kept in the topic's znode as well (Kafka's adding_replicas / removing_replicas), so a controller
-    elected in the middle of the move knows what it adds and removes."""
+    elected in the middle of the move knows what it adds and removes. Each step of every move of a topic writes
+    what every other move of it adds and removes: worked out once per move, not at each of those writes."""
 
     original_replicas: list[int]
     target_replicas: list[int]
+    adding: list[int] = field(init=False)
+    removing: list[int] = field(init=False)
 
-    @property
-    def adding(self) -> list[int]:
-        return [r for r in self.target_replicas if r not in self.original_replicas]
-
-    @property
-    def removing(self) -> list[int]:
-        return [r for r in self.original_replicas if r not in self.target_replicas]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "adding", [r for r in self.target_replicas if r not in self.original_replicas])
+        object.__setattr__(self, "removing", [r for r in self.original_replicas if r not in self.target_replicas])
 
 
 @dataclass

@@ -574,13 +574,18 @@ class KafkaZkClient:
     def set_replica_assignment_op(self, topic: str, assignment: Mapping[int, Sequence[int]],
                                   reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None
                                   ) -> Op:
-        """The topic's assignment; `reassigning` gives (adding, removing) replicas of partitions being moved."""
+        """The topic's assignment; `reassigning` gives (adding, removing) replicas of partitions being moved. Replica
+        lists are lists or tuples, which pack alike.
+
+        Kafka writes the whole topic znode at every step of a partition's move, so moving all of a topic's P
+        partitions writes it 2P times: the partitions' map is built in C (`map`, `zip`), not entry by entry."""
         moving = sorted((reassigning or {}).items())
+        partitions = sorted(assignment)
         return SetDataOp(topic_path(topic), encode({
             "version": 2,
-            "partitions": {str(p): list(replicas) for p, replicas in sorted(assignment.items())},
-            "adding_replicas": {str(p): list(adding) for p, (adding, _) in moving if adding},
-            "removing_replicas": {str(p): list(removing) for p, (_, removing) in moving if removing}}))
+            "partitions": dict(zip(map(str, partitions), map(assignment.__getitem__, partitions))),
+            "adding_replicas": {str(p): adding for p, (adding, _) in moving if adding},
+            "removing_replicas": {str(p): removing for p, (_, removing) in moving if removing}}))
 
     def change_topic_config(self, topic: str, config: dict[str, Any]) -> None:
         """Replace a topic's overrides and announce it under `/config/changes`, which every broker watches."""
