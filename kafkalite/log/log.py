@@ -45,7 +45,9 @@ class Log:
                  "_log_end_offset", "_epochs", "_epoch_offsets")
 
     def __init__(self, config: LogConfig = LogConfig(), *, clock_ms: Callable[[], int] = now_ms,
-                 log_start_offset: int = 0, name: str = "") -> None:
+                 log_start_offset: int = 0, name: str = "", created_ms: int | None = None) -> None:
+        """`created_ms`: when the first segment was created (for segment.ms), if the caller has read the clock
+        already: a broker creating thousands of replicas in one LeaderAndIsr reads it once, not once a log."""
         self.config = config
         self.name = name
         self._clock_ms = clock_ms
@@ -53,7 +55,7 @@ class Log:
         # The segments: the active one apart, so that a log with one segment (nearly every log of a large cluster)
         # holds no list of them for the cyclic GC to walk, only the shared empty tuple.
         self._older: tuple[LogSegment, ...] = ()
-        self._active = LogSegment(log_start_offset, clock_ms())
+        self._active = LogSegment(log_start_offset, clock_ms() if created_ms is None else created_ms)
         # The segments' base offsets, for bisect: a tuple of ints, replaced whole on a roll, truncation or retention
         # (rare), as the cyclic GC stops tracking it where it would walk a list per log at every full collection.
         self._segment_bases: tuple[int, ...] = (log_start_offset,)

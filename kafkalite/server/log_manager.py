@@ -58,14 +58,14 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def get_or_create_log(self, tp: TopicPartition, topic_config: TopicConfig) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, topic_config: TopicConfig, created_ms: int | None = None) -> Log:
         existing = self._logs.get(tp)
         if existing is not None:
             # A log kept across the broker's restart: the topic's config may have changed while the broker
             # was down, and the config read now rules, as when Kafka loads its logs at startup
             existing.config = log_config_for(topic_config)
             return existing
-        created = Log(log_config_for(topic_config), clock_ms=now_ms, name=str(tp))
+        created = Log(log_config_for(topic_config), clock_ms=now_ms, name=str(tp), created_ms=created_ms)
         self._logs[tp] = created
         return created
 

@@ -98,7 +98,7 @@ class Partition:
                  topic_config: TopicConfig, zk: KafkaZkClient,
                  on_isr_change: Callable[[TopicPartition], None],
                  fetch_sessions: FetchSessionCache | None = None,
-                 on_lag_possible: Callable[[Partition], None] | None = None) -> None:
+                 on_lag_possible: Callable[[Partition], None] | None = None, created_ms: int | None = None) -> None:
         self.topic_partition = tp
         self._fetch_sessions = fetch_sessions
         self._on_lag_possible = on_lag_possible
@@ -107,7 +107,7 @@ class Partition:
         self._log_manager = log_manager
         self._zk = zk
         self._on_isr_change = on_isr_change
-        self.log: Log = log_manager.get_or_create_log(tp, topic_config)
+        self.log: Log = log_manager.get_or_create_log(tp, topic_config, created_ms)
         # Idempotent producers' state is derived from the log, so a replica that becomes leader, or a broker
         # restarting on its old log, recognises retried batches exactly as the previous leader would have.
         self._producers: dict[int, ProducerStateEntry] = {}

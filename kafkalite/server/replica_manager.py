@@ -175,12 +175,14 @@ class ReplicaManager:
             return {topic: TopicConfig.for_broker(self.zk.get_topic_config(topic), self.config) for topic in topics}
         return await self.zk.when_reachable(read)
 
-    def get_or_create_partition(self, tp: TopicPartition, topic_configs: Mapping[str, TopicConfig]) -> Partition:
-        """The hosted partition, created if new with its topic's config from `topic_configs`."""
+    def get_or_create_partition(self, tp: TopicPartition, topic_configs: Mapping[str, TopicConfig],
+                                created_ms: int) -> Partition:
+        """The hosted partition, created if new with its topic's config from `topic_configs` (and, if new to the
+        broker's logs, a log created at `created_ms`)."""
         partition = self.all_partitions.get(tp)
         if partition is None:
             partition = Partition(tp, self.broker_id, self.log_manager, topic_configs[tp.topic], self.zk,
-                                  self._on_isr_change, self.fetch_sessions, self._on_lag_possible)
+                                  self._on_isr_change, self.fetch_sessions, self._on_lag_possible, created_ms)
             self.all_partitions[tp] = partition
         return partition
 
@@ -211,6 +213,7 @@ class ReplicaManager:
         # an entry kept for each would live long enough to reach the oldest GC generation
         fenced: list[tuple[TopicPartition, int, int]] = []
         fenced_count = 0
+        now = now_ms()  # the creation time of every log this request creates
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
@@ -229,7 +232,7 @@ class ReplicaManager:
                     log.warning("broker %d: deleting a stray log of %s before hosting the new partition",
                                 self.broker_id, tp)
                     self.log_manager.delete_log(tp)
-                accepted[self.get_or_create_partition(tp, topic_configs)] = state
+                accepted[self.get_or_create_partition(tp, topic_configs, now)] = state
                 error = errors.NONE
             results.append((state.topic, state.partition, error.code))
         if fenced:

@@ -110,6 +110,21 @@ def test_time_roll_without_timestamps_follows_the_clock():
     assert log.segments[1].created_ms == clock.now
 
 
+def test_a_log_given_its_creation_time_rolls_by_time_from_it():
+    """A broker creating thousands of logs in one LeaderAndIsr reads the clock once and gives each log that time:
+    its first segment counts segment.ms from it, as from the clock's own reading."""
+    clock = FakeClock()
+    created = clock.now - HOUR_MS
+    log = Log(LogConfig(segment_ms=HOUR_MS), clock_ms=clock, created_ms=created)
+    assert (log.segments[0].created_ms, log.segments[0].modified_ms) == (created, created)
+    untimed = batch(timestamps=[NO_TIMESTAMP] * 5)
+    log.append_as_leader(untimed, 0)
+    assert len(log.segments) == 1
+    clock.now += 1
+    log.append_as_leader(untimed, 0)
+    assert [s.base_offset for s in log.segments] == [0, 5]
+
+
 def test_an_idle_empty_segment_does_not_roll():
     clock = FakeClock()
     log = make_log(clock, segment_ms=HOUR_MS)
