@@ -31,6 +31,7 @@ from kafkalite.coordination.kafka_zk import (
     PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
     KafkaZkClient,
+    decode_partition_reassignment,
 )
 from kafkalite.network.requests import (
     CONSUMER_REPLICA_ID,
@@ -350,6 +351,46 @@ async def test_admin_znodes_written_by_a_tool_are_carried_out_and_bad_entries_dr
             assert await cluster.produce("t", p, values(1, "after")) == 3
             await assert_replicas_agree(cluster, "t", p)
             assert await read_values(cluster, "t", p) == [b"v0", b"v1", b"v2", b"after0"]
+
+
+async def test_the_admin_znode_lists_a_tools_moves_alone_and_a_request_takes_a_listed_partition_over(
+        autojump_clock: Any) -> None:
+    """As in Kafka since KIP-455: a move a request starts is not written to `/admin/reassign_partitions`, which
+    lists what a tool wrote there; a request for a partition it lists takes the partition off it (the latest
+    reassignment wins), and the tool's other moves stay listed until they complete."""
+    async with Cluster(brokers=4, config=CONFIG, seed=9) as cluster, admin_tool(cluster) as tool:
+        slow = not_controller(cluster)
+        others = [b for b in cluster.broker_ids if b != slow]
+        response = await cluster.transport.send("client", cluster.controller_id, CreateTopicsRequest(
+            [CreatableTopic("t", assignments={p: others[:2] for p in range(3)})]))
+        assert response.topics[0].error_code == errors.NONE.code
+        for p in range(3):
+            await cluster.wait_for_leader("t", p)
+        cluster.pause_broker(slow)  # every move to it waits in its first phase
+
+        def listed() -> dict[TopicPartition, list[int]] | None:
+            found = tool.get_data(REASSIGN_PARTITIONS_PATH)
+            return None if found is None else decode_partition_reassignment(found[0])[0]
+
+        response = await cluster.transport.send("client", cluster.controller_id, AlterPartitionReassignmentsRequest(
+            [ReassignablePartition("t", 2, [slow, others[0]])]))
+        assert response.responses[0].error_code == errors.NONE.code
+        assert listed() is None
+        tool.create_persistent(REASSIGN_PARTITIONS_PATH, {"version": 1, "partitions": [
+            {"topic": "t", "partition": p, "replicas": [slow, others[0]]} for p in (0, 1)]})
+        await cluster.wait_until(lambda: len(cluster.controller().context.partitions_being_reassigned) == 3)
+        assert listed() == {TopicPartition("t", 0): [slow, others[0]], TopicPartition("t", 1): [slow, others[0]]}
+        response = await cluster.transport.send("client", cluster.controller_id, AlterPartitionReassignmentsRequest(
+            [ReassignablePartition("t", 0, None)]))  # cancelled: back to where it was
+        assert response.responses[0].error_code == errors.NONE.code
+        assert listed() == {TopicPartition("t", 1): [slow, others[0]]}
+        assert sorted(o.partition for o in await cluster.list_partition_reassignments()) == [1, 2]
+
+        cluster.resume_broker(slow)
+        await cluster.wait_until(lambda: not cluster.controller().context.partitions_being_reassigned, timeout=60)
+        assert listed() is None and not tool.exists(REASSIGN_PARTITIONS_PATH)
+        assert [list(d.replicas) for d in await cluster.describe_topic("t")] == [
+            others[:2], [slow, others[0]], [slow, others[0]]]
 
 
 # -- leader elections --------------------------------------------------------------------------------------------

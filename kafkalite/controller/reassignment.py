@@ -15,7 +15,7 @@ A move from the original replicas (ORS) to the target replicas (TRS) runs in two
        B4. the removed replicas go offline: the ISR in the coordination service shrinks without them and only
            the target replicas hear it; then they are stopped and deleted (B5);
        B6. the topic znode gets RS = TRS with nothing adding or removing; B7 the partition leaves
-           `/admin/reassign_partitions`; B8 every broker gets the new metadata.
+           `/admin/reassign_partitions` if a tool wrote it there; B8 every broker gets the new metadata.
 
 A controller elected in the middle of a move rebuilds it from the topic znode (what is being added and
 removed), so it resumes the move it did not start and lists it correctly.
@@ -24,7 +24,7 @@ removed), so it resumes the move it did not start and lists it correctly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError
@@ -42,7 +42,7 @@ from kafkalite.coordination.kafka_zk import (
     encode_partition_reassignment,
     partition_state_path,
 )
-from kafkalite.coordination.service import CreateOp, DeleteOp, Op, SetDataOp
+from kafkalite.coordination.service import DeleteOp, SetDataOp
 from kafkalite.network.requests import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -97,26 +97,28 @@ class ReassignmentManager:
             self.on_partition_reassignment(tp)
 
     def process_partition_reassignment(self) -> None:
-        """Start the moves `/admin/reassign_partitions` lists; a request or a tool wrote it, so what cannot
-        move (malformed, unknown partition, topic being deleted) is logged and removed from the znode, as
-        Kafka's controller does, lest it stay there forever."""
+        """Start the moves `/admin/reassign_partitions` lists. A tool wrote it (requests start their moves
+        themselves), so what cannot move (malformed, unknown partition, topic being deleted) is logged and removed
+        from the znode, as Kafka's controller does, lest it stay there forever."""
         try:
             found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=True)
             targets, rejected = decode_partition_reassignment(found[0]) if found is not None else ({}, [])
         except ValueError as exc:
             targets, rejected = {}, [f"the znode is malformed: {exc}"]
+        failed: set[TopicPartition] = set()
         for tp, replicas in sorted(targets.items()):
             if tp in self.context.partitions_being_reassigned:
                 continue
             if tp not in self.context.partition_leadership_info or \
                     self.context.is_topic_queued_up_for_deletion(tp.topic):
                 rejected.append(f"{tp} does not exist or its topic is being deleted")
+                failed.add(tp)
                 continue
             self._start(tp, replicas)
         for reason in rejected:
             log.error("controller %d: ignoring a partition reassignment: %s", self.controller_id, reason)
         if rejected:
-            self._write_pending(self._pending())
+            self._remove_from_znode(failed)
 
     def _start(self, tp: TopicPartition, target: list[int]) -> None:
         self.context.partitions_being_reassigned[tp] = ReassignmentContext(
@@ -207,7 +209,7 @@ class ReassignmentManager:
         self._write_assignment(tp, target, None)
         del self.context.partitions_being_reassigned[tp]
         self.zk.unregister_handlers(partition_state_path(tp))
-        self._write_pending(self._pending())
+        self._remove_from_znode({tp})
         self._batch.send_update_metadata_request(self.context.live_or_shutting_down_broker_ids, [tp])
         self._on_completed()
 
@@ -237,11 +239,11 @@ class ReassignmentManager:
         """Kafka's API reassignments (KIP-455): each partition starts moving to its target, a move in progress
         takes the new target instead, and a null target cancels the move in progress (NO_REASSIGNMENT_IN_PROGRESS
         if there is none). A request that does not allow a change of replication factor (KIP-860) refuses a target
-        whose size is not the original replicas'. Started here rather than through the
-        `/admin/reassign_partitions` watch, so that a request that follows sees the move; the znode still lists
-        every move in progress."""
+        whose size is not the original replicas'. Started here, so that a request that follows sees the move, and
+        not written to `/admin/reassign_partitions`, which lists only the moves a tool wrote there: as in Kafka, a
+        partition the request moves leaves it (the latest reassignment wins), and the others stay."""
         responses = []
-        changed = False
+        taken: set[TopicPartition] = set()
         for item in request.partitions:
             tp = TopicPartition(item.topic, item.partition)
             try:
@@ -258,12 +260,12 @@ class ReassignmentManager:
                     self._start(tp, list(item.replicas))  # type: ignore[arg-type]
                 else:
                     self._redirect(tp, ongoing.original_replicas if item.replicas is None else list(item.replicas))
-                changed = True
+                taken.add(tp)
                 responses.append(ReassignablePartitionResponse(item.topic, item.partition, errors.NONE.code))
             except KafkaError as exc:
                 responses.append(ReassignablePartitionResponse(item.topic, item.partition, exc.code, exc.message))
-        if changed:
-            self._write_pending(self._pending())
+        if taken:
+            self._remove_from_znode(taken)
         return AlterPartitionReassignmentsResponse(errors.NONE.code, responses)
 
     def _validate(self, tp: TopicPartition, replicas: list[int] | None) -> Sequence[int]:
@@ -296,16 +298,21 @@ class ReassignmentManager:
                                 r.adding, r.removing)
             for tp, r in sorted(self.context.partitions_being_reassigned.items()) if wanted is None or tp in wanted])
 
-    def _pending(self) -> dict[TopicPartition, list[int]]:
-        return {tp: r.target_replicas for tp, r in self.context.partitions_being_reassigned.items()}
-
-    def _write_pending(self, targets: Mapping[TopicPartition, list[int]]) -> None:
-        data = encode_partition_reassignment(targets)
-        exists = self.zk.exists(REASSIGN_PARTITIONS_PATH)
-        ops: list[Op] = []
-        if not targets:
-            ops = [DeleteOp(REASSIGN_PARTITIONS_PATH)] if exists else []
-        else:
-            ops = [SetDataOp(REASSIGN_PARTITIONS_PATH, data) if exists else CreateOp(REASSIGN_PARTITIONS_PATH, data)]
-        if ops:
-            self.zk.controller_multi(self.context.epoch_zk_version, ops)
+    def _remove_from_znode(self, partitions: Collection[TopicPartition]) -> None:
+        """Kafka's maybeRemoveFromZkReassignment: `partitions` (a move done, or one that could not start, or one a
+        request took over) leave `/admin/reassign_partitions` if it lists them, and so does any entry that is not
+        well formed; the znode goes once it lists nothing. Without the znode, nothing is read or written: a move a
+        request started costs no write of every other move in flight when it completes."""
+        found = self.zk.get_data(REASSIGN_PARTITIONS_PATH)
+        if found is None:
+            return
+        try:
+            targets, rejected = decode_partition_reassignment(found[0])
+        except ValueError:
+            targets, rejected = {}, ["malformed"]
+        kept = {tp: replicas for tp, replicas in targets.items() if tp not in partitions}
+        if len(kept) == len(targets) and not rejected:
+            return
+        self.zk.controller_multi(self.context.epoch_zk_version, [
+            SetDataOp(REASSIGN_PARTITIONS_PATH, encode_partition_reassignment(kept)) if kept
+            else DeleteOp(REASSIGN_PARTITIONS_PATH)])
