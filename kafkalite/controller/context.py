@@ -36,6 +36,10 @@ class PartitionAndReplica(NamedTuple):
         return TopicPartition(self.topic, self.partition)
 
 
+_FRESH_BELOW = 1_000
+"""State changes over fewer partitions than this make their TopicPartitions afresh (`topic_partitions`)."""
+
+
 @dataclass(frozen=True)
 class ReassignmentContext:
     """A reassignment in flight: where the partition was (ORS) and where it is going (TRS), and so the replicas it
@@ -123,7 +127,12 @@ class ControllerContext:
 
         A state change over thousands of partitions would otherwise make one per partition, and those live through
         the whole event: the cyclic GC carries them into its oldest generation, where enough of them bring on a
-        full collection, which walks everything the process holds."""
+        full collection, which walks everything the process holds. A few (a step of one partition's move, a small
+        topic's deletion) are made afresh: finding the held ones takes a table of every partition the controller
+        knows, which cost more than the rest of such a state change in a cluster of 10,000 partitions."""
+        pairs = list(pairs)
+        if len(pairs) < _FRESH_BELOW:
+            return [TopicPartition(*pair) for pair in pairs]
         held = {tp: tp for tp in self.partition_leadership_info}  # a (topic, partition) tuple finds its key
         return [held.get(pair) or TopicPartition(*pair) for pair in pairs]
 
