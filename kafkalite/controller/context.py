@@ -130,11 +130,11 @@ class ControllerContext:
         full collection, which walks everything the process holds. A few (a step of one partition's move, a small
         topic's deletion) are made afresh: finding the held ones takes a table of every partition the controller
         knows, which cost more than the rest of such a state change in a cluster of 10,000 partitions."""
-        pairs = list(pairs)
-        if len(pairs) < _FRESH_BELOW:
-            return [TopicPartition(*pair) for pair in pairs]
+        wanted = list(pairs)
+        if len(wanted) < _FRESH_BELOW:
+            return [TopicPartition(*pair) for pair in wanted]
         held = {tp: tp for tp in self.partition_leadership_info}  # a (topic, partition) tuple finds its key
-        return [held.get(pair) or TopicPartition(*pair) for pair in pairs]
+        return [held.get(pair) or TopicPartition(*pair) for pair in wanted]
 
     def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionAndReplica]:
         return [PartitionAndReplica(tp.topic, tp.partition, r)
