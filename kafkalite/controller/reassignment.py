@@ -100,11 +100,7 @@ class ReassignmentManager:
         """Start the moves `/admin/reassign_partitions` lists. A tool wrote it (requests start their moves
         themselves), so what cannot move (malformed, unknown partition, topic being deleted) is logged and removed
         from the znode, as Kafka's controller does, lest it stay there forever."""
-        try:
-            found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=True)
-            targets, rejected = decode_partition_reassignment(found[0]) if found is not None else ({}, [])
-        except ValueError as exc:
-            targets, rejected = {}, [f"the znode is malformed: {exc}"]
+        targets, rejected = self._listed(watch=True) or ({}, [])
         failed: set[TopicPartition] = set()
         for tp, replicas in sorted(targets.items()):
             if tp in self.context.partitions_being_reassigned:
@@ -298,18 +294,24 @@ class ReassignmentManager:
                                 r.adding, r.removing)
             for tp, r in sorted(self.context.partitions_being_reassigned.items()) if wanted is None or tp in wanted])
 
+    def _listed(self, *, watch: bool = False) -> tuple[dict[TopicPartition, list[int]], list[str]] | None:
+        """`/admin/reassign_partitions`'s well-formed moves and why each other entry was left out (all of them, if
+        the znode is malformed); None without the znode (a watch then waits for its creation)."""
+        try:
+            found = self.zk.get_data(REASSIGN_PARTITIONS_PATH, watch=watch)
+            return None if found is None else decode_partition_reassignment(found[0])
+        except ValueError as exc:
+            return {}, [f"the znode is malformed: {exc}"]
+
     def _remove_from_znode(self, partitions: Collection[TopicPartition]) -> None:
         """Kafka's maybeRemoveFromZkReassignment: `partitions` (a move done, or one that could not start, or one a
         request took over) leave `/admin/reassign_partitions` if it lists them, and so does any entry that is not
         well formed; the znode goes once it lists nothing. Without the znode, nothing is read or written: a move a
         request started costs no write of every other move in flight when it completes."""
-        found = self.zk.get_data(REASSIGN_PARTITIONS_PATH)
-        if found is None:
+        listed = self._listed()
+        if listed is None:
             return
-        try:
-            targets, rejected = decode_partition_reassignment(found[0])
-        except ValueError:
-            targets, rejected = {}, ["malformed"]
+        targets, rejected = listed
         kept = {tp: replicas for tp, replicas in targets.items() if tp not in partitions}
         if len(kept) == len(targets) and not rejected:
             return
