@@ -91,9 +91,10 @@ def produce(client: str, bootstrap: str, topic: str, sent: list[Sent], **options
 
 
 def _kafka_python_produce(bootstrap: str, topic: str, sent: list[Sent], *, acks: Any = "all",
-                          idempotence: bool = False, compression: str | None = None) -> None:
+                          idempotence: bool = False, compression: str | None = None,
+                          api_version: tuple[int, int] | None = None) -> None:
     producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks=acks, enable_idempotence=idempotence,
-                                   compression_type=compression, linger_ms=5)
+                                   compression_type=compression, linger_ms=5, api_version=api_version)
     try:
         futures = [producer.send(topic, value=value, key=key, headers=headers, partition=0, timestamp_ms=ts)
                    for key, value, headers, ts in sent]
@@ -144,8 +145,9 @@ def consume(client: str, bootstrap: str, topic: str, offset: int, count: int) ->
     return CONSUMERS[client](bootstrap, topic, offset, count)
 
 
-def _kafka_python_consume(bootstrap: str, topic: str, offset: int, count: int) -> list[tuple[int, Sent]]:
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+def _kafka_python_consume(bootstrap: str, topic: str, offset: int, count: int,
+                          api_version: tuple[int, int] | None = None) -> list[tuple[int, Sent]]:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, api_version=api_version)
     tp = kafka.TopicPartition(topic, 0)
     got: list[tuple[int, Sent]] = []
     try:
@@ -247,6 +249,15 @@ def test_natively_produced_records_read_by_kafka_clients_with_seek(cluster: Embe
         cluster.produce(topic, 0, [Record(key, value, ts, tuple(headers)) for key, value, headers, ts in
                                    sent[start:start + 10]])
     assert consume(client, cluster.kafka_bootstrap_servers, topic, 13, COUNT - 13) == list(enumerate(sent))[13:]
+
+
+def test_kafka_python_pinned_to_kafka_2_7_produces_and_reads(cluster: EmbeddedCluster, topic: str) -> None:
+    """kafka-python with api_version pinned sends its release's versions without asking which the broker serves:
+    pinned to Kafka 2.7, the newest release all of whose versions kafkalite serves, it fetches at version 12."""
+    sent = records(10)
+    _kafka_python_produce(cluster.kafka_bootstrap_servers, topic, sent, api_version=(2, 7))
+    assert _kafka_python_consume(cluster.kafka_bootstrap_servers, topic, 3, 7, api_version=(2, 7)) == list(
+        enumerate(sent))[3:]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -530,8 +541,9 @@ def test_a_consumer_resuming_past_an_unclean_truncation_reads_what_the_new_leade
     once Metadata named the new epoch), learns 5, and reads the new records from there rather than silently
     skipping five of them; with auto.offset.reset=error it is told of the truncation instead (librdkafka reports
     it as _AUTO_OFFSET_RESET, the truncation in its message). A kafka-python consumer that read the ten and stays
-    assigned through the failover checks its position itself when Metadata shows the new epoch, and reads on
-    from 5 too."""
+    assigned through the failover checks its position itself when Metadata shows the new epoch, or learns of the
+    truncation from its fetch (v12's diverging epoch) when Metadata named the new leader after its last check, and
+    reads on from 5 too."""
     with EmbeddedCluster(3, {"zookeeper.session.timeout.ms": 1000, "replica.lag.time.max.ms": 1000}) as own:
         own.create_topic("trunc", 1, 2, {"unclean.leader.election.enable": True})  # the third broker stays up
         leader, follower = own.describe_topic("trunc")[0].replicas

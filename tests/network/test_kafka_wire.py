@@ -24,7 +24,7 @@ from kafkalite.network.codec import FrameDecoder
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
     AlterPartitionReassignmentsRequest, ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest,
-    ElectLeadersRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, ListOffsetsRequest, Message,
+    ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest, JoinGroupRequest, ListOffsetsRequest, Message,
     MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
     ProduceRequest, ProduceResponse, SyncGroupRequest, entry,
 )
@@ -660,6 +660,51 @@ async def test_leader_epochs_reach_kafka_clients_and_fence_their_requests() -> N
             assert await latest_offset(port, 7, timestamp=5000) == (errors.NONE.code, -1, -1)
             assert (await latest_offset(port, 4, epoch - 1))[0] == errors.FENCED_LEADER_EPOCH.code
             assert (await latest_offset(port, 5, epoch + 1))[0] == errors.UNKNOWN_LEADER_EPOCH.code
+
+
+async def fetched(port: int, version: int, offset: int, last_fetched_epoch: int = -1) -> tuple[int, Any, int | None]:
+    """A consumer's Fetch of TOPIC-0 from `offset`: (error, DivergingEpoch as (epoch, end offset) or None, the base
+    offset of the first batch sent or None)."""
+    answer = await call(port, 1, version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                        topics=[entry(FetchRequest, "FetchTopic", topic=TOPIC, partitions=[
+                            entry(FetchRequest, "FetchTopic.FetchPartition", partition=0, current_leader_epoch=-1,
+                                  fetch_offset=offset, last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                                  partition_max_bytes=1 << 20)])])
+    [partition] = answer.responses[0].partitions
+    diverging = partition.diverging_epoch
+    records = bytes(partition.records or b"")
+    return (partition.error_code, None if diverging is None else (diverging.epoch, diverging.end_offset),
+            struct.unpack_from(">q", records)[0] if records else None)
+
+
+async def test_a_consumer_fetch_naming_the_epoch_it_last_read_is_told_where_the_leaders_log_diverges() -> None:
+    """Fetch v12 (KIP-595): three records at the first leader's epoch 0, two at its successor's. A consumer that
+    names the epoch of the record before its fetch offset gets records only where the leader's log holds that
+    epoch up to the offset; otherwise no records and where the epoch ends (DivergingEpoch), from which it truncates
+    its position, as Kafka answers any fetch that names an epoch. An epoch the leader has not reached yet is
+    OFFSET_OUT_OF_RANGE; one below every epoch the log knows ends where the log's history starts. Without an epoch
+    (-1, or before version 12) nothing is checked."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=10) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            assert await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i) for i in range(3)]) == 0
+            first = cluster.leader_for(TOPIC, 0)
+            await cluster.shutdown_broker(first)
+            port = kafka_port(cluster, await cluster.wait_for_leader(TOPIC, 0, not_on=[first]))
+            epoch = cluster.partition_state(TOPIC, 0).leader_epoch
+            assert epoch > 0 and await cluster.produce(TOPIC, 0, [Record(None, b"%d" % i) for i in (3, 4)]) == 3
+
+            assert await fetched(port, 12, 4, last_fetched_epoch=0) == (errors.NONE.code, (0, 3), None)
+            assert await fetched(port, 12, 3, last_fetched_epoch=0) == (errors.NONE.code, None, 3)
+            assert await fetched(port, 12, 1, last_fetched_epoch=0) == (errors.NONE.code, None, 0)
+            assert await fetched(port, 12, 5, last_fetched_epoch=epoch) == (errors.NONE.code, None, None)
+            assert await fetched(port, 12, 4, last_fetched_epoch=epoch + 1) == (
+                errors.OFFSET_OUT_OF_RANGE.code, None, None)
+            assert await fetched(port, 12, 4, last_fetched_epoch=-7) == (errors.NONE.code, (-7, 0), None)
+            assert await fetched(port, 12, 4) == (errors.NONE.code, None, 3)
+            assert await fetched(port, 11, 4) == (errors.NONE.code, None, 3)
+            assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"%d" % i for i in range(5)]
 
 
 @pytest.mark.parametrize(("version", "expected"), [(4, errors.LEADER_NOT_AVAILABLE), (5, errors.OFFSET_NOT_AVAILABLE)])
