@@ -498,7 +498,7 @@ class ReplicaManager:
         try:
             partition = self._leader_partition(tp, fetch.current_leader_epoch)
             partition_log = partition.log
-            if fetch.last_fetched_epoch != UNDEFINED_EPOCH:
+            if fetch.last_fetched_epoch >= 0:  # a negative epoch names none, as Kafka's FetchRequest reads it
                 diverging = _diverging_epoch(partition, fetch)
                 if diverging is not None:
                     return FetchPartitionResponse(fetch.topic, fetch.partition, errors.NONE.code,
