@@ -8,6 +8,8 @@ lag timeout, and every acknowledged record still there.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 
@@ -293,7 +295,10 @@ async def test_a_new_controller_resumes_a_reassignment_and_lists_what_it_adds_an
 # -- 9: a restarting broker answers only with the cluster's current state -----------------------------------------
 
 async def test_a_restarted_broker_refuses_its_previous_incarnations_requests_and_serves_current_metadata(
-        autojump_clock) -> None:
+        autojump_clock, caplog: pytest.LogCaptureFixture) -> None:
+    """The refusals are logged at INFO, as Kafka logs them: they are what a quick restart brings, not a fault, and
+    at WARNING Python printed each one on the stderr of tests that configure no logging."""
+    caplog.set_level(logging.INFO, logger="kafkalite.server.kafka_apis")
     async with Cluster(brokers=3, config=CONFIG, seed=9) as cluster:
         await cluster.create_topic("t", partitions=2, replication_factor=2)
         victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
@@ -304,6 +309,9 @@ async def test_a_restarted_broker_refuses_its_previous_incarnations_requests_and
         response = await cluster.transport.send("client", victim, UpdateMetadataRequest(
             cluster.controller_id, cluster.controller().epoch, old_epoch, [], []))
         assert response.error_code == errors.STALE_BROKER_EPOCH.code
+        refusals = [r for r in caplog.records if r.name == "kafkalite.server.kafka_apis" and "refused" in r.message]
+        assert refusals and {r.levelno for r in refusals} == {logging.INFO}
+        assert f"the request is for broker epoch {old_epoch}" in refusals[-1].message
         metadata = await cluster.metadata(victim, ["t"])
         assert cluster.broker(victim).broker_epoch > old_epoch
         assert sorted(p.partition for p in metadata.topics[0].partitions) == [0, 1, 2, 3]

@@ -109,6 +109,26 @@ def _diverging_epoch(partition: Partition, fetch: _Asked) -> tuple[int, int] | N
     return None
 
 
+class _FewNamed:
+    """The partitions a log line is about: how many, and the first few with two numbers each. A LeaderAndIsr
+    over thousands of partitions gets one line naming ten of them, not a line each, and keeps no entry for the
+    rest (one kept for each would live long enough to reach the cyclic GC's oldest generation)."""
+
+    __slots__ = ("count", "_first")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._first: list[tuple[TopicPartition, int, int]] = []
+
+    def add(self, tp: TopicPartition, first: int, second: int) -> None:
+        self.count += 1
+        if self.count <= 10:
+            self._first.append((tp, first, second))
+
+    def __str__(self) -> str:
+        return ", ".join(f"({tp}, {a}, {b})" for tp, a, b in self._first) + (", ..." if self.count > 10 else "")
+
+
 def _answer_now(result: FetchPartitionResponse) -> bool:
     """A partition's result that completes a fetch whatever its size: an error, or a diverging epoch."""
     return result.error_code != errors.NONE.code or result.diverging_epoch != UNDEFINED_EPOCH
@@ -209,18 +229,13 @@ class ReplicaManager:
         newer than ours, then leaders and followers are made."""
         results: list[tuple[str, int, int]] = []
         accepted: dict[Partition, LeaderAndIsrPartitionState] = {}
-        # The first few fenced partitions, for the log, and how many: a new controller resends all of them, and
-        # an entry kept for each would live long enough to reach the oldest GC generation
-        fenced: list[tuple[TopicPartition, int, int]] = []
-        fenced_count = 0
+        fenced = _FewNamed()  # a new controller resends every partition's state, all at the epoch we have
         now = now_ms()  # the creation time of every log this request creates
         for state in request.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             current = self.all_partitions.get(tp)
             if current is not None and state.leader_epoch <= current.leader_epoch:
-                fenced_count += 1
-                if fenced_count <= 10:
-                    fenced.append((tp, state.leader_epoch, current.leader_epoch))
+                fenced.add(tp, state.leader_epoch, current.leader_epoch)
                 error = errors.FENCED_LEADER_EPOCH
             elif self.broker_id not in state.replicas:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -235,12 +250,9 @@ class ReplicaManager:
                 accepted[self.get_or_create_partition(tp, topic_configs, now)] = state
                 error = errors.NONE
             results.append((state.topic, state.partition, error.code))
-        if fenced:
-            # one line per request: a new controller resends every partition's state, all at the epoch we have
+        if fenced.count:
             log.info("broker %d: ignoring LeaderAndIsr for %d partition(s) whose leader epoch is not newer than ours "
-                     "(partition, epoch sent, current): %s%s", self.broker_id, fenced_count,
-                     ", ".join(f"({tp}, {sent}, {current})" for tp, sent, current in fenced),
-                     ", ..." if fenced_count > len(fenced) else "")
+                     "(partition, epoch sent, current): %s", self.broker_id, fenced.count, fenced)
         leaders = {p: s for p, s in accepted.items() if s.leader == self.broker_id}
         followers = {p: s for p, s in accepted.items() if s.leader != self.broker_id}
         if leaders:
@@ -269,13 +281,16 @@ class ReplicaManager:
         """
         live_ids = {broker.id for broker in live_leaders}
         following = {}
+        leaderless = _FewNamed()  # the last in-sync replica dying takes all its partitions offline (leader -1)
         for partition, state in partition_states.items():
             if state.leader in live_ids:
                 partition.make_follower(state)
                 following[partition] = state
             else:
-                log.warning("broker %d: not following leader %d of %s (epoch %d), which is not alive",
-                            self.broker_id, state.leader, partition.topic_partition, state.leader_epoch)
+                leaderless.add(partition.topic_partition, state.leader, state.leader_epoch)
+        if leaderless.count:
+            log.warning("broker %d: not following the leader of %d partition(s), which is not alive (partition, "
+                        "leader, epoch): %s", self.broker_id, leaderless.count, leaderless)
         self.replica_fetcher_manager.add_fetcher_for_partitions({  # moved from any fetcher they were in
             partition.topic_partition: (state.leader, partition.log.log_end_offset)
             for partition, state in following.items()})

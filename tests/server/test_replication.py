@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Set as AbstractSet
+from functools import partial
 from typing import Any
 
 import pytest
@@ -326,6 +328,30 @@ async def test_a_follower_told_of_a_dead_leader_follows_it_once_the_same_epoch_n
     assert (produced.error_code, produced.base_offset) == (errors.NONE.code, 1)
     await harness.wait_replicated(TP, REPLICAS)
     assert [b.payload for b in harness.batches(3, TP)] == [b.payload for b in harness.batches(1, TP)]
+
+
+async def test_partitions_whose_leader_is_not_alive_are_left_as_they_were_with_one_warning_per_request(
+        harness: Harness, autojump_clock: MockClock, caplog: pytest.LogCaptureFixture) -> None:
+    """The last in-sync replica dying takes all its partitions offline at once (leader -1): the warning used to be
+    a line per partition, which Python printed to the stderr of a test that configures no logging."""
+    partitions = [TopicPartition("events", p) for p in range(12)]
+    harness.zk.session.multi(harness.zk.create_topic_ops("events", {tp.partition: REPLICAS for tp in partitions}, {}))
+    first = [harness.partition_state(tp, await harness.elect(tp, 1, REPLICAS, REPLICAS), REPLICAS)
+             for tp in partitions]
+    states = [harness.partition_state(tp, harness.write_state(tp, -1, [1]), REPLICAS) for tp in partitions]
+    caplog.set_level(logging.INFO, logger="kafkalite.server.replica_manager")
+    response = await harness.send(3, LeaderAndIsrRequest(-1, harness.controller_epoch, -1, states, []))
+    assert response.error_code == errors.NONE.code
+    assert [(p.leader_replica_id, p.leader_epoch) for p in map(partial(harness.partition, 3), partitions)] \
+        == [(1, 0)] * 12  # left as they were
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.startswith("broker 3: not following the leader of 12 partition(s), which is not alive")
+    assert "(events-0, -1, 1), " in warning and "(events-9, -1, 1), ..." in warning and "events-10" not in warning
+    caplog.clear()  # the first states again, stale now: fenced, in one line too
+    await harness.send(3, harness.leader_and_isr(first))
+    [fenced] = [r.getMessage() for r in caplog.records if "ignoring" in r.getMessage()]
+    assert fenced.startswith("broker 3: ignoring LeaderAndIsr for 12 partition(s) whose leader epoch is not newer")
+    assert fenced.endswith("(events-9, 0, 0), ...")
 
 
 @pytest.mark.parametrize("broker_config", [{"replica.fetch.wait.max.ms": 5000}])
