@@ -178,6 +178,34 @@ async def test_a_follower_out_of_the_isr_on_a_live_broker_holds_the_answer(clust
     assert [o for o, _ in await cluster.fetch(TOPIC, 0, 6)] == list(range(6, COUNT))
 
 
+async def test_a_deletion_held_for_a_follower_fails_once_its_broker_stops_leading_and_the_deletion_stands(
+        cluster: Cluster) -> None:
+    """Kafka's DelayedDeleteRecords: a deletion waiting for a paused follower answers NOT_LEADER_OR_FOLLOWER as
+    soon as its broker no longer leads the partition, not at its timeout, so the client retries against the new
+    leader; the log start the in-sync replicas already moved stays moved there."""
+    leader = cluster.leader_for(TOPIC, 0)
+    paused = next(b for b in (1, 2, 3) if b not in (leader, cluster.controller_id))  # the controller must answer
+    [other] = [b for b in (1, 2, 3) if b not in (leader, paused)]
+    cluster.pause_broker(paused)
+    results: list[DeleteRecordsPartitionResult] = []
+
+    async def deleting() -> None:
+        results.extend(await delete(cluster, leader, (TOPIC, 0, 5), timeout_ms=60000))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(deleting)
+        await cluster.wait_until(lambda: log_starts(cluster, [leader, other]) == {leader: 5, other: 5})
+        started = trio.current_time()
+        await cluster.reassign_partitions({TP: [other, leader, paused]})  # the same replicas, `other` preferred
+        await cluster.elect_preferred_leaders([TP])
+    [result] = results
+    assert (result.error_code, cluster.leader_for(TOPIC, 0)) == (errors.NOT_LEADER_OR_FOLLOWER.code, other)
+    assert f"broker {leader} stopped leading {TP}" in (result.error_message or "")
+    assert trio.current_time() - started < 5
+    assert await cluster.list_offset(TOPIC, 0, EARLIEST_TIMESTAMP) == 5
+    assert [o for o, _ in await cluster.fetch(TOPIC, 0, 5)] == list(range(5, COUNT))
+
+
 async def test_bad_requests_get_kafkas_errors_with_a_reason_and_the_broker_keeps_serving(cluster: Cluster) -> None:
     leader = cluster.leader_for(TOPIC, 0)
     follower = next(b for b in (1, 2, 3) if b != leader)

@@ -465,6 +465,28 @@ async def test_a_group_of_static_members_none_rejoining_waits_another_rebalance_
     assert (back.error_code, back.generation_id, back.leader) == (0, 2, away)
 
 
+async def test_a_static_member_is_removed_by_its_instance_id_and_a_leave_naming_its_old_member_id_is_fenced(
+        autojump_clock: Any, cluster: Cluster) -> None:
+    """KIP-345's removal of a static member: a LeaveGroup naming its group.instance.id and no member id removes
+    whoever holds the instance id now (what Kafka's AdminClient.removeMembersFromConsumerGroup sends). One naming
+    a member id the instance id has moved on from, a process that restarted meanwhile, is fenced and removes no
+    one (Kafka's handleLeaveGroup)."""
+    coordinator, first = await static_stable(cluster, "i-1", session_timeout_ms=60000)
+    restarted = await send(cluster, coordinator, join_request("g", instance_id="i-1", session_timeout_ms=60000))
+    current = restarted.member_id
+    assert restarted.error_code == 0 and current != first
+    assert state(cluster, coordinator) == ("Stable", 1, [current])
+    left = await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity(first, "i-1")]))
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in left.members] \
+        == [(first, "i-1", errors.FENCED_INSTANCE_ID.code)]
+    assert state(cluster, coordinator) == ("Stable", 1, [current])
+    left = await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity("", "i-1")]))
+    assert [(m.group_instance_id, m.error_code) for m in left.members] == [("i-1", errors.NONE.code)]
+    assert state(cluster, coordinator)[0::2] == ("Empty", [])
+    again = await send(cluster, coordinator, LeaveGroupRequest("g", [MemberIdentity("", "i-1")]))
+    assert [m.error_code for m in again.members] == [errors.UNKNOWN_MEMBER_ID.code]
+
+
 async def test_a_restarted_static_member_brings_its_own_timeouts(autojump_clock: Any, cluster: Cluster) -> None:
     """Kafka's updateStaticMemberAndRebalance updates the member with the timeouts it joins with now: a member
     restarted with a longer session keeps its partitions away from the others that much longer."""
@@ -677,6 +699,45 @@ async def test_a_static_member_replacement_the_log_refused_is_undone(autojump_cl
         assert beat.error_code == 0
         await trio.sleep(25)  # no heartbeat since: past the old session, which is the one that counts again
         assert state(cluster, coordinator)[2] == []
+
+
+async def test_a_commit_the_log_refuses_is_answered_coordinator_not_available_and_the_last_offsets_stand(
+        autojump_clock: Any) -> None:
+    """Kafka's storeOffsets: a commit whose write to the offsets partition fails (its ISR below
+    min.insync.replicas) answers each of its partitions with COORDINATOR_NOT_AVAILABLE, which clients retry, and
+    the group's committed offsets stay those its log holds."""
+    async with Cluster(brokers=3, config={**GROUP_CONFIG, "min.insync.replicas": 2}, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=2, replication_factor=3)
+        coordinator, member = await static_stable(cluster, "i-1", session_timeout_ms=60000)
+        stored = await send(cluster, coordinator, OffsetCommitRequest("g", 1, member, [
+            OffsetCommitPartition("events", 0, 5)], group_instance_id="i-1"))
+        assert [p.error_code for p in stored.partitions] == [errors.NONE.code]
+        await kill_followers(cluster, coordinator)
+        refused = await send(cluster, coordinator, OffsetCommitRequest("g", 1, member, [
+            OffsetCommitPartition("events", 0, 9), OffsetCommitPartition("events", 1, 3)], group_instance_id="i-1"))
+        assert [(p.partition, p.error_code) for p in refused.partitions] \
+            == [(0, errors.COORDINATOR_NOT_AVAILABLE.code), (1, errors.COORDINATOR_NOT_AVAILABLE.code)]
+        fetched = await send(cluster, coordinator, OffsetFetchRequest("g", [("events", 0), ("events", 1)]))
+        assert [(p.partition, p.committed_offset) for p in fetched.partitions] == [(0, 5), (1, -1)]
+
+
+async def test_an_assignment_the_log_refuses_fails_the_sync_and_the_group_rebalances_again(
+        autojump_clock: Any) -> None:
+    """Kafka's doSyncGroup: when the leader's assignment cannot be stored, every member's SyncGroup gets the
+    error (COORDINATOR_NOT_AVAILABLE for an ISR below min.insync.replicas), no member keeps an assignment, and the
+    group prepares another rebalance rather than run on one its log does not hold."""
+    async with Cluster(brokers=3, config={**GROUP_CONFIG, "min.insync.replicas": 2}, seed=11) as cluster:
+        await cluster.create_topic("events", partitions=2, replication_factor=3)
+        coordinator = await coordinator_of(cluster, "g")
+        await kill_followers(cluster, coordinator)
+        member = (await send(cluster, coordinator, join_request("g"))).member_id
+        joined = await send(cluster, coordinator, join_request("g", member))
+        assert (joined.error_code, joined.generation_id, joined.leader) == (errors.NONE.code, 1, member)
+        synced = await send(cluster, coordinator, SyncGroupRequest("g", 1, member, [SyncGroupAssignment(
+            member, encode_assignment(Assignment((TopicPartition("events", 0), TopicPartition("events", 1)))))]))
+        assert (synced.error_code, synced.assignment) == (errors.COORDINATOR_NOT_AVAILABLE.code, b"")
+        assert state(cluster, coordinator) == ("PreparingRebalance", 1, [member])
+        assert cluster.broker(coordinator).group_coordinator.group("g").members[member].assignment == b""
 
 
 async def test_a_consumer_offsets_topic_a_user_created_first_coordinates_every_group(autojump_clock: Any) -> None:
