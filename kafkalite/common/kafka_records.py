@@ -135,6 +135,8 @@ def decode_records(payload: bytes, attributes: int, record_count: int) -> list[R
             key, pos = _read_bytes(data, pos)
             value, pos = _read_bytes(data, pos)
             header_count, pos = _read_varint(data, pos)
+            if header_count < 0:  # Kafka's DefaultRecord refuses it; read as none, the record would pass
+                raise ValueError(f"Found invalid number of record headers {header_count}")
             headers = []
             for _ in range(header_count):
                 header_key, pos = _read_bytes(data, pos)

@@ -146,6 +146,12 @@ class RecordBatch:
         """A transaction marker, which only a transaction coordinator writes, never data."""
         return bool(self.attributes & _CONTROL_ATTRIBUTE)
 
+    @property
+    def compression(self) -> int:
+        """Kafka's number for the codec compressing the record section (0: none), which only a Kafka-format
+        payload can be."""
+        return self.attributes & kafka_records.COMPRESSION_MASK
+
     @classmethod
     def from_records(cls, records: Sequence[Record], *, base_offset: int = 0, partition_leader_epoch: int = -1,
                      producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,

@@ -33,7 +33,9 @@ from kafkalite.common.errors import (
     OffsetOutOfRangeError,
     PolicyViolationError,
     UnknownLeaderEpochError,
+    UnsupportedCompressionTypeError,
 )
+from kafkalite.common.kafka_records import COMPRESSION_NAMES
 from kafkalite.common.records import LOG_APPEND_TIME, NO_TIMESTAMP, RecordBatch
 from kafkalite.common.types import TopicPartition
 from kafkalite.coordination.errors import ConnectionLossError, SessionExpiredError
@@ -62,7 +64,19 @@ def _shared(replicas: _ReplicaSet) -> _ReplicaSet:
 def _check_sent_by_client(batch: RecordBatch) -> None:
     """Kafka's LogValidator checks of the header of a batch a client sent: what only a broker writes, and what
     kafkalite does not serve (transactions), is refused in Kafka's words, before any record is read. The group
-    coordinator's own writes pass the same way and set none of these."""
+    coordinator's own writes pass the same way and set none of these.
+
+    So is a codec no reader could undo, since the leader stores a Kafka client's batch without reading its records:
+    a number Kafka has no codec for (its CompressionType.forId refuses it; the broker's answer is then
+    UNKNOWN_SERVER_ERROR, here the code Kafka has for it), and any codec on a native payload, which is never
+    compressed but would be served to Kafka clients as compressed."""
+    codec = batch.compression
+    if codec not in COMPRESSION_NAMES:
+        raise UnsupportedCompressionTypeError(f"Unknown compression type id: {codec} (Kafka's codecs are "
+                                              f"{', '.join(f'{n} {name}' for n, name in COMPRESSION_NAMES.items())})")
+    if codec and not batch.kafka_format:
+        raise InvalidRecordError(f"a native record batch is never compressed, and this one's attributes name "
+                                 f"{COMPRESSION_NAMES[codec]}")
     if batch.is_control:
         raise InvalidRecordError("Clients are not allowed to write control records")
     if batch.producer_id >= 0 and batch.base_sequence < 0:

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalite.common.errors import CorruptMessageError, InvalidRecordError, UnsupportedForMessageFormatError
-from kafkalite.common import columnar
+from kafkalite.common import columnar, kafka_records
+from kafkalite.common.errors import (
+    CorruptMessageError, InvalidRecordError, UnsupportedCompressionTypeError, UnsupportedForMessageFormatError,
+)
 from kafkalite.common.records import LOG_APPEND_TIME, RECORD_BATCH_OVERHEAD, Record, RecordBatch, _checksum
 
 RECORDS = [
@@ -340,3 +342,40 @@ def test_a_record_set_is_framed_before_its_magic_is_judged(data: bytes, error: t
         RecordBatch.from_kafka_bytes(data)
     v2 = RecordBatch.from_records([Record(b"k", b"v", 1_700_000_000_000)]).to_kafka_bytes()
     assert [batch.record_count for batch in RecordBatch.from_kafka_bytes(v2 + v2)] == [1, 1]
+
+
+def _record(body: bytes) -> bytes:
+    """One v2 record: its length as a zigzag varint (one byte here), then `body`."""
+    assert len(body) < 64
+    return bytes([len(body) << 1]) + body
+
+
+_FIELDS = b"\x00" + b"\x00\x00" + b"\x02k" + b"\x02v"  # attributes, timestamp and offset deltas, key "k", value "v"
+
+
+@pytest.mark.parametrize(("section", "count", "message"), [
+    (_record(_FIELDS + b"\x00"), 2, "the batch header counts 2 records but the batch holds 1"),
+    (_record(_FIELDS + b"\x00" + b"\x00"), 1, "record 0 is 9 bytes long but its fields take 8"),
+    (_record(_FIELDS + b"\x01"), 1, "Found invalid number of record headers -1"),
+    (_record(_FIELDS + b"\x02" + b"\x06key" + b"\x20v"), 1, "field runs past the end of the records"),
+    (_record(b"\x00" + b"\xff" * 11), 1, "varint longer than 10 bytes"),
+    (_record(_FIELDS + b"\x02" + b"\x02\xff" + b"\x00"), 1, "can't decode byte 0xff"),
+    (b"\x7f", 1, "record 0 claims -64 bytes"),
+])
+def test_a_kafka_record_section_that_does_not_hold_its_records_is_corrupt(section: bytes, count: int,
+                                                                          message: str) -> None:
+    """What a compacted topic's leader and every native reader decode, under a valid CRC: each way a section can
+    lie about its records is CORRUPT_MESSAGE naming the fault, never an exception of the decoder's own."""
+    with pytest.raises(CorruptMessageError, match=message):
+        kafka_records.decode_records(section, 0, count)
+    assert kafka_records.decode_records(_record(_FIELDS + b"\x00"), 0, 1) == [(0, b"k", b"v", ())]
+
+
+@pytest.mark.parametrize(("codec", "payload", "error", "message"), [
+    (5, b"anything", UnsupportedCompressionTypeError, "unknown compression codec 5"),
+    (1, b"not gzip", CorruptMessageError, "cannot gzip-decompress a record batch"),
+])
+def test_a_record_section_no_codec_can_open_is_refused(codec: int, payload: bytes, error: type[Exception],
+                                                       message: str) -> None:
+    with pytest.raises(error, match=message):
+        kafka_records.decode_records(payload, codec, 1)

@@ -91,6 +91,9 @@ BAD_INPUTS: dict[str, tuple[bytes, int | None]] = {
     "a partition without a record batch": (produce_frame(b""), errors.INVALID_RECORD.code),
     "two record batches for one partition": (produce_frame(kafka_batch(b"one") + kafka_batch(b"two")),
                                              errors.INVALID_RECORD.code),
+    "a codec Kafka has no number for": (produce_frame(RecordBatch.from_records(
+        [Record(b"k", b"codec 5", 1_700_000_000_000)], attributes=0x05).to_kafka_bytes()),
+        errors.UNSUPPORTED_COMPRESSION_TYPE.code),
     "a transaction marker from a client": (produce_frame(RecordBatch.from_records(
         [Record(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", 1_700_000_000_000)], attributes=0x20
     ).to_kafka_bytes()), errors.INVALID_RECORD.code),

@@ -122,6 +122,9 @@ def _claiming(**fields: Any) -> RecordBatch:
      "INVALID_TXN_STATE", "kafkalite has no transactions"),
     (lambda: _claiming(attributes=0x08),
      "INVALID_TIMESTAMP", "Producer should not set timestamp type to LogAppendTime"),
+    # a codec no reader could undo: served to Kafka clients, the records would not decompress
+    (lambda: _claiming(attributes=0x01), "INVALID_RECORD", "a native record batch is never compressed"),
+    (lambda: _claiming(attributes=0x06), "UNSUPPORTED_COMPRESSION_TYPE", "Unknown compression type id: 6"),
 ])
 async def test_a_batch_whose_records_break_the_rules_is_refused_with_a_reason_and_nothing_appended(
         topic: Harness, autojump_clock: MockClock, bad: Any, code: str, message: str) -> None:
