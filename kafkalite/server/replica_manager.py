@@ -281,7 +281,9 @@ class ReplicaManager:
         """
         live_ids = {broker.id for broker in live_leaders}
         following = {}
-        leaderless = _FewNamed()  # the last in-sync replica dying takes all its partitions offline (leader -1)
+        # leader -1: partitions offline, their last in-sync replica dead, or for a moment on a controller failover,
+        # which takes a dead broker's replicas out of the ISRs before it elects (Kafka's ReplicaStateMachine.startup)
+        leaderless = _FewNamed()
         for partition, state in partition_states.items():
             if state.leader in live_ids:
                 partition.make_follower(state)
