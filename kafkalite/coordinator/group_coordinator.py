@@ -149,6 +149,15 @@ def _fail(error: ErrorCode, message: str | None = None) -> KafkaError:
     return error.exception(message)
 
 
+def _fenced(group: GroupMetadata, instance_id: str | None, member_id: str) -> KafkaError:
+    """FENCED_INSTANCE_ID naming both member ids: whether another process took the instance id or this one lost
+    its own member id (a client resets it when its session runs out, and librdkafka then heartbeats without one)
+    is plain from them."""
+    return _fail(errors.FENCED_INSTANCE_ID, f"group.instance.id {instance_id} of group {group.group_id} belongs to "
+                                            f"member {group.static_members.get(instance_id or '')}, which joined "
+                                            f"with it later, not to {member_id or 'a request naming no member id'}")
+
+
 class GroupCoordinator:
     def __init__(self, broker_id: int, config: BrokerConfig, offsets_log: OffsetsLog,
                  offsets_topic_partitions: Callable[[], int | None], rng: random.Random | None = None) -> None:
@@ -435,8 +444,7 @@ class GroupCoordinator:
                                     request.session_timeout_ms, request.protocol_type, protocols)
             return await self._add_member_and_rebalance(group, member)
         if group.is_fenced_instance(request.group_instance_id, member_id):
-            raise _fail(errors.FENCED_INSTANCE_ID, f"group.instance.id {request.group_instance_id} is held by "
-                                                   "another member of the group")
+            raise _fenced(group, request.group_instance_id, member_id)
         member = group.members.get(member_id)
         if member is None:
             raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {member_id}")
@@ -703,7 +711,7 @@ class GroupCoordinator:
         if group is None or group.is_(_DEAD) and not group.members:
             raise _fail(errors.UNKNOWN_MEMBER_ID, f"no such group, or no member {member_id} in it")
         if group.is_fenced_instance(instance_id, member_id):
-            raise _fail(errors.FENCED_INSTANCE_ID, f"group.instance.id {instance_id} is held by another member")
+            raise _fenced(group, instance_id, member_id)
         member = group.members.get(member_id)
         if member is None:
             raise _fail(errors.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {member_id}")
