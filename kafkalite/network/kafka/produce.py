@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from kafkalite.common import errors
 from kafkalite.common.errors import KafkaError
-from kafkalite.common.kafka_records import COMPRESSION_MASK
 from kafkalite.common.records import RecordBatch
 from kafkalite.network import requests as native
 from kafkalite.network.kafka.api import KafkaApi, Session, by_topic
@@ -39,7 +38,7 @@ def _batches(records: bytes | None, version: int) -> list[RecordBatch]:
     if not batches:
         raise errors.InvalidRecordError(f"Produce requests with version {version} must have at least one record "
                                         "batch per partition")
-    if version < 7 and batches[0].attributes & COMPRESSION_MASK == _ZSTD:
+    if version < 7 and batches[0].compression == _ZSTD:
         raise errors.UnsupportedCompressionTypeError(f"Produce requests with version {version} are not allowed to "
                                                      "use ZStandard compression")
     if len(batches) > 1:
