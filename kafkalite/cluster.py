@@ -795,9 +795,11 @@ class Cluster:
 
     async def restart_broker(self, broker_id: int, *, new_ports: bool = False) -> None:
         """Start a stopped broker again with the logs it had, on the ports it had; it registers anew (a new broker
-        epoch). If one of those ports is taken meanwhile, OSError naming them, and the broker stays stopped; so it
-        does, with CoordinationTimeoutError, if it cannot reach the coordination service within the session timeout
-        (zookeeper.connection.timeout.ms, as Kafka's broker gives up): the broker is not live while it tries.
+        epoch), and returns once it has: right after `kill_broker`, when the killed incarnation's session expires,
+        as a restarted Kafka broker waits out its old registration. If one of those ports is taken meanwhile,
+        OSError naming them, and the broker stays stopped; so it does, with CoordinationTimeoutError, if it cannot
+        reach the coordination service within the session timeout (zookeeper.connection.timeout.ms, as Kafka's
+        broker gives up): the broker is not live while it tries.
 
         `new_ports`: listen on free ports instead, as an operator whose broker's ports were taken would have to
         move it; clients find it again through metadata, as its registration names them (a bootstrap list that

@@ -462,6 +462,39 @@ async def test_expired_session_makes_the_broker_reregister_with_a_new_epoch(auto
             await assert_replicas_agree(cluster, "t", p)
 
 
+async def test_a_broker_restarted_right_after_a_crash_waits_out_its_old_session_and_holds_requests_meanwhile(
+        autojump_clock: Any) -> None:
+    """As a restarted Kafka broker must: the crashed incarnation's registration lives until its session expires,
+    so the new one registers only then, and serves clients only once registered and told the cluster's state by
+    the controller. A client that reaches it meanwhile (its listeners are open) waits, then gets the whole picture,
+    not the empty one a fresh broker has."""
+    from kafkalite.client import Admin
+
+    async with Cluster(brokers=3, config=CONFIG, seed=15) as cluster:
+        await cluster.create_topic("t", partitions=3, replication_factor=3)
+        victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
+        native = next(ep for ep in cluster.broker(victim).endpoints if ep.listener == "NATIVE")
+        old_epoch, expires = cluster.broker(victim).broker_epoch, cluster.session_deadline(victim)
+        await cluster.kill_broker(victim)
+        answered: dict[str, Any] = {}
+
+        async def ask_the_restarting_broker() -> None:
+            async with Admin(f"{native.host}:{native.port}", {"reconnect.backoff.max.ms": 100}) as admin:
+                answered["topics"] = await admin.describe_topics(["t"])
+                answered["at"] = trio.current_time()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask_the_restarting_broker)
+            await cluster.restart_broker(victim)
+            restarted = trio.current_time()
+        assert restarted >= expires
+        assert cluster.broker(victim).broker_epoch > old_epoch
+        assert answered["at"] >= restarted
+        partitions = answered["topics"]["t"].partitions
+        assert [p.partition for p in partitions] == [0, 1, 2]
+        assert all(p.leader in cluster.live_broker_ids and victim in p.replicas for p in partitions)
+
+
 async def test_network_partition_isolating_a_leader_from_the_coordination_service(autojump_clock) -> None:
     from kafkalite.cluster import COORDINATION
 
