@@ -473,13 +473,13 @@ async def test_a_broker_restarted_right_after_a_crash_waits_out_its_old_session_
     async with Cluster(brokers=3, config=CONFIG, seed=15) as cluster:
         await cluster.create_topic("t", partitions=3, replication_factor=3)
         victim = next(b for b in cluster.broker_ids if b != cluster.controller_id)
-        native = next(ep for ep in cluster.broker(victim).endpoints if ep.listener == "NATIVE")
+        address = native_address(cluster, victim)
         old_epoch, expires = cluster.broker(victim).broker_epoch, cluster.session_deadline(victim)
         await cluster.kill_broker(victim)
         answered: dict[str, Any] = {}
 
         async def ask_the_restarting_broker() -> None:
-            async with Admin(f"{native.host}:{native.port}", {"reconnect.backoff.max.ms": 100}) as admin:
+            async with Admin(address, {"reconnect.backoff.max.ms": 100}) as admin:
                 answered["topics"] = await admin.describe_topics(["t"])
                 answered["at"] = trio.current_time()
 
