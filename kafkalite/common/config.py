@@ -321,7 +321,7 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("message.format.version", "string", "3.0-IV1",
               "Stored and described, as Kafka 3.x ignores it: records are always in the v2 format.",
               rule=_format_version),
-    ConfigKey("min.insync.replicas", "int", 1, "See the broker property.", at_least=1),
+    ConfigKey("min.insync.replicas", "int", 1, BROKER_CONFIG_KEYS["min.insync.replicas"].doc, at_least=1),
     *(ConfigKey(name, kind, default, "A setting of Kafka's files on disk, stored and described: kafkalite's logs are "
                 "in memory, so it changes nothing.", at_least=at_least)
       for name, kind, default, at_least in [
@@ -329,7 +329,8 @@ TOPIC_CONFIG_KEYS: dict[str, ConfigKey] = _keys(
           ("segment.jitter.ms", "long", 0, 0), ("file.delete.delay.ms", "long", 60000, 0),
           ("flush.messages", "long", _LONG_MAX, 1), ("flush.ms", "long", _LONG_MAX, 0),
           ("preallocate", "boolean", False, None)]),
-    ConfigKey("unclean.leader.election.enable", "boolean", False, "See the broker property."),
+    ConfigKey("unclean.leader.election.enable", "boolean", False,
+              BROKER_CONFIG_KEYS["unclean.leader.election.enable"].doc),
     ConfigKey("segment.bytes", "int", 1 << 30, "Size at which a segment rolls.", at_least=14),
     ConfigKey("segment.ms", "long", 7 * _DAY_MS, "Age at which a segment rolls.", at_least=1),
     ConfigKey("retention.ms", "long", 7 * _DAY_MS, "Age after which segments are deleted; -1: never.",
@@ -423,6 +424,13 @@ class _Config(Mapping[str, Any]):
     def canonical_name(self, name: str) -> str | None:
         """The property `name` names, itself or through an alias (zookeeper.session.timeout.ms); None if none."""
         return _canonical_keys(self._keys).get(name)
+
+    @classmethod
+    def definition(cls, name: str) -> ConfigKey | None:
+        """The definition of the property `name` names, itself or through an alias; None if none: its type and
+        documentation, which Kafka's DescribeConfigs gives a client from version 3."""
+        canonical = _canonical_keys(cls._keys).get(name)
+        return None if canonical is None else cls._keys[canonical]
 
     @property
     def overrides(self) -> dict[str, Any]:

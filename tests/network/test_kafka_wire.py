@@ -466,6 +466,42 @@ async def test_describe_configs_says_where_each_topic_value_comes_from() -> None
             assert [c.is_default for c in old.results[0].configs] == [False, False, True]  # v0 has no source
 
 
+async def test_describe_configs_from_version_3_types_each_config_and_documents_it_when_asked() -> None:
+    """As Kafka's: from v3 each config has its ConfigDef type (BOOLEAN 1, STRING 2, INT 3, LONG 5, DOUBLE 6, LIST 7),
+    which Java's Admin shows as ConfigEntry.type(), and its documentation only when the request asks (null
+    otherwise); v4, the flexible encoding, the same. A broker's configs too, an alias answered under its own name
+    with its property's type; a name kafkalite does not define is left out, as before."""
+    topic_names = ["min.insync.replicas", "retention.ms", "unclean.leader.election.enable", "cleanup.policy",
+                   "compression.type", "min.cleanable.dirty.ratio", "no.such.config"]
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=1, seed=5) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=1)
+            port = kafka_port(cluster, 1)
+            for version in (3, 4):
+                for documented in (False, True):
+                    described = await call(port, 32, version, include_synonyms=False,
+                                           include_documentation=documented, resources=[
+                        entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=2,
+                              resource_name=TOPIC, configuration_keys=topic_names),
+                        entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=4, resource_name="1",
+                              configuration_keys=["zookeeper.session.timeout.ms", "broker.rack"])])
+                    topic, broker = described.results
+                    assert (topic.error_code, broker.error_code) == (0, 0)
+                    assert [(c.name, c.config_type) for c in topic.configs] == [
+                        ("min.insync.replicas", 3), ("retention.ms", 5), ("unclean.leader.election.enable", 1),
+                        ("cleanup.policy", 7), ("compression.type", 2), ("min.cleanable.dirty.ratio", 6)]
+                    assert [(c.name, c.value, c.config_type) for c in broker.configs] == [
+                        ("zookeeper.session.timeout.ms", "18000", 3), ("broker.rack", None, 2)]
+                    documentation = {c.name: c.documentation for r in described.results for c in r.configs}
+                    if documented:
+                        assert "in-sync replicas" in documentation["min.insync.replicas"]
+                        assert "nothing is compacted" in documentation["min.cleanable.dirty.ratio"]
+                        assert "session timeout" in documentation["zookeeper.session.timeout.ms"]
+                        assert all(documentation.values()), (version, documentation)
+                    else:
+                        assert set(documentation.values()) == {None}, (version, documentation)
+
+
 def election_results(answer: Message) -> dict[tuple[str, int], int]:
     return {(topic.topic, r.partition_id): r.error_code for topic in answer.replica_election_results
             for r in topic.partition_result}
