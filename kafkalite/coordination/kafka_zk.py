@@ -64,6 +64,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 CONFIG_CHANGE_EXPIRATION_S = 15 * 60
 """How long a `/config/changes` notification stays: Kafka's ZkNodeChangeNotificationListener (changeExpirationMs)."""
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+CLUSTER_ID_PATH = "/cluster/id"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # The persistent paths Kafka creates at start, so that watches on their children can always be set.
@@ -507,6 +508,19 @@ class KafkaZkClient:
                     raise
                 failed[key] = exc
         return done, failed
+
+    # -- the cluster's id -------------------------------------------------------------------------------------------
+
+    def create_or_get_cluster_id(self, proposed: str) -> str:
+        """Kafka's getOrGenerateClusterId: the id the cluster's first broker wrote, or `proposed` if this broker is
+        the first. Every broker, and every restart, then answers clients with the same id."""
+        try:
+            self.session.create(CLUSTER_ID_PATH, encode({"version": "1", "id": proposed}), make_parents=True)
+            return proposed
+        except NodeExistsError:
+            found = self.get_data(CLUSTER_ID_PATH)
+            assert found is not None  # never deleted
+            return str(found[0]["id"])
 
     # -- idempotent producers ---------------------------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ controller addressed to the old incarnation are refused (STALE_BROKER_EPOCH).
 
 from __future__ import annotations
 
+import base64
 import logging
 import random
+import uuid
 from collections.abc import Callable
 from functools import partial
 
@@ -62,6 +64,12 @@ def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
     return tuple(endpoints)
 
 
+def _random_cluster_id(rng: random.Random) -> str:
+    """Kafka's generateUuidAsBase64: a random (version 4) UUID in URL-safe base64 without padding, 22 characters."""
+    raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, log_manager: LogManager,
                  gate: PauseGate, rng: random.Random | None = None, request_faults: RequestFaults | None = None
@@ -77,9 +85,10 @@ class Broker:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.replica_manager = ReplicaManager(config, zk, transport, log_manager, self.metadata_cache, gate,
                                               self._current_broker_epoch)
+        self._rng = rng if rng is not None else random.Random()
         self.group_coordinator = GroupCoordinator(
             self.broker_id, config, ReplicaOffsetsLog(self.replica_manager),
-            partial(self.metadata_cache.partition_count, GROUP_METADATA_TOPIC_NAME), rng)
+            partial(self.metadata_cache.partition_count, GROUP_METADATA_TOPIC_NAME), self._rng)
         self.apis = KafkaApis(self.broker_id, self.replica_manager, self.metadata_cache, zk, transport,
                               self._current_broker_epoch, self.group_coordinator, request_faults)
         self._new_session = trio.Event()
@@ -100,7 +109,8 @@ class Broker:
         return await self.apis.handle(request, context)
 
     async def startup(self, nursery: trio.Nursery) -> None:
-        """Open the listeners, start serving and register with the ports actually bound."""
+        """Learn the cluster's id, open the listeners, start serving and register with the ports actually bound."""
+        self.apis.cluster_id = self.zk.create_or_get_cluster_id(_random_cluster_id(self._rng))
         await nursery.start(self.group_coordinator.startup)
         self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
         self.zk.ensure_persistent_paths()

@@ -106,7 +106,6 @@ from kafkalite.server.request_faults import RequestFaults
 
 log = logging.getLogger(__name__)
 
-CLUSTER_ID = "kafkalite"
 METADATA_CHUNK = 1000  # topics answered between two checkpoints
 MAX_PRODUCER_ID = (1 << 63) - 1
 MAX_PRODUCER_EPOCH = (1 << 15) - 1  # an int16 on Kafka's wire
@@ -128,14 +127,6 @@ class Controller(Protocol):
     async def handle_request(self, request: Request, context: RequestContext) -> Response: ...
 
     def on_topic_config_change(self) -> None: ...
-
-
-def build_error_response(request: Request, error: ErrorCode, message: str | None = None) -> Response:
-    """The request's own response type carrying `error` on the whole request or on every entry of it."""
-    response = error_response(request, error.code, message)
-    if response is None:  # a Metadata request for all topics has no entry to carry the error
-        return MetadataResponse([], CLUSTER_ID, -1, [])
-    return response
 
 
 # What one request may list: (what the entries are, the config key that bounds them, how many it lists). The
@@ -195,6 +186,7 @@ class KafkaApis:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.controller: Controller | None = None
+        self.cluster_id = ""  # the broker learns it from the coordination service before it serves anyone
         self._zk = zk
         self._transport = transport
         self._broker_epoch = broker_epoch
@@ -240,22 +232,29 @@ class KafkaApis:
     async def handle(self, request: Request, context: RequestContext) -> Response:
         handler = self._handlers.get(type(request))
         if handler is None:
-            return build_error_response(request, errors.INVALID_REQUEST,
+            return self._error_response(request, errors.INVALID_REQUEST,
                                         f"{type(request).__name__} is not served by a broker")
         if isinstance(request, CONTROLLER_REQUESTS):
             fenced = self._fence(request)
             if fenced is not None:
-                return build_error_response(request, *fenced)
+                return self._error_response(request, *fenced)
         else:
             if not self._ready.is_set():
                 await self._ready.wait()
             refused = check_request_bounds(request, self.replica_manager.config)
             if refused is not None:
-                return build_error_response(request, *refused)
+                return self._error_response(request, *refused)
         faults = self.request_faults
         if faults is not None and faults.faults:
             return await faults.serve(self.broker_id, request, context, lambda: self._serve(handler, request, context))
         return await self._serve(handler, request, context)
+
+    def _error_response(self, request: Request, error: ErrorCode, message: str | None = None) -> Response:
+        """The request's own response type carrying `error` on the whole request or on every entry of it."""
+        response = error_response(request, error.code, message)
+        if response is None:  # a Metadata request for all topics has no entry to carry the error
+            return MetadataResponse([], self.cluster_id, -1, [])
+        return response
 
     async def _serve(self, handler: Callable[[Any, RequestContext], Awaitable[Response]], request: Request,
                      context: RequestContext) -> Response:
@@ -264,14 +263,14 @@ class KafkaApis:
             return await handler(request, context)
         except KafkaError as exc:
             log.info("broker %d: %s from %s failed: %s", self.broker_id, type(request).__name__, context.source, exc)
-            return build_error_response(request, exc.error, exc.message)
+            return self._error_response(request, exc.error, exc.message)
         except CoordinationError as exc:  # cut off from the service, or between sessions: a passing condition
             log.info("broker %d: %s from %s failed: %s", self.broker_id, type(request).__name__, context.source, exc)
-            return build_error_response(request, errors.COORDINATOR_NOT_AVAILABLE,
+            return self._error_response(request, errors.COORDINATOR_NOT_AVAILABLE,
                                         f"broker {self.broker_id} cannot reach the coordination service now; retry")
         except Exception as exc:
             log.exception("broker %d: %s from %s failed", self.broker_id, type(request).__name__, context.source)
-            return build_error_response(request, errors.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            return self._error_response(request, errors.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
 
     # -- controller requests --------------------------------------------------------------------------------------
 
@@ -298,7 +297,7 @@ class KafkaApis:
         topic_configs = await self.replica_manager.read_new_topic_configs(request)
         fenced = self._fence(request)  # again: a newer controller may have spoken while the read waited for the link
         if fenced is not None:
-            return build_error_response(request, *fenced)
+            return self._error_response(request, *fenced)
         response = self.replica_manager.become_leader_or_follower(context.correlation_id, request, topic_configs)
         self._on_leadership_change(request, response)
         return response
@@ -347,16 +346,17 @@ class KafkaApis:
         if controller is not None and controller.is_active:
             return await controller.handle_request(request, context)
         if isinstance(context.source, int):
-            return build_error_response(request, errors.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+            return self._error_response(request, errors.NOT_CONTROLLER,
+                                        f"broker {self.broker_id} is not the controller")
         controller_id = self._controller_to_ask()
         if controller_id is None:
-            return build_error_response(request, errors.NOT_CONTROLLER, "no controller is known")
+            return self._error_response(request, errors.NOT_CONTROLLER, "no controller is known")
         forwarded = RequestContext(self.broker_id, context.listener, context.client_id, context.correlation_id)
         timeout_ms = getattr(request, "timeout_ms", 0)
         bound_ms = timeout_ms if timeout_ms > 0 else self.replica_manager.config["controller.socket.timeout.ms"]
         with trio.move_on_after(bound_ms / 1000):
             return await self._transport.send(self.broker_id, controller_id, request, forwarded)
-        return build_error_response(request, errors.REQUEST_TIMED_OUT, (
+        return self._error_response(request, errors.REQUEST_TIMED_OUT, (
             f"the controller (broker {controller_id}) did not answer within {bound_ms} ms; what was asked may still "
             "be done"))
 
@@ -556,7 +556,7 @@ class KafkaApis:
                 and self.replica_manager.config["auto.create.topics.enable"]:
             await self._auto_create_topics(topics, context)
         controller_id = cache.controller_id
-        return MetadataResponse(cache.get_alive_metadata_brokers(context.listener), CLUSTER_ID,
+        return MetadataResponse(cache.get_alive_metadata_brokers(context.listener), self.cluster_id,
                                 controller_id if controller_id is not None else -1, topics)
 
     async def _auto_create_topics(self, topics: list[MetadataTopic], context: RequestContext) -> None:

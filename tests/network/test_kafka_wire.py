@@ -6,8 +6,10 @@ These run on the real clock: the kernel moves the bytes. Nothing sleeps; timeout
 
 from __future__ import annotations
 
+import base64
 import random
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -548,6 +550,36 @@ async def test_describe_cluster_lists_kafka_endpoints_and_refuses_controller_end
             refused = await call(port, 60, 1, include_cluster_authorized_operations=False, endpoint_type=2)
             assert refused.error_code == errors.UNSUPPORTED_VERSION.code and "broker endpoints" in refused.error_message
             assert (await call(port, 60, 0, include_cluster_authorized_operations=False)).error_code == 0
+
+
+async def test_each_cluster_has_its_own_id_which_every_broker_answers_and_restarts_keep() -> None:
+    """Kafka's getOrGenerateClusterId: the first broker to start writes a random id (a version-4 UUID in 22
+    characters of URL-safe base64) to the coordination service, and every broker answers Metadata and DescribeCluster
+    with it, after every broker has restarted too. Two clusters have two ids, so that a client or tool that keys
+    state by cluster id (a replicator's loop detection, a UI listing clusters) tells them apart; the same seed gives
+    the same id. Every cluster answered "kafkalite" before."""
+    async def ids(cluster: Cluster) -> set[str]:
+        found = set()
+        for broker in cluster.live_broker_ids:
+            port = kafka_port(cluster, broker)
+            found.add((await call(port, 3, 9, topics=[], allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=False,
+                                  include_topic_authorized_operations=False)).cluster_id)
+            found.add((await call(port, 60, 0, include_cluster_authorized_operations=False)).cluster_id)
+        return found
+
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=21) as first, Cluster(brokers=1, seed=22) as second, \
+                Cluster(brokers=1, seed=21) as again:
+            [cluster_id] = await ids(first)
+            assert len(cluster_id) == 22 and uuid.UUID(bytes=base64.urlsafe_b64decode(cluster_id + "==")).version == 4
+            for broker in (1, 2, 3):
+                await first.shutdown_broker(broker)
+                await first.restart_broker(broker)
+            assert await ids(first) == {cluster_id}
+            [other] = await ids(second)
+            assert other != cluster_id
+            assert await ids(again) == {cluster_id}
 
 
 async def test_a_kafka_batch_with_a_valid_crc_over_malformed_records_can_be_sought_past() -> None:

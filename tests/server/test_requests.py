@@ -33,7 +33,7 @@ from kafkalite.network.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from kafkalite.server.kafka_apis import build_error_response
+from kafkalite.network.responses import error_response
 
 from .conftest import CLIENT, Harness, batch
 
@@ -302,7 +302,9 @@ class _ActiveController:
 
     async def handle_request(self, request: Any, context: RequestContext) -> Response:
         self.seen.append((request, context))
-        return build_error_response(request, errors.NONE)
+        answer = error_response(request, errors.NONE.code)
+        assert answer is not None
+        return answer
 
 
 async def test_controller_requests_without_a_controller_are_not_controller(harness: Harness, autojump_clock: MockClock) -> None:
