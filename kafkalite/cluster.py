@@ -639,18 +639,48 @@ class Cluster:
         a moment later; a produce in between would get NOT_LEADER_OR_FOLLOWER, as a Kafka client would.
         """
         excluded = set(arguments.broker_ids(not_on, "wait_for_leader(not_on=)"))
-        check_interval(interval)
+        tp = _partition(topic, partition)
+        return (await self._wait_for_leaders([tp], excluded, timeout, interval, f"a leader for {tp}"))[partition]
 
-        def ready() -> bool:
-            state = self.partition_state(topic, partition)
+    async def wait_for_leaders(self, topic: str, partitions: Iterable[int] | None = None, *, timeout: float = 60,
+                               not_on: Iterable[int] = (), interval: float = 0.005) -> dict[int, int]:
+        """`wait_for_leader` for many partitions (by default every partition of the topic) at once: returns each
+        one's leader once all have one acting as leader. After a broker dies, one wait for the thousands of
+        partitions it led, instead of one each, every one of which would look at its partition again and again."""
+        excluded = set(arguments.broker_ids(not_on, "wait_for_leaders(not_on=)"))
+        if partitions is None:
+            assignment = self._zk().get_replica_assignment(_expect(topic, str, "topic"))
+            if assignment is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic} does not exist")
+            partitions = sorted(assignment)
+        wanted = [_partition(topic, p) for p in _expect(partitions, Iterable, "partitions")]
+        return await self._wait_for_leaders(wanted, excluded, timeout, interval,
+                                            f"leaders for {len(wanted)} partition(s) of {topic}")
+
+    async def _wait_for_leaders(self, wanted: Sequence[TopicPartition], excluded: set[int], timeout: float,
+                                interval: float, what: str) -> dict[int, int]:
+        leaders: dict[int, int] = {}
+
+        def acting(tp: TopicPartition) -> int | None:
+            state = self.partition_state(tp.topic, tp.partition)
             node = self._nodes.get(state.leader)
             if state.leader in excluded or node is None or not node.alive or node.broker is None:
-                return False
-            local = node.broker.replica_manager.get_partition(TopicPartition(topic, partition))
-            return local is not None and local.is_leader and local.leader_epoch == state.leader_epoch
+                return None
+            local = node.broker.replica_manager.get_partition(tp)
+            ready = local is not None and local.is_leader and local.leader_epoch == state.leader_epoch
+            return state.leader if ready else None
 
-        await self.wait_until(ready, timeout=timeout, interval=interval, what=f"a leader for {topic}-{partition}")
-        return self.partition_state(topic, partition).leader
+        def ready() -> bool:  # stops at the first partition without one: every look but the last is short
+            leaders.clear()
+            for tp in wanted:
+                leader = acting(tp)
+                if leader is None:
+                    return False
+                leaders[tp.partition] = leader
+            return True
+
+        await self.wait_until(ready, timeout=timeout, interval=interval, what=what)
+        return dict(leaders)
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The committed offset on the partition's acting leader, or -1 while it has none."""

@@ -230,6 +230,32 @@ async def test_controlled_shutdown_moves_every_leader_off_the_broker_first(autoj
         await cluster.wait_until(lambda: metadata_agrees(cluster, "t", 6))
 
 
+async def test_wait_for_leaders_waits_once_for_every_partition_a_dead_broker_led(autojump_clock) -> None:
+    """One wait for many partitions: after the broker that led some of them dies, it returns once every one has a
+    new leader acting as leader, with those leaders; by default it covers every partition of the topic, and an empty
+    list returns at once. An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION, and a wait that cannot end
+    times out saying how many partitions it waited for."""
+    async with Cluster(brokers=3, seed=3) as cluster:
+        await cluster.create_topic("t", partitions=6, replication_factor=3)
+        victim = cluster.leader_for("t", 0)
+        led = [p for p in range(6) if cluster.leader_for("t", p) == victim]
+        await cluster.kill_broker(victim)
+        leaders = await cluster.wait_for_leaders("t", led, not_on=[victim])
+        assert sorted(leaders) == led and victim not in leaders.values()
+        for p, leader in leaders.items():
+            assert cluster.leader_for("t", p) == leader
+            assert cluster.broker(leader).replica_manager.get_partition(TopicPartition("t", p)).is_leader
+        everything = await cluster.wait_for_leaders("t")
+        assert everything == {p: cluster.leader_for("t", p) for p in range(6)}
+        assert await cluster.wait_for_leaders("t", []) == {}
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await cluster.wait_for_leaders("nope")
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await cluster.wait_for_leaders("t", [0, 9])
+        with pytest.raises(errors.RequestTimedOutError, match=r"leaders for 6 partition\(s\) of t"):
+            await cluster.wait_for_leaders("t", not_on=[1, 2, 3], timeout=1)
+
+
 async def test_harness_calls_to_a_paused_broker_time_out_instead_of_waiting_forever(autojump_clock) -> None:
     """A paused broker holds every request at its door. The harness gives up as a Kafka client gives up after
     request.timeout.ms: create_topic within its `timeout`, produce within its timeout_ms and a few seconds, the
@@ -649,6 +675,10 @@ async def test_methods_given_arguments_of_the_wrong_type_say_what_was_expected(a
             (lambda: cluster.wait_for_leader("t", "0"), TypeError, "partition must be int"),
             (lambda: cluster.wait_for_leader("t", 0, not_on=1), TypeError,
              r"not_on=\) takes a collection of broker ids"),
+            (lambda: cluster.wait_for_leaders("t", 3), TypeError, "partitions must be Iterable, not int 3"),
+            (lambda: cluster.wait_for_leaders("t", ["0"]), TypeError, "partition must be int"),
+            (lambda: cluster.wait_for_leaders("t", not_on=1), TypeError,
+             r"wait_for_leaders\(not_on=\) takes a collection of broker ids"),
             (lambda: cluster.wait_until(True), TypeError, "condition must be a function"),
             # a wait that never lets the clock move could never time out: it hung (the watchdog caught it)
             (lambda: cluster.wait_until(lambda: False, timeout=1, interval=0), ValueError,

@@ -51,7 +51,8 @@ def test_sync_clients_across_a_failover() -> None:
             assert [f.result(timeout=10).offset for f in futures] == list(range(20))
         leader = cluster.leader_for("orders", 0)
         cluster.kill_broker(leader)
-        assert cluster.wait_for_leader("orders", 0, not_on=[leader], timeout=10) != leader
+        new_leader = cluster.wait_for_leader("orders", 0, not_on=[leader], timeout=10)
+        assert new_leader != leader and cluster.wait_for_leaders("orders", timeout=10) == {0: new_leader}
         with cluster.consumer(auto_offset_reset="earliest") as consumer:
             consumer.assign([TP])
             assert [r.value for r in read(consumer, 20)] == [b"v%d" % i for i in range(20)]
