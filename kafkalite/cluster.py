@@ -645,8 +645,8 @@ class Cluster:
     async def wait_for_leaders(self, topic: str, partitions: Iterable[int] | None = None, *, timeout: float = 60,
                                not_on: Iterable[int] = (), interval: float = 0.005) -> dict[int, int]:
         """`wait_for_leader` for many partitions (by default every partition of the topic) at once: returns each
-        one's leader once all have one acting as leader. After a broker dies, one wait for the thousands of
-        partitions it led, instead of one each, every one of which would look at its partition again and again."""
+        one's leader once all have one acting as leader. After a broker dies, one wait covers the thousands of
+        partitions it led, and each look stops at the first partition still without a leader acting as one."""
         excluded = set(arguments.broker_ids(not_on, "wait_for_leaders(not_on=)"))
         if partitions is None:
             assignment = self._zk().get_replica_assignment(_expect(topic, str, "topic"))

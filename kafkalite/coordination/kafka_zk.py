@@ -63,8 +63,8 @@ CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 CONFIG_CHANGE_EXPIRATION_S = 15 * 60
 """How long a `/config/changes` notification stays: Kafka's ZkNodeChangeNotificationListener (changeExpirationMs)."""
-PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CLUSTER_ID_PATH = "/cluster/id"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # The persistent paths Kafka creates at start, so that watches on their children can always be set.
