@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from typing import Any
 
@@ -12,7 +13,8 @@ from kafkalite.cluster import Cluster, ElectionOutcome
 from kafkalite.common import errors
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition
-from kafkalite.network.requests import PREFERRED_ELECTION, UNCLEAN_ELECTION, ElectLeadersRequest
+from kafkalite.network.requests import PREFERRED_ELECTION, UNCLEAN_ELECTION, ElectLeadersRequest, \
+    ElectLeadersResponse
 from kafkalite.testing.checks import assert_replicas_agree, metadata_agrees, replica_batches
 
 CONFIG = {"zookeeper.session.timeout.ms": 6000, "auto.leader.rebalance.enable": False}
@@ -51,6 +53,19 @@ async def test_preferred_election_restores_leadership_after_a_failover(autojump_
         missing = await cluster.elect_preferred_leaders([TopicPartition("nope", 0)])
         assert missing == {TopicPartition("nope", 0): ElectionOutcome(errors.UNKNOWN_TOPIC_OR_PARTITION)}
         assert missing[TopicPartition("nope", 0)].message  # the controller says why
+
+
+async def test_a_finished_election_leaves_nothing_of_itself_in_the_controller(autojump_clock: Any) -> None:
+    """The controller's event loop let go of each request once it was answered only when the next event came: an
+    election of every partition kept its response, an entry a partition, for as long as the cluster then idled,
+    carried by the cyclic GC into its oldest generation and walked at every full collection."""
+    async with Cluster(brokers=3, config=CONFIG, seed=1) as cluster:
+        await cluster.create_topic("t", partitions=30, replication_factor=3)
+        results = await cluster.elect_preferred_leaders()
+        assert len(results) == 30
+        await trio.sleep(1)
+        gc.collect()
+        assert [o for o in gc.get_objects() if isinstance(o, ElectLeadersResponse)] == []
 
 
 async def test_auto_rebalance_brings_leader_counts_back(autojump_clock: Any) -> None:

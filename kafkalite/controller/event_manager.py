@@ -152,3 +152,6 @@ class ControllerEventManager:
             finally:
                 if isinstance(event, ControllerRequest):
                     event.done.set()
+            # Not kept until the next event, which may be long in coming: a request's event holds its response, one
+            # entry a partition (an election of every partition of a large cluster: one for each).
+            del event
