@@ -41,8 +41,8 @@ class UnexpectedAppendOffsetError(InvalidRecordError):
 
 
 class Log:
-    __slots__ = ("config", "name", "_clock_ms", "_log_start_offset", "_older", "_active", "_segment_bases",
-                 "_log_end_offset", "_epochs", "_epoch_offsets")
+    __slots__ = ("config", "name", "_clock_ms", "_log_start_offset", "_older", "_active", "_empty_since_ms",
+                 "_segment_bases", "_log_end_offset", "_epochs", "_epoch_offsets")
 
     def __init__(self, config: LogConfig = LogConfig(), *, clock_ms: Callable[[], int] = now_ms,
                  log_start_offset: int = 0, name: str = "", created_ms: int | None = None) -> None:
@@ -55,7 +55,11 @@ class Log:
         # The segments: the active one apart, so that a log with one segment (nearly every log of a large cluster)
         # holds no list of them for the cyclic GC to walk, only the shared empty tuple.
         self._older: tuple[LogSegment, ...] = ()
-        self._active = LogSegment(log_start_offset, clock_ms() if created_ms is None else created_ms)
+        # The active segment is made by the first append (`_active_segment`): most logs of a large cluster never
+        # see one, and an empty segment object each was one more object per replica for the cyclic GC to walk.
+        # Until then None, and `_empty_since_ms` is when it was due, its creation time for segment.ms.
+        self._active: LogSegment | None = None
+        self._empty_since_ms = clock_ms() if created_ms is None else created_ms
         # The segments' base offsets, for bisect: a tuple of ints, replaced whole on a roll, truncation or retention
         # (rare), as the cyclic GC stops tracking it where it would walk a list per log at every full collection.
         self._segment_bases: tuple[int, ...] = (log_start_offset,)
@@ -77,11 +81,22 @@ class Log:
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return (*self._older, self._active)
+        """Every segment, oldest first, the active one last (an empty one made for the caller if none is yet)."""
+        active = self._active
+        if active is None:
+            active = LogSegment(self._segment_bases[-1], self._empty_since_ms)
+        return (*self._older, active)
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size_in_bytes for segment in self.segments)
+        older = sum(segment.size_in_bytes for segment in self._older)
+        return older if self._active is None else older + self._active.size_in_bytes
+
+    def _active_segment(self) -> LogSegment:
+        active = self._active
+        if active is None:
+            active = self._active = LogSegment(self._segment_bases[-1], self._empty_since_ms)
+        return active
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
@@ -127,7 +142,7 @@ class Log:
         epoch = batch.partition_leader_epoch
         if epoch >= 0 and (not self._epochs or epoch > self._epochs[-1]):
             self.leader_epoch_cache.assign(epoch, batch.base_offset)
-        active = self._active
+        active = self._active_segment()
         if not active.is_empty() and (active.size_in_bytes + batch.size_in_bytes > self.config.segment_bytes
                                       or self._waited_for_roll(active, batch) > self.config.segment_ms):
             active = self._roll()
@@ -145,7 +160,7 @@ class Log:
 
     def _roll(self) -> LogSegment:
         segment = LogSegment(self.log_end_offset, self._clock_ms())
-        self._older += (self._active,)
+        self._older += (self._active_segment(),)
         self._active = segment
         self._segment_bases += (segment.base_offset,)
         return segment
@@ -231,16 +246,17 @@ class Log:
         segments = self.segments
         new_end = segments[index].truncate_to(offset)
         keep = index + 1 if (index == 0 or new_end > segments[index].base_offset) else index
-        self._older, self._active = segments[:keep - 1], segments[keep - 1]
+        active = segments[keep - 1]
+        self._older, self._active = segments[:keep - 1], active
         self._segment_bases = self._segment_bases[:keep]
-        self._log_end_offset = self._active.next_offset
+        self._log_end_offset = active.next_offset
         self._log_start_offset = min(self._log_start_offset, new_end)
         self.leader_epoch_cache.truncate_from_end(new_end)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and restart empty at `offset` (a follower far behind a leader's log start)."""
         self._older = ()
-        self._active = LogSegment(offset, self._clock_ms())
+        self._active, self._empty_since_ms = None, self._clock_ms()
         self._segment_bases = (offset,)
         self._log_end_offset = offset
         self._log_start_offset = offset
@@ -271,7 +287,7 @@ class Log:
         appended to, as Kafka's by its file's modification time.
         """
         active = self._active
-        if not self._older and active.is_empty():  # most logs of a large cluster, every retention pass
+        if not self._older and (active is None or active.is_empty()):  # most logs of a large cluster, every pass
             return 0
         now = self._clock_ms()
         retention_ms = self.config.retention_ms

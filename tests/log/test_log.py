@@ -125,6 +125,26 @@ def test_a_log_given_its_creation_time_rolls_by_time_from_it():
     assert [s.base_offset for s in log.segments] == [0, 5]
 
 
+def test_a_log_emptied_by_a_full_truncation_counts_segment_ms_from_the_truncation():
+    """The empty segment a full truncation leaves is made when a batch first comes, but dated from the truncation,
+    as Kafka's, which it creates there: segment.ms runs from then, not from the first append."""
+    clock = FakeClock()
+    log = make_log(clock, segment_ms=HOUR_MS)
+    untimed = batch(timestamps=[NO_TIMESTAMP] * 5)
+    log.append_as_leader(untimed, 0)
+    clock.now += 2 * HOUR_MS
+    log.truncate_fully_and_start_at(100)
+    truncated_at = clock.now
+    assert [(s.base_offset, s.created_ms, s.size_in_bytes) for s in log.segments] == [(100, truncated_at, 0)]
+    assert log.size_in_bytes == 0
+    clock.now += HOUR_MS
+    log.append_as_leader(untimed, 0)  # the first batch of an empty segment never rolls it
+    assert [(s.base_offset, s.created_ms) for s in log.segments] == [(100, truncated_at)]
+    clock.now += 1
+    log.append_as_leader(untimed, 0)
+    assert [s.base_offset for s in log.segments] == [100, 105]
+
+
 def test_an_idle_empty_segment_does_not_roll():
     clock = FakeClock()
     log = make_log(clock, segment_ms=HOUR_MS)
