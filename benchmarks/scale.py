@@ -19,9 +19,9 @@ partitions has moved by a third from the next on this machine, more than some go
 - shutdown: controlled shutdown of a broker leading a third of the partitions
 - prefer: after that broker restarts and rejoins every ISR, a preferred election of every partition
 - leader failover: a broker leading a third of the partitions dies; from its session's expiry until every
-  partition it led has a new leader acting as leader, watched with one `Cluster.wait_for_leaders` (a look at
-  every partition it led, 2 ms at 1,000 partitions, is in the figure; the watch before it, a wait for each
-  partition, added 11-13 ms there and 110-150 ms at 10,000, as did the figures when issue 16 was filed)
+  partition it led has a new leader acting as leader, watched with one `Cluster.wait_for_leaders`, whose looks
+  are in the figure (the figures when issue 16 was filed watched with a wait per partition, which cost more;
+  the CHANGELOG has both)
 - idle: CPU per second of a quiet cluster on the real clock, over one ISR tick period (replica.lag.time.max.ms
   / 2, so the periodic work is in the window exactly once), starting one period after every partition's ISR is
   full: the first tick after a leadership change looks at each partition once, a quiet cluster's ticks do not

@@ -502,6 +502,15 @@ async def test_describe_configs_from_version_3_types_each_config_and_documents_i
                         assert all(documentation.values()), (version, documentation)
                     else:
                         assert set(documentation.values()) == {None}, (version, documentation)
+            # A resource type kafkalite does not serve fails alone, with Kafka's code and a message.
+            mixed = await call(port, 32, 4, include_synonyms=False, include_documentation=True, resources=[
+                entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=9, resource_name="x",
+                      configuration_keys=None),
+                entry(DescribeConfigsRequest, "DescribeConfigsResource", resource_type=2, resource_name=TOPIC,
+                      configuration_keys=["retention.ms"])])
+            refused, served = mixed.results
+            assert refused.error_code == errors.INVALID_REQUEST.code and "resource type 9" in refused.error_message
+            assert (served.error_code, [(c.name, c.config_type) for c in served.configs]) == (0, [("retention.ms", 5)])
 
 
 def election_results(answer: Message) -> dict[tuple[str, int], int]:
