@@ -161,6 +161,7 @@ class PartitionStates:
 
 @dataclass(frozen=True, slots=True)
 class ClusterDescription:
+    cluster_id: str | None
     brokers: tuple[BrokerDescription, ...]
     controller_id: int | None
     controller_epoch: int
@@ -402,6 +403,12 @@ class Cluster:
         active = [(node.controller.epoch, b) for b, node in self._nodes.items()
                   if node.alive and node.controller is not None and node.controller.is_active]
         return max(active)[1] if active else None
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The id every broker gives clients in Metadata and DescribeCluster (Kafka's cluster id): random, written by
+        the first broker to start and kept through restarts; None until a broker has started."""
+        return self._zk().get_cluster_id()
 
     def broker(self, broker_id: int) -> Broker:
         """The running broker object, for tests that look inside (partitions, metadata cache)."""
@@ -712,7 +719,8 @@ class Cluster:
                     {r.replica: context.replica_states[r].value for r in context.replicas_for_partitions([tp])
                      if r in context.replica_states})
         epoch = self._zk().get_controller_epoch()
-        return ClusterDescription(tuple(brokers), controller_id, epoch[0] if epoch is not None else 0, partitions)
+        return ClusterDescription(self.cluster_id, tuple(brokers), controller_id,
+                                  epoch[0] if epoch is not None else 0, partitions)
 
     def describe_brokers(self) -> list[dict[str, Any]]:
         """Live brokers with their NATIVE endpoint and rack, and which one is the controller."""

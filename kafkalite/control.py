@@ -78,8 +78,9 @@ def _broker(cluster: Cluster, params: dict[str, str]) -> int:
 
 
 async def _describe(cluster: Cluster, params: dict[str, str], body: Any) -> tuple[int, Any]:
-    return 200, {"brokers": cluster.broker_ids, "live_brokers": cluster.live_broker_ids,
-                 "controller": cluster.controller_id, "bootstrap_servers": cluster.bootstrap_servers,
+    return 200, {"cluster_id": cluster.cluster_id, "brokers": cluster.broker_ids,
+                 "live_brokers": cluster.live_broker_ids, "controller": cluster.controller_id,
+                 "bootstrap_servers": cluster.bootstrap_servers,
                  "kafka_bootstrap_servers": cluster.kafka_bootstrap_servers,
                  "request_faults": [fault_json(f) for f in cluster.request_faults.faults]}
 

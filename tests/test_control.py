@@ -70,6 +70,7 @@ def test_the_cluster_is_described(call: Callable[..., tuple[int, Any]], cluster:
     status, described = call("GET", "/cluster")
     assert status == 200
     assert described["brokers"] == described["live_brokers"] == [1, 2, 3]
+    assert described["cluster_id"] == cluster.cluster_id and len(described["cluster_id"]) == 22
     assert described["controller"] == cluster.controller_id
     assert described["kafka_bootstrap_servers"] == cluster.kafka_bootstrap_servers
     assert described["request_faults"] == []

@@ -518,9 +518,14 @@ class KafkaZkClient:
             self.session.create(CLUSTER_ID_PATH, encode({"version": "1", "id": proposed}), make_parents=True)
             return proposed
         except NodeExistsError:
-            found = self.get_data(CLUSTER_ID_PATH)
+            found = self.get_cluster_id()
             assert found is not None  # never deleted
-            return str(found[0]["id"])
+            return found
+
+    def get_cluster_id(self) -> str | None:
+        """The cluster's id, None until its first broker has started."""
+        found = self.get_data(CLUSTER_ID_PATH)
+        return None if found is None else str(found[0]["id"])
 
     # -- idempotent producers ---------------------------------------------------------------------------------------
 

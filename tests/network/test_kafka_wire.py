@@ -582,6 +582,7 @@ async def test_each_cluster_has_its_own_id_which_every_broker_answers_and_restar
                 Cluster(brokers=1, seed=21) as again:
             [cluster_id] = await ids(first)
             assert len(cluster_id) == 22 and uuid.UUID(bytes=base64.urlsafe_b64decode(cluster_id + "==")).version == 4
+            assert first.cluster_id == first.describe_cluster().cluster_id == cluster_id  # what a test can compare with
             for broker in (1, 2, 3):
                 await first.shutdown_broker(broker)
                 await first.restart_broker(broker)
