@@ -93,9 +93,6 @@ class Transport:
             for scope in node.serving:
                 scope.cancel()
 
-    def is_registered(self, node_id: NodeId) -> bool:
-        return node_id in self._nodes
-
     @property
     def senders(self) -> frozenset[NodeId]:
         """Every name a request has been sent under: brokers, the cluster's own calls, in-process clients."""

@@ -125,17 +125,11 @@ class MetadataCache:
     def get_all_topics(self) -> set[str]:
         return set(self._partition_states)
 
-    def get_alive_brokers(self) -> list[LiveBroker]:
-        return [broker for _, broker in sorted(self._snapshot.alive_brokers.items())]
-
     def get_alive_broker_ids(self) -> list[int]:
         return sorted(self._snapshot.alive_brokers)
 
     def has_alive_broker(self, broker_id: int) -> bool:
         return broker_id in self._snapshot.alive_brokers
-
-    def get_alive_endpoint(self, broker_id: int, listener: str) -> BrokerEndpoint | None:
-        return self._snapshot.alive_nodes.get(broker_id, {}).get(listener)
 
     def get_alive_metadata_brokers(self, listener: str) -> list[MetadataBroker]:
         """The live brokers as a client on `listener` must reach them: that listener's endpoint of each."""
