@@ -36,7 +36,7 @@ from kafkalite.common.errors import (
 )
 from kafkalite.common.nursery import leave_nursery, unwrap_single
 from kafkalite.common.records import Record, RecordBatch
-from kafkalite.common.types import TopicPartition
+from kafkalite.common.types import ZERO_UUID, TopicPartition
 from kafkalite.controller import KafkaController
 from kafkalite.coordination import CoordinationService
 from kafkalite.coordination.kafka_zk import KafkaZkClient, LeaderAndIsr
@@ -755,6 +755,15 @@ class Cluster:
 
     def topics(self) -> list[str]:
         return self._zk().get_all_topics()
+
+    def topic_id(self, topic: str) -> str:
+        """The topic's id (Kafka's, KIP-516), as Uuid.toString prints it: what Kafka clients see in Metadata and
+        CreateTopics and may delete the topic by. A topic created again under the same name has another. Kafka's
+        zero UUID for a topic whose znode a tool wrote without an id, until the controller gives it one."""
+        found = self._zk().get_topic_id_and_assignment(_expect(topic, str, "topic"))
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        return found[0] or ZERO_UUID
 
     async def produce(self, topic: str, partition: int, records: Sequence[Record] | RecordBatch, *,
                       acks: int = -1, timeout_ms: int = 30000) -> int:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from kafkalite.common.records import Record
-from kafkalite.common.types import TopicPartition as NativeTopicPartition
+from kafkalite.common.types import TopicPartition as NativeTopicPartition, uuid_bytes
 from kafkalite.embedded import EmbeddedCluster
 from kafkalite.network.requests import EARLIEST_TIMESTAMP
 
@@ -251,22 +252,38 @@ def test_natively_produced_records_read_by_kafka_clients_with_seek(cluster: Embe
     assert consume(client, cluster.kafka_bootstrap_servers, topic, 13, COUNT - 13) == list(enumerate(sent))[13:]
 
 
-def test_kafka_python_pinned_to_the_newest_kafka_releases_served(cluster: EmbeddedCluster, topic: str) -> None:
-    """kafka-python with api_version pinned sends its release's versions without asking which the broker serves,
-    as the README says: its producer and consumer pinned to Kafka 2.7 (the consumer fetches at version 12), its
-    admin client pinned to 2.3 (from 2.4 it sends CreateTopics v5, which kafkalite does not serve yet)."""
+@pytest.mark.parametrize("pinned", [(2, 3), (2, 5), (2, 8), (3, 0)])
+def test_kafka_python_pinned_to_a_kafka_release(cluster: EmbeddedCluster, topic: str, pinned: tuple[int, int]) -> None:
+    """kafka-python with api_version pinned to a release no newer than the one it takes kafkalite for (from what
+    ApiVersions lists) sends that release's versions without checking them against the list: CreateTopics v5-7
+    and DeleteTopics v4-6 from 2.4, CreatePartitions v2-3 from 2.5, Metadata v11 from 2.8, FindCoordinator v4 and
+    OffsetFetch v8 from 3.0. Every one is served: produce, consume, a group's committed offsets, topics created,
+    described, grown and deleted."""
+    bootstrap = cluster.kafka_bootstrap_servers
     sent = records(10)
-    _kafka_python_produce(cluster.kafka_bootstrap_servers, topic, sent, api_version=(2, 7))
-    assert _kafka_python_consume(cluster.kafka_bootstrap_servers, topic, 3, 7, api_version=(2, 7)) == list(
-        enumerate(sent))[3:]
-    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers, api_version=(2, 3))
+    _kafka_python_produce(bootstrap, topic, sent, api_version=pinned)
+    assert _kafka_python_consume(bootstrap, topic, 3, 7, api_version=pinned) == list(enumerate(sent))[3:]
+    group, tp = f"pinned-{pinned[0]}-{pinned[1]}", kafka.TopicPartition(topic, 0)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                   api_version=pinned)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, api_version=pinned)
     try:
-        admin.create_topics([kafka.admin.NewTopic("pinned-2-3", 2, 3)])
-        assert [len(p.replicas) for p in cluster.describe_topic("pinned-2-3")] == [3, 3]
-        admin.delete_topics(["pinned-2-3"])
-        wait_for(lambda: "pinned-2-3" not in cluster.topics(), "pinned-2-3 to be deleted")
+        consumer.assign([tp])
+        consumer.commit({tp: kafka.structs.OffsetAndMetadata(7, "seven", -1)})
+        [(committed_tp, committed)] = admin.list_group_offsets(group)[group].items()
+        assert (committed_tp, committed.offset, committed.metadata) == (tp, 7, "seven")
+        admin.create_topics([kafka.admin.NewTopic(group, 2, 3)])
+        [described] = admin.describe_topics([group])
+        assert [len(p["replica_nodes"]) for p in described["partitions"]] == [3, 3]
+        if pinned >= (2, 8):  # Metadata v10+: the topic's id
+            assert described["topic_id"] == str(uuid.UUID(bytes=uuid_bytes(cluster.topic_id(group))))
+        admin.create_partitions({group: kafka.admin.NewPartitions(3)})
+        assert [len(p.replicas) for p in cluster.describe_topic(group)] == [3, 3, 3]
+        admin.delete_topics([group])
+        wait_for(lambda: group not in cluster.topics(), f"{group} to be deleted")
     finally:
         admin.close()
+        consumer.close()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -294,8 +311,12 @@ def test_admin_with_confluent_kafka(cluster: EmbeddedCluster) -> None:
     described = admin.describe_topics(
         confluent_kafka.TopicCollection(["admin-ck"]))["admin-ck"].result(DEADLINE)
     assert len(described.partitions) == 2 and all(len(p.replicas) == 3 for p in described.partitions)
+    topic_id = described.topic_id  # compared by value: librdkafka prints it in base64's other alphabet ('+', '/')
+    assert (topic_id.get_most_significant_bits() % 2**64) << 64 | topic_id.get_least_significant_bits() % 2**64 == \
+        int.from_bytes(uuid_bytes(cluster.topic_id("admin-ck")))
     cluster_description = admin.describe_cluster().result(DEADLINE)
     assert cluster_description.controller.id == cluster.controller_id
+    assert cluster_description.cluster_id == cluster.cluster_id
     assert {node.id for node in cluster_description.nodes} == {1, 2, 3}
     resource = ConfigResource(ConfigResource.Type.TOPIC, "admin-ck")
     configs = admin.describe_configs([resource])[resource].result(DEADLINE)

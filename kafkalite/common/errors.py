@@ -202,6 +202,7 @@ GROUP_SUBSCRIBED_TO_TOPIC = _define(86, "GROUP_SUBSCRIBED_TO_TOPIC", False,
                                     "The consumer group is actively subscribed to the topic.")
 INVALID_RECORD = _define(87, "INVALID_RECORD", False,
                          "This record has failed the validation on broker and hence will be rejected.")
+UNKNOWN_TOPIC_ID = _define(100, "UNKNOWN_TOPIC_ID", True, "This server does not host this topic ID.")
 
 UnknownServerError = UNKNOWN_SERVER_ERROR.exception
 OffsetOutOfRangeError = OFFSET_OUT_OF_RANGE.exception

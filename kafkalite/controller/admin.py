@@ -25,7 +25,7 @@ from kafkalite.common.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
-from kafkalite.common.types import TopicPartition, validate_topic_name
+from kafkalite.common.types import ZERO_UUID, TopicPartition, random_uuid, validate_topic_name
 from kafkalite.controller.context import ControllerContext
 from kafkalite.controller.event_manager import Completion
 from kafkalite.controller.partition_state_machine import PartitionState, PartitionStateMachine
@@ -209,9 +209,21 @@ class AdminManager:
     # -- the watches ----------------------------------------------------------------------------------------------
 
     def watch_assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
-        """Read a topic's assignment and watch it: added partitions arrive as a change of this znode."""
+        """Read a topic's assignment and id, and watch it: added partitions arrive as a change of this znode.
+
+        A topic znode written without an id (by a tool, or a test, as Kafka's before 2.8) gets one here, written
+        back with the rest of the znode kept, as Kafka's controller does for such topics."""
         self.zk.register_znode_change_handler(topic_path(topic), self._watch_topic(topic))
-        return self.zk.get_assignment(topic, watch=True) or {}
+        found = self.zk.get_topic_id_and_assignment(topic, watch=True)
+        if found is None:
+            return {}
+        topic_id, assignment = found
+        if topic_id is None:
+            topic_id = random_uuid(self.rng)
+            self.zk.controller_multi(self.context.epoch_zk_version, [self.zk.set_replica_assignment_op(
+                topic, topic_id, assignment, self.zk.get_ongoing_reassignments(topic))])
+        self.context.topic_ids[topic] = topic_id
+        return assignment
 
     def process_topic_change(self) -> None:
         context = self.context
@@ -274,13 +286,15 @@ class AdminManager:
             try:
                 assignment, overrides = plan_topic(topic, self.config, existing, live, self.rng, budget)
                 budget -= len(assignment)
+                topic_id = ZERO_UUID
                 if not request.validate_only:
+                    topic_id = random_uuid(self.rng)
                     self.zk.controller_multi(self.context.epoch_zk_version,
-                                             self.zk.create_topic_ops(topic.name, assignment, overrides))
+                                             self.zk.create_topic_ops(topic.name, assignment, overrides, topic_id))
                     existing.add(topic.name)
                     waiters.append(self._topics_online.setdefault(topic.name, Completion()))
                 results.append(CreatableTopicResult(topic.name, errors.NONE.code, None, len(assignment),
-                                                    len(next(iter(assignment.values())))))
+                                                    len(next(iter(assignment.values()))), topic_id))
             except KafkaError as exc:
                 results.append(CreatableTopicResult(topic.name, exc.code, exc.message))
             except NodeExistsError:
@@ -302,8 +316,8 @@ class AdminManager:
             try:
                 assignment = self._plan_new_partitions(topic, live)
                 if not request.validate_only:
-                    self.zk.controller_multi(self.context.epoch_zk_version,
-                                             [self.zk.set_replica_assignment_op(topic.name, assignment)])
+                    self.zk.controller_multi(self.context.epoch_zk_version, [self.zk.set_replica_assignment_op(
+                        topic.name, self.context.topic_ids.get(topic.name), assignment)])
                     waiters.append(self._partitions_added.setdefault(topic.name, Completion()))
                 results.append(CreatePartitionsTopicResult(topic.name, errors.NONE.code))
             except KafkaError as exc:

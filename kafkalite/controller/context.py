@@ -69,6 +69,7 @@ class ControllerContext:
     # Each partition's replicas as a tuple (see KafkaZkClient.get_assignment); `partition_replica_assignment` gives
     # a list to change.
     partition_assignments: dict[str, dict[int, Sequence[int]]] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)  # Kafka's topic ids (KIP-516), as the topic znodes hold
     partition_leadership_info: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     # Keyed by plain (topic, partition, replica) tuples, equal to and found by a PartitionAndReplica: the cyclic GC
@@ -167,5 +168,6 @@ class ControllerContext:
             for replica in self.replicas_for_partitions([tp]):
                 self.replica_states.pop(replica, None)
         self.partition_assignments.pop(topic, None)
+        self.topic_ids.pop(topic, None)
         self.all_topics.discard(topic)
         self.topics_to_be_deleted.discard(topic)

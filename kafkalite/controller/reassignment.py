@@ -224,8 +224,8 @@ class ReassignmentManager:
                        if other.topic == tp.topic and other != tp}
         if moving is not None:
             reassigning[tp.partition] = moving
-        self.zk.controller_multi(self.context.epoch_zk_version,
-                                 [self.zk.set_replica_assignment_op(tp.topic, assignment, reassigning)])
+        self.zk.controller_multi(self.context.epoch_zk_version, [self.zk.set_replica_assignment_op(
+            tp.topic, self.context.topic_ids.get(tp.topic), assignment, reassigning)])
         self.context.partition_assignments[tp.topic] = assignment
 
     # -- admin requests -------------------------------------------------------------------------------------------

@@ -181,11 +181,13 @@ class ControllerBrokerRequestBatch:
             return
         partition_states = self.update_metadata_partition_states()
         live_brokers = self._live_brokers(self.context.live_or_shutting_down_broker_ids)
+        ids = self.context.topic_ids
+        topic_ids = {topic: ids[topic] for topic in {state.topic for state in partition_states} if topic in ids}
         for broker_id in sorted(self.update_metadata_request_broker_set &
                                 self.context.live_or_shutting_down_broker_ids):
             self.channel_manager.send_request(broker_id, UpdateMetadataRequest(
                 self.controller_id, controller_epoch, self.context.broker_epoch(broker_id), partition_states,
-                live_brokers))
+                live_brokers, topic_ids))
 
     def _send_stop_replica_requests(self, controller_epoch: int) -> None:
         for broker_id, partitions in sorted(self.stop_replica_request_map.items()):

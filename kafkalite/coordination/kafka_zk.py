@@ -565,10 +565,16 @@ class KafkaZkClient:
     def get_assignment(self, topic: str, *, watch: bool = False) -> dict[int, tuple[int, ...]] | None:
         """The topic's replica assignment as the controller caches it: each partition's replicas a tuple, which the
         cyclic GC stops tracking (a list per partition would reach its oldest generation at every failover)."""
+        found = self.get_topic_id_and_assignment(topic, watch=watch)
+        return None if found is None else found[1]
+
+    def get_topic_id_and_assignment(self, topic: str, *, watch: bool = False
+                                    ) -> tuple[str | None, dict[int, tuple[int, ...]]] | None:
+        """The topic znode's id (None in one written without, as by Kafka before 2.8) and assignment, in one read."""
         found = self.get_data(topic_path(topic), watch=watch, use_list=False)
         if found is None or found[0] is None:
             return None
-        return {int(p): replicas for p, replicas in found[0]["partitions"].items()}
+        return found[0].get("topic_id"), {int(p): replicas for p, replicas in found[0]["partitions"].items()}
 
     def get_ongoing_reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
         """(adding replicas, removing replicas) of each partition of `topic` in the middle of a reassignment, as
@@ -579,32 +585,36 @@ class KafkaZkClient:
         adding, removing = found[0].get("adding_replicas", {}), found[0].get("removing_replicas", {})
         return {int(p): (list(adding.get(p, [])), list(removing.get(p, []))) for p in set(adding) | set(removing)}
 
-    def create_topic_ops(self, topic: str, assignment: dict[int, list[int]], config: dict[str, Any]) -> list[Op]:
-        """A new topic's assignment and config, to be written in one transaction; the topic watch does the rest.
+    def create_topic_ops(self, topic: str, assignment: dict[int, list[int]], config: dict[str, Any],
+                         topic_id: str | None = None) -> list[Op]:
+        """A new topic's assignment, id and config, to be written in one transaction; the topic watch does the rest.
+        Without an id, the controller gives the topic one when it finds it, as Kafka's does since 2.8.
 
         NodeExistsError from the multi means the topic exists: TOPIC_ALREADY_EXISTS, nothing half-created.
         """
         return [
             CreateOp(topic_config_path(topic), encode({"version": 1, "config": config})),
-            CreateOp(topic_path(topic), encode({"version": 1, "partitions": {
-                str(p): replicas for p, replicas in sorted(assignment.items())}})),
+            self.set_replica_assignment_op(topic, topic_id, assignment, create=True),
         ]
 
-    def set_replica_assignment_op(self, topic: str, assignment: Mapping[int, Sequence[int]],
-                                  reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None
-                                  ) -> Op:
-        """The topic's assignment; `reassigning` gives (adding, removing) replicas of partitions being moved. Replica
-        lists are lists or tuples, which pack alike.
+    def set_replica_assignment_op(self, topic: str, topic_id: str | None, assignment: Mapping[int, Sequence[int]],
+                                  reassigning: Mapping[int, tuple[Sequence[int], Sequence[int]]] | None = None, *,
+                                  create: bool = False) -> Op:
+        """The topic znode, as Kafka's TopicZNode (version 3 with an id): its id, its assignment and, in
+        `reassigning`, the (adding, removing) replicas of partitions being moved. Replica lists are lists or tuples,
+        which pack alike.
 
         Kafka writes the whole topic znode at every step of a partition's move, so moving all of a topic's P
         partitions writes it 2P times: the partitions' map is built in C (`map`, `zip`), not entry by entry."""
         moving = sorted((reassigning or {}).items())
         partitions = sorted(assignment)
-        return SetDataOp(topic_path(topic), encode({
-            "version": 2,
-            "partitions": dict(zip(map(str, partitions), map(assignment.__getitem__, partitions))),
-            "adding_replicas": {str(p): adding for p, (adding, _) in moving if adding},
-            "removing_replicas": {str(p): removing for p, (_, removing) in moving if removing}}))
+        data: dict[str, Any] = {"version": 2 if topic_id is None else 3}
+        if topic_id is not None:
+            data["topic_id"] = topic_id
+        data["partitions"] = dict(zip(map(str, partitions), map(assignment.__getitem__, partitions)))
+        data["adding_replicas"] = {str(p): adding for p, (adding, _) in moving if adding}
+        data["removing_replicas"] = {str(p): removing for p, (_, removing) in moving if removing}
+        return (CreateOp if create else SetDataOp)(topic_path(topic), encode(data))
 
     def change_topic_config(self, topic: str, config: dict[str, Any]) -> None:
         """Replace a topic's overrides and announce it under `/config/changes`, which every broker watches."""

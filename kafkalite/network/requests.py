@@ -19,6 +19,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 from kafkalite.common.records import RecordBatch
+from kafkalite.common.types import ZERO_UUID
 
 if TYPE_CHECKING:
     import trio
@@ -325,6 +326,7 @@ class UpdateMetadataRequest(Request):
     broker_epoch: int
     partition_states: list[UpdateMetadataPartitionState]
     live_brokers: list[LiveBroker]
+    topic_ids: dict[str, str] = field(default_factory=dict)  # of the topics whose partitions it names
 
 
 @message
@@ -613,6 +615,7 @@ class MetadataTopic:
     partitions: list[MetadataPartition] = field(default_factory=list)
     is_internal: bool = False
     error_message: str | None = None
+    topic_id: str = ZERO_UUID
 
 
 @message
@@ -638,6 +641,7 @@ class CreateTopicsRequest(Request):
     topics: list[CreatableTopic]
     timeout_ms: int = 30000
     validate_only: bool = False
+    include_configs: bool = False  # each created (or validated) topic's configs in its result, as DescribeConfigs
 
 
 @message
@@ -647,6 +651,8 @@ class CreatableTopicResult:
     error_message: str | None = None
     num_partitions: int = -1
     replication_factor: int = -1
+    topic_id: str = ZERO_UUID
+    configs: list[ConfigEntry] | None = None  # when the request asks for them and the topic was created
 
 
 @message

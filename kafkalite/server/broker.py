@@ -9,10 +9,8 @@ controller addressed to the old incarnation are refused (STALE_BROKER_EPOCH).
 
 from __future__ import annotations
 
-import base64
 import logging
 import random
-import uuid
 from collections.abc import Callable
 from functools import partial
 
@@ -21,7 +19,7 @@ import trio
 from kafkalite.common import errors
 from kafkalite.common.config import BrokerConfig
 from kafkalite.common.errors import NetworkExceptionError
-from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME
+from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, random_uuid
 from kafkalite.coordination.errors import ConnectionLossError, NodeExistsError, SessionExpiredError
 from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, EndPoint, KafkaZkClient
 from kafkalite.coordinator import GroupCoordinator
@@ -64,12 +62,6 @@ def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
     return tuple(endpoints)
 
 
-def _random_cluster_id(rng: random.Random) -> str:
-    """Kafka's generateUuidAsBase64: a random (version 4) UUID in URL-safe base64 without padding, 22 characters."""
-    raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
 class Broker:
     def __init__(self, config: BrokerConfig, zk: KafkaZkClient, transport: Transport, log_manager: LogManager,
                  gate: PauseGate, rng: random.Random | None = None, request_faults: RequestFaults | None = None
@@ -110,7 +102,7 @@ class Broker:
 
     async def startup(self, nursery: trio.Nursery) -> None:
         """Learn the cluster's id, open the listeners, start serving and register with the ports actually bound."""
-        self.apis.cluster_id = self.zk.create_or_get_cluster_id(_random_cluster_id(self._rng))
+        self.apis.cluster_id = self.zk.create_or_get_cluster_id(random_uuid(self._rng))
         await nursery.start(self.group_coordinator.startup)
         self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
         self.zk.ensure_persistent_paths()

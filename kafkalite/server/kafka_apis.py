@@ -378,6 +378,11 @@ class KafkaApis:
         if not request.validate_only:
             await self._await_partitions_online(
                 [(result, result.name, result.num_partitions) for result in response.topics], request.timeout_ms)
+        if request.include_configs:
+            asked = {topic.name: topic.configs for topic in request.topics}
+            for result in response.topics:
+                if result.error_code == errors.NONE.code:
+                    result.configs = self._topic_config_entries(asked[result.name])
         return response
 
     async def handle_create_partitions(self, request: CreatePartitionsRequest, context: RequestContext) -> Response:
@@ -420,35 +425,40 @@ class KafkaApis:
         """Each config's value and where it comes from: set on the resource, inherited from a broker setting (a
         topic's, as Kafka's STATIC_BROKER_CONFIG, not default), or the default; with `include_synonyms`, every
         place it could come from, in order of precedence (`_synonyms`)."""
-        config: Mapping[str, Any]
-        inherited: frozenset[str] = frozenset()
-        broker_config = self.replica_manager.config
-        own: Mapping[str, Any] = {}
         if resource.resource_type == TOPIC_RESOURCE:
             self._require_topic(resource.name)
-            topic_config = TopicConfig.for_broker(self._zk.get_topic_config(resource.name), broker_config)
-            set_on_broker, own = broker_config.overrides, topic_config.overrides
-            inherited = frozenset(name for name, broker_key in TOPIC_DEFAULT_FROM_BROKER.items()
-                                  if broker_key in set_on_broker and name not in own)
-            config = topic_config
-            read_only = False
-        elif resource.resource_type == BROKER_RESOURCE:
+            return self._topic_config_entries(self._zk.get_topic_config(resource.name), resource.config_names,
+                                              include_synonyms)
+        if resource.resource_type == BROKER_RESOURCE:
             if resource.name not in ("", str(self.broker_id)):
                 raise errors.InvalidRequestError(f"Unexpected broker id, expected {self.broker_id} or empty string, "
                                                  f"but received {resource.name}")  # Kafka's words
-            config, read_only = broker_config, True
-        else:
-            raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
-        overrides = config.overrides  # type: ignore[attr-defined]
-        asked = resource.config_names if resource.config_names is not None else sorted(config)
+            return self._config_entries(BROKER_RESOURCE, self.replica_manager.config, {}, frozenset(),
+                                        resource.config_names, include_synonyms)
+        raise errors.InvalidRequestError(f"unknown config resource type {resource.resource_type}")
+
+    def _topic_config_entries(self, overrides: Mapping[str, Any], asked: list[str] | None = None,
+                              include_synonyms: bool = False) -> list[ConfigEntry]:
+        """A topic's configs with `overrides` set on it: as DescribeConfigs describes an existing topic, and
+        CreateTopics (v5+) the one it creates."""
+        broker_config = self.replica_manager.config
+        topic_config = TopicConfig.for_broker(overrides, broker_config)
+        own = topic_config.overrides
+        inherited = frozenset(name for name, broker_key in TOPIC_DEFAULT_FROM_BROKER.items()
+                              if broker_key in broker_config.overrides and name not in own)
+        return self._config_entries(TOPIC_RESOURCE, topic_config, own, inherited, asked, include_synonyms)
+
+    def _config_entries(self, resource_type: int, config: Any, own: Mapping[str, Any], inherited: frozenset[str],
+                        asked: list[str] | None, include_synonyms: bool) -> list[ConfigEntry]:
+        overrides = config.overrides
         entries = []
-        for given in asked:  # answered under the name asked, an alias too; looked up under the property's own
-            name = config.canonical_name(given)  # type: ignore[attr-defined]
+        for given in asked if asked is not None else sorted(config):
+            name = config.canonical_name(given)  # answered under the name asked, an alias too; looked up as its own
             if name is not None:
                 entries.append(ConfigEntry(
                     given, optional_config_text(config[name]), name not in overrides and name not in inherited,
-                    read_only, name in inherited,
-                    _synonyms(resource.resource_type, name, own, broker_config) if include_synonyms else []))
+                    resource_type == BROKER_RESOURCE, name in inherited,
+                    _synonyms(resource_type, name, own, self.replica_manager.config) if include_synonyms else []))
         return entries
 
     def _require_topic(self, name: str) -> None:

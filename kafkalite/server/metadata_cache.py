@@ -20,7 +20,7 @@ import trio
 
 from kafkalite.common import errors
 from kafkalite.common.errors import InvalidTopicError
-from kafkalite.common.types import INTERNAL_TOPICS, TopicPartition, validate_topic_name
+from kafkalite.common.types import INTERNAL_TOPICS, ZERO_UUID, TopicPartition, validate_topic_name
 from kafkalite.network.requests import (
     LEADER_DURING_DELETE,
     BrokerEndpoint,
@@ -50,6 +50,8 @@ class MetadataCache:
         self.broker_id = broker_id
         self._snapshot = MetadataSnapshot(None, {}, {})
         self._partition_states: dict[str, dict[int, UpdateMetadataPartitionState]] = {}
+        self._topic_ids: dict[str, str] = {}  # the cached topics' ids, and the names by id
+        self._topic_names: dict[str, str] = {}
         self._updated = trio.Event()
         # Requests parked until a broker dies or comes back (a DeleteRecords waits on live replicas only)
         self.alive_brokers_watchers = FetchWatchers()
@@ -91,6 +93,11 @@ class MetadataCache:
         for topic in emptied:
             if not partition_states.get(topic, True):
                 del partition_states[topic]
+                self._topic_names.pop(self._topic_ids.pop(topic, ""), None)
+        for topic, topic_id in request.topic_ids.items():
+            if topic in partition_states and self._topic_ids.get(topic) != topic_id:
+                self._topic_names.pop(self._topic_ids.get(topic, ""), None)
+                self._topic_ids[topic], self._topic_names[topic_id] = topic_id, topic
         if request.partition_states:
             log.debug("broker %d cached %d partition states (correlation id %d)", self.broker_id,
                       len(request.partition_states), correlation_id)
@@ -110,6 +117,14 @@ class MetadataCache:
     def get_partition_info(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
         topic_states = self._partition_states.get(tp.topic)
         return topic_states.get(tp.partition) if topic_states is not None else None
+
+    def topic_id(self, topic: str) -> str:
+        """The topic's id (KIP-516), ZERO_UUID for a topic this broker does not know."""
+        return self._topic_ids.get(topic, ZERO_UUID)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        """The name of the topic with this id, None if this broker knows no such topic."""
+        return self._topic_names.get(topic_id)
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self._partition_states
@@ -159,7 +174,7 @@ class MetadataCache:
                 continue
             result.append(MetadataTopic(errors.NONE.code, name, [
                 self._partition_metadata(snapshot, state, listener) for _, state in sorted(states.items())],
-                is_internal=name in INTERNAL_TOPICS))
+                is_internal=name in INTERNAL_TOPICS, topic_id=self.topic_id(name)))
         return result
 
     @staticmethod

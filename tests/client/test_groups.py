@@ -272,6 +272,8 @@ async def test_the_group_follows_its_coordinator_through_a_controlled_shutdown_a
             assert {tp: o.offset for tp, o in committed.items() if o is not None} == expected
 
         assert await cluster.shutdown_broker(first)
+        await cluster.wait_until(lambda: any(cluster.broker(n).group_coordinator.group("g") is not None
+                                             for n in cluster.live_broker_ids), timeout=10)  # it loads the group
         interim = coordinator_broker(cluster, "g")
         assert interim != first
         await settled_on(interim, [a, b])

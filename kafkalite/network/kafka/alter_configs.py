@@ -1,4 +1,4 @@
-"""AlterConfigs (key 33), versions 0-1: replace a topic's configuration overrides.
+"""AlterConfigs (key 33), versions 0-2: replace a topic's configuration overrides (2: 1 in the flexible encoding).
 
 As in Kafka, the request carries the resource's whole set of overrides: anything not listed goes back to its
 default. Values are checked as at topic creation (INVALID_CONFIG names the property); a null value, or a resource
@@ -31,4 +31,4 @@ async def handle(request: Message, session: Session) -> Message:
     return response(AlterConfigsResponse, answer.results)
 
 
-API = KafkaApi(AlterConfigsRequest, AlterConfigsResponse, (0, 1), handle)
+API = KafkaApi(AlterConfigsRequest, AlterConfigsResponse, (0, 2), handle)

@@ -7,11 +7,13 @@ Kafka response, or None when Kafka sends no response (a produce with acks=0).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafkalite.common.errors import UnknownServerError
+from kafkalite.common.types import ZERO_UUID, uuid_bytes, uuid_text
 from kafkalite.network.kafka.protocol import Message, entry
 from kafkalite.network.listener import call_handler
 from kafkalite.network.requests import Request, RequestContext
@@ -27,6 +29,16 @@ def by_topic(entries: list[_T]) -> dict[str, list[_T]]:
     for item in entries:
         grouped.setdefault(item.topic, []).append(item)  # type: ignore[attr-defined]
     return grouped
+
+
+def wire_uuid(topic_id: str) -> uuid.UUID | None:
+    """A topic id as kafka-python's codec takes it: a UUID, or None for Kafka's zero UUID."""
+    return None if topic_id == ZERO_UUID else uuid.UUID(bytes=uuid_bytes(topic_id))
+
+
+def native_uuid(value: uuid.UUID | None) -> str:
+    """`wire_uuid` undone: the codec decodes Kafka's zero UUID as None."""
+    return ZERO_UUID if value is None else uuid_text(value.bytes)
 
 
 def partition_errors(message_type: Any, topic_type: str, partition_type: str, entries: list[Any], *,

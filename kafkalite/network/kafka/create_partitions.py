@@ -1,7 +1,8 @@
-"""CreatePartitions (key 37), versions 0-1: raise a topic's partition count, optionally placing the new ones.
+"""CreatePartitions (key 37), versions 0-3: raise a topic's partition count, optionally placing the new ones.
 
 `count` is the new total, as in Kafka; a count not above the current one is INVALID_PARTITIONS for that
-topic. The broker answers once its metadata shows leaders for the new partitions.
+topic. The broker answers once its metadata shows leaders for the new partitions. Version 2 is version 1 in the
+flexible encoding; 3 changes only how Kafka's quotas throttle, and kafkalite has no quotas.
 """
 
 from __future__ import annotations
@@ -24,4 +25,4 @@ async def handle(request: Message, session: Session) -> Message:
         for r in response.results])
 
 
-API = KafkaApi(CreatePartitionsRequest, CreatePartitionsResponse, (0, 1), handle)
+API = KafkaApi(CreatePartitionsRequest, CreatePartitionsResponse, (0, 3), handle)

@@ -27,7 +27,7 @@ def _definition(resource_type: int, name: str) -> ConfigKey | None:
     return (TopicConfig if resource_type == native.TOPIC_RESOURCE else BrokerConfig).definition(name)
 
 
-def _source(resource_type: int, config: native.ConfigEntry) -> int:
+def config_source(resource_type: int, config: native.ConfigEntry) -> int:
     if config.is_default:
         return native.DEFAULT_CONFIG_SOURCE
     return native.TOPIC_CONFIG_SOURCE if resource_type == native.TOPIC_RESOURCE and not config.from_broker \
@@ -51,7 +51,7 @@ def _described(resource_type: int, config: native.ConfigEntry, documented: bool)
     definition = _definition(resource_type, config.name)
     return entry(DescribeConfigsResponse, "DescribeConfigsResult.DescribeConfigsResourceResult",
                  name=config.name, value=config.value, read_only=config.read_only, is_default=config.is_default,
-                 config_source=_source(resource_type, config), is_sensitive=False,
+                 config_source=config_source(resource_type, config), is_sensitive=False,
                  config_type=0 if definition is None else _CONFIG_TYPES[definition.type],
                  documentation=definition.doc if documented and definition is not None else None, synonyms=[
                      entry(DescribeConfigsResponse,
