@@ -26,7 +26,7 @@ from kafkalite.client.transport import ClientTransport, ClusterLike, OneBlock, o
 from kafkalite.common import errors
 from kafkalite.common.config import ConfigOp, config_text, optional_config_text
 from kafkalite.common.errors import KafkaError, RequestTimedOutError
-from kafkalite.common.types import TopicPartition
+from kafkalite.common.types import ZERO_UUID, TopicPartition
 from kafkalite.network.requests import (
     BROKER_RESOURCE, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PREFERRED_ELECTION,
     TOPIC_RESOURCE, UNCLEAN_ELECTION, AlterConfigsRequest, AlterConfigsResource, AlterConfigsResponse, ConfigEntry,
@@ -74,6 +74,7 @@ class TopicDescription(NamedTuple):
     name: str
     partitions: tuple[PartitionDescription, ...]
     is_internal: bool
+    topic_id: str = ZERO_UUID  # Kafka's (KIP-516), as Uuid.toString prints it; another for a topic created again
 
 
 class BrokerNode(NamedTuple):
@@ -548,7 +549,7 @@ class Admin(_GroupAdmin):
             described[topic.name] = TopicDescription(topic.name, tuple(
                 PartitionDescription(p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
                                      tuple(p.offline_replicas))
-                for p in sorted(topic.partitions, key=lambda p: p.partition)), topic.is_internal)
+                for p in sorted(topic.partitions, key=lambda p: p.partition)), topic.is_internal, topic.topic_id)
         return described
 
     @_one_deadline

@@ -29,6 +29,7 @@ async def test_create_describe_and_delete_topics(autojump_clock: Any, cluster: C
         for p in orders.partitions:
             assert len(p.replicas) == 2 and p.leader in p.replicas and set(p.isr) <= set(p.replicas)
         assert len(described["audit"].partitions[0].replicas) == 3
+        assert orders.topic_id == cluster.topic_id("orders") != described["audit"].topic_id
         assert {"orders", "audit"} <= set(await admin.list_topics())
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await admin.describe_topics(["missing"])
