@@ -418,6 +418,8 @@ class FetchPartition:
     # a follower checking its log against the leader's (KIP-595's truncation on fetch): the epoch of its last
     # record, which the leader's log must hold up to fetch_offset; UNDEFINED_EPOCH (consumers): no check
     last_fetched_epoch: int = -1
+    # a consumer naming the topic by its id (Kafka's Fetch v13+): `topic` is then found from it, by the broker
+    topic_id: str = ZERO_UUID
 
 
 @message
@@ -458,6 +460,7 @@ class FetchPartitionResponse:
     # as by an OffsetsForLeaderEpoch answer. -1: no divergence (or not checked)
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
+    topic_id: str = ZERO_UUID  # as the request named the topic, when it did by id
 
 
 @message

@@ -12,6 +12,7 @@ keeps serving.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,7 +26,9 @@ from kafkalite.common.config import (
 )
 from kafkalite.common.errors import ErrorCode, KafkaError
 from kafkalite.common.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment, decode_subscription
-from kafkalite.common.types import GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, TopicPartition, validate_topic_name
+from kafkalite.common.types import (
+    GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, ZERO_UUID, TopicPartition, validate_topic_name,
+)
 from kafkalite.coordination.errors import CoordinationError
 from kafkalite.coordination.kafka_zk import KafkaZkClient
 from kafkalite.coordinator import GroupCoordinator
@@ -77,7 +80,9 @@ from kafkalite.network.requests import (
     DeleteTopicsRequest,
     DescribeLogDirsRequest,
     ElectLeadersRequest,
+    FetchPartitionResponse,
     FetchRequest,
+    FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     LeaderAndIsrRequest,
@@ -530,7 +535,32 @@ class KafkaApis:
             error_message=f"{p.topic} is an internal topic; only group coordinators write it") for p in internal])
 
     async def handle_fetch(self, request: FetchRequest, context: RequestContext) -> Response:
+        if request.replica_id < 0 and any(p.topic_id != ZERO_UUID for p in request.partitions):
+            return await self._fetch_by_topic_id(request, context)
         return await self.replica_manager.fetch_messages(request, context.hurry)
+
+    async def _fetch_by_topic_id(self, request: FetchRequest, context: RequestContext) -> FetchResponse:
+        """A consumer's fetch naming topics by id (Kafka's Fetch v13+): each id found in this broker's metadata,
+        as Kafka's handleFetch does; an id it does not know (a topic deleted, or created again under the same name)
+        is UNKNOWN_TOPIC_ID, which sends the client to refresh its metadata, and is answered at once."""
+        cache, known, unknown, ids = self.metadata_cache, [], [], {}
+        for p in request.partitions:
+            name = cache.topic_name(p.topic_id) if p.topic_id != ZERO_UUID else p.topic
+            if name is None:
+                unknown.append(FetchPartitionResponse("", p.partition, errors.UNKNOWN_TOPIC_ID.code,
+                                                      error_message=f"no topic has the id {p.topic_id}",
+                                                      topic_id=p.topic_id))
+            else:
+                ids[name] = p.topic_id
+                known.append(dataclasses.replace(p, topic=name))
+        if not known:
+            return FetchResponse(errors.NONE.code, unknown)
+        response: FetchResponse = await self.replica_manager.fetch_messages(
+            dataclasses.replace(request, partitions=known), context.hurry)  # type: ignore[assignment]
+        for answered in response.partitions:
+            answered.topic_id = ids.get(answered.topic, ZERO_UUID)
+        response.partitions = unknown + response.partitions
+        return response
 
     async def handle_list_offsets(self, request: ListOffsetsRequest, context: RequestContext) -> Response:
         return self.replica_manager.fetch_offsets(request)

@@ -186,7 +186,7 @@ def test_protocol_types_compare_field_by_field(message: r.Request | r.Response) 
 def test_protocol_types_show_their_fields_as_dataclasses_do() -> None:
     assert repr(r.FetchPartition("t", 3, 42)) == (
         "FetchPartition(topic='t', partition=3, fetch_offset=42, partition_max_bytes=1048576, "
-        "current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)")
+        "current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1, topic_id='AAAAAAAAAAAAAAAAAAAAAA')")
     assert repr(r.FindCoordinatorRequest("g")).startswith("FindCoordinatorRequest(key='g', ")
     assert r.MetadataRequest(["a"]) == r.MetadataRequest(["a"]) != r.MetadataRequest(["b"])
     looped = r.MetadataRequest([])

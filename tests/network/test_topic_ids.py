@@ -13,11 +13,12 @@ import trio
 
 from kafkalite.cluster import Cluster
 from kafkalite.common import errors
+from kafkalite.common.records import Record
 from kafkalite.common.types import ZERO_UUID, TopicPartition, uuid_bytes
 from kafkalite.coordination.kafka_zk import topic_path
 from kafkalite.network.kafka.protocol import (
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, Message, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, entry,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, Message, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, entry,
 )
 from tests.network.test_kafka_wire import SAFETY_TIMEOUT, call, kafka_port
 from tests.test_controller_operations import admin_tool
@@ -181,3 +182,41 @@ async def test_find_coordinator_and_offset_fetch_answer_several_keys_and_groups_
                     for p in t.partitions] == [(0, -1, ""), (1, 0, "m")]
             assert by_group["g2"].error_code == (0 if g2_coordinator == g1.node_id else errors.NOT_COORDINATOR.code)
             assert list(by_group["g2"].topics) == []
+
+
+async def fetch_by_id(port: int, version: int, *topics: uuid.UUID | None) -> list[tuple[object, int, int, int]]:
+    """A consumer's Fetch from offset 0 of partition 0 of each topic named by id: per topic in the answer, (its id,
+    error, high watermark, records' bytes)."""
+    answer = await call(port, 1, version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                        topics=[entry(FetchRequest, "FetchTopic", topic_id=topic_id, partitions=[
+                            entry(FetchRequest, "FetchTopic.FetchPartition", partition=0, current_leader_epoch=-1,
+                                  fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+                                  partition_max_bytes=1 << 20)]) for topic_id in topics])
+    return [(t.topic_id, p.error_code, p.high_watermark, len(p.records or b"")) for t in answer.responses
+            for p in t.partitions]
+
+
+async def test_a_fetch_from_version_13_names_topics_by_id_and_an_id_gone_is_unknown() -> None:
+    """Fetch v13-15 (KIP-516), which Java's client and librdkafka pick: records of the topic the id names; an id
+    no topic has, the zero id, and the id of a topic deleted and created again under the same name get
+    UNKNOWN_TOPIC_ID (Kafka's cue for a client to refresh its metadata) beside the partitions that are served."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=1, config=CONFIG, seed=34) as cluster:
+            port = kafka_port(cluster, 1)
+            [a] = await create(port, creatable("a", 1, 1))
+            await cluster.produce("a", 0, [Record(None, b"one", 1_700_000_000_000)])
+            unknown = uuid.uuid4()
+            for version in (13, 14, 15):
+                answered = await fetch_by_id(port, version, unknown, a.topic_id, None)
+                assert [(topic_id, error, hw) for topic_id, error, hw, _ in answered] == [
+                    (unknown, errors.UNKNOWN_TOPIC_ID.code, -1), (a.topic_id, 0, 1),
+                    (None, errors.UNKNOWN_TOPIC_ID.code, -1)]
+                assert answered[1][3] > 0  # the record batch
+            assert await delete(port, ("a", None)) == [("a", None, 0)]
+            await cluster.wait_until(lambda: "a" not in cluster.topics(), timeout=10, interval=0.01)
+            [again] = await create(port, creatable("a", 1, 1))
+            assert [(topic_id, error) for topic_id, error, _, _ in await fetch_by_id(port, 13, a.topic_id)] == [
+                (a.topic_id, errors.UNKNOWN_TOPIC_ID.code)]
+            assert [(topic_id, error, hw) for topic_id, error, hw, _ in await fetch_by_id(port, 13, again.topic_id)] \
+                == [(again.topic_id, 0, 0)]
