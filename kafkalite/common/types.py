@@ -25,8 +25,7 @@ def random_uuid(rng: random.Random) -> str:
     characters, never one of the ids Kafka reserves, never starting with '-' (a command line would take it for an
     option). Drawn from `rng`, so a seeded cluster names its topics and itself the same way every run."""
     while True:
-        raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
-        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        text = uuid_text(uuid.UUID(int=rng.getrandbits(128), version=4).bytes)
         if text not in _RESERVED_UUIDS and not text.startswith("-"):
             return text
 
