@@ -285,6 +285,7 @@ def _serve(args: argparse.Namespace) -> int:
             control = None if args.control_port is None else _serve_control(cluster, args.control_port)
             console.out(f"bootstrap servers: {cluster.bootstrap_servers}")
             console.out(f"Kafka bootstrap servers: {cluster.kafka_bootstrap_servers}")
+            console.out(f"cluster id: {cluster.cluster_id}")
             if control is not None:
                 console.out(f"control: {control}")
             console.print(_brokers_table(_served_brokers(cluster)))

@@ -230,6 +230,8 @@ def test_serve_prints_bootstrap_servers_and_stops_on_ctrl_c(serve: Callable[...,
     first, kafka = served.read_until("Kafka bootstrap servers")
     assert first.startswith("bootstrap servers: 127.0.0.1:") and kafka.startswith("Kafka bootstrap servers: 127.0.0.1:")
     bootstrap = first.split(": ", 1)[1].strip()
+    [cluster_id] = served.read_until("cluster id")
+    assert len(cluster_id.split(": ", 1)[1].strip()) == 22  # what Kafka clients see in Metadata and DescribeCluster
     table = "".join(served.read_until("Ctrl-C"))
     assert "NATIVE port" in table and "KAFKA port" in table  # which port is for which clients
     assert table_rows(table) == [["1", "127.0.0.1", bootstrap.rsplit(":", 1)[1], kafka.strip().rsplit(":", 1)[1],
