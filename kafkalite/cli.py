@@ -360,12 +360,14 @@ async def _topics(args: argparse.Namespace) -> int:
         else:
             partitions = (await _describe_partitions(admin, [args.name]))[args.name]
             configs = (await admin.describe_configs(topics=[args.name]))[("topic", args.name)]
+            topic_id = (await admin.describe_topics([args.name]))[args.name].topic_id
             overrides = {name: entry.value for name, entry in sorted(configs.items())
                          if not entry.is_default and not entry.from_broker}
             from rich.console import Console
 
             console = Console()
             console.print(_partitions_table(args.name, partitions))
+            console.print(f"topic id: {topic_id}", highlight=False)  # as kafka-topics --describe shows TopicId
             console.print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
     return 0
 

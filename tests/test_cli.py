@@ -51,8 +51,8 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "serve" in out and "consume" in out
 
 
-def test_topics_produce_consume_describe(server: list[str], capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_topics_produce_consume_describe(cluster: EmbeddedCluster, server: list[str],
+                                         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _ = run(capsys, "topics", "create", "cli-orders", "--partitions", "2", "--replication-factor", "3",
                        "--config", "retention.ms=60000", *server)
     assert code == 0 and "created topic cli-orders" in out
@@ -67,6 +67,7 @@ def test_topics_produce_consume_describe(server: list[str], capsys: pytest.Captu
     assert code == 0 and out == ""  # from the end: nothing new arrived before the idle timeout
     code, out, _ = run(capsys, "topics", "describe", "cli-orders", *server)
     assert code == 0 and "cli-orders" in out and "retention.ms=60000" in out
+    assert f"topic id: {cluster.topic_id('cli-orders')}" in out
     code, out, _ = run(capsys, "describe", "--json", *server)
     described = json.loads(out)
     assert described["controller"] in (1, 2, 3)
