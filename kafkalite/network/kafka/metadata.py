@@ -65,7 +65,7 @@ async def handle(request: Message, session: Session) -> Message:
         topics=topics)
 
 
-def _topic(topic: native.MetadataTopic, operations: int) -> Message:
+def _topic(topic: native.MetadataTopic, operations: set[int] | None) -> Message:
     return entry(MetadataResponse, "MetadataResponseTopic", error_code=topic.error_code, name=topic.name,
                  topic_id=wire_uuid(topic.topic_id), is_internal=topic.is_internal, authorized_operations=operations,
                  partitions=[entry(MetadataResponse, "MetadataResponseTopic.MetadataResponsePartition",
