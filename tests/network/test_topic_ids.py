@@ -147,12 +147,18 @@ async def test_find_coordinator_and_offset_fetch_answer_several_keys_and_groups_
             await create(port, creatable("t", 2, 2))
 
             async def coordinators(key_type: int) -> list[Message]:
-                while True:
-                    answer = await call(port, 10, 4, key_type=key_type, coordinator_keys=["g1", "g2"])
-                    if all(c.error_code != errors.COORDINATOR_NOT_AVAILABLE.code for c in answer.coordinators):
-                        return list(answer.coordinators)
-                    await trio.sleep(0.01)  # __consumer_offsets is being created: clients retry after a backoff
+                return list((await call(port, 10, 4, key_type=key_type, coordinator_keys=["g1", "g2"])).coordinators)
 
+            # the first request creates __consumer_offsets, answered COORDINATOR_NOT_AVAILABLE until it has leaders
+            assert {c.error_code for c in await coordinators(0)} <= {0, errors.COORDINATOR_NOT_AVAILABLE.code}
+            cache = cluster.broker(1).metadata_cache
+
+            def offsets_led() -> bool:
+                count = cache.partition_count("__consumer_offsets") or 0
+                return count > 0 and all(cache.get_partition_info(TopicPartition("__consumer_offsets", p)).leader >= 0
+                                         for p in range(count))
+
+            await cluster.wait_until(offsets_led, timeout=10, interval=0.01)
             found = await coordinators(0)
             assert [(c.key, c.error_code) for c in found] == [("g1", 0), ("g2", 0)]
             for c in found:
@@ -160,6 +166,9 @@ async def test_find_coordinator_and_offset_fetch_answer_several_keys_and_groups_
             assert [(c.key, c.error_code) for c in await coordinators(1)] == [
                 ("g1", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code),
                 ("g2", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code)]
+            odd = await call(port, 10, 4, key_type=7, coordinator_keys=["g1"])
+            assert [(c.error_code, "key type 7" in c.error_message) for c in odd.coordinators] == [
+                (errors.INVALID_REQUEST.code, True)]
             g1 = next(c for c in found if c.key == "g1")
             committed = await call(kafka_port(cluster, g1.node_id), 8, 8, group_id="g1",
                                    generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
@@ -174,8 +183,10 @@ async def test_find_coordinator_and_offset_fetch_answer_several_keys_and_groups_
                 entry(OffsetFetchRequest, "OffsetFetchRequestGroup", group_id="g1", topics=[
                     entry(OffsetFetchRequest, "OffsetFetchRequestGroup.OffsetFetchRequestTopics", name="t",
                           partition_indexes=[0, 1])]),
-                entry(OffsetFetchRequest, "OffsetFetchRequestGroup", group_id="g2", topics=None)])
+                entry(OffsetFetchRequest, "OffsetFetchRequestGroup", group_id="g2", topics=None),
+                entry(OffsetFetchRequest, "OffsetFetchRequestGroup", group_id="", topics=None)])
             by_group = {g.group_id: g for g in answer.groups}
+            assert by_group[""].error_code == errors.INVALID_GROUP_ID.code  # beside groups that are answered
             g2_coordinator = next(c.node_id for c in found if c.key == "g2")
             assert by_group["g1"].error_code == 0
             assert [(p.partition_index, p.committed_offset, p.metadata) for t in by_group["g1"].topics
