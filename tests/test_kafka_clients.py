@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import trio
 
 from kafkalite.common.records import Record
 from kafkalite.common.types import TopicPartition as NativeTopicPartition, uuid_bytes
@@ -298,6 +299,47 @@ def test_kafka_produced_records_read_by_the_native_consumer(cluster: EmbeddedClu
         got: list = []
         wait_for(lambda: got.extend(consumer.poll(0.1)) or len(got) >= COUNT, "the native consumer")
     assert [(r.offset, (r.key, r.value, list(r.headers), r.timestamp)) for r in got] == list(enumerate(sent))
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_client_handed_the_native_ports_is_served_and_sent_to_the_kafka_ports(cluster: EmbeddedCluster, topic: str,
+                                                                              client: str) -> None:
+    """`cluster.bootstrap_servers`, the list kafkalite's own clients take, is the one a stranger reaches for first.
+    Its ports answer Kafka's protocol too, naming the KAFKA listener's ports in Metadata, where the client goes on."""
+    sent = records(tag=client)
+    produce(client, cluster.bootstrap_servers, topic, sent)
+    assert consume(client, cluster.bootstrap_servers, topic, 0, COUNT) == list(enumerate(sent))
+    if client == "kafka-python":
+        producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        try:
+            wait_for(lambda: producer.partitions_for(topic), "kafka-python's metadata")
+            kafka_ports = {int(server.rpartition(":")[2]) for server in cluster.kafka_bootstrap_servers.split(",")}
+            assert {broker.port for broker in producer._metadata.brokers()} == kafka_ports
+        finally:
+            producer.close(5)
+
+
+def test_kafkalites_clients_handed_the_kafka_ports_are_served_and_sent_to_the_native_ports(cluster: EmbeddedCluster,
+                                                                                           topic: str) -> None:
+    """The other way round: the Spark connector's option for its bootstrap list is `kafka.bootstrap.servers`, and
+    `kafkalite serve` prints "Kafka bootstrap servers" too."""
+    from kafkalite.client import Consumer, Producer, TopicPartition
+
+    bootstrap = cluster.kafka_bootstrap_servers
+    native_ports = {int(server.rpartition(":")[2]) for server in cluster.bootstrap_servers.split(",")}
+
+    async def run() -> tuple[list[int], list[bytes], set[int]]:
+        async with Producer(bootstrap, {"acks": "all"}) as producer:
+            offsets = [(await (await producer.send(topic, b"v%d" % i, partition=0))).offset for i in range(3)]
+        async with Consumer(bootstrap, {"auto.offset.reset": "earliest"}) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            values = [record.value for record in await consumer.poll(10)]
+            learned = {port for _, port in consumer._transport._addresses.values()}
+        return offsets, values, learned
+
+    offsets, values, learned = trio.run(run)
+    assert (offsets, values) == ([0, 1, 2], [b"v0", b"v1", b"v2"])
+    assert native_ports <= learned  # each broker's NATIVE port, beside the bootstrap addresses
 
 
 # confluent-kafka deprecates its AlterConfigs (key 33) call in favour of IncrementalAlterConfigs (key 44); the

@@ -33,6 +33,9 @@ from kafkalite.network.requests import REQUEST_TYPES, SUPPORTED_VERSIONS, ApiKey
 
 FRAME_LENGTH = struct.Struct(">I")
 """A frame's length prefix."""
+REQUEST_START = 0x95
+"""The first byte of every request payload: msgpack's mark of an array of five. No Kafka request begins so (one
+begins with its API key's high byte), which lets a port tell the two protocols apart (`listener.ProtocolRouter`)."""
 _T = TypeVar("_T")
 
 

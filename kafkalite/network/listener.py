@@ -180,6 +180,39 @@ class _ConnectionServer:
         return left, (Answer(None, False) if left else answer)
 
 
+class ProtocolRouter:
+    """A listener's `WireProtocol` that hands each frame in another of the broker's protocols to that protocol's wire.
+
+    Each listener speaks one protocol, and their ports are easily mixed up: `kafkalite serve` prints a list of
+    each, the connector's Spark option for kafkalite's own client is `kafka.bootstrap.servers`, and a Kafka
+    client is naturally handed `cluster.bootstrap_servers`. Either client at the other's port had its connection
+    closed at its first request, until it gave up. The two protocols' requests begin with different bytes
+    (`codec.REQUEST_START`, `kafka.REQUEST_START`), so each frame is answered by the wire that speaks it, as on
+    its own listener: its metadata names that listener's endpoints, and the client's next connections go there.
+    A frame in a protocol the broker has no listener for is refused, saying so; any other frame goes to the
+    port's own wire, which rejects what it cannot read as before.
+    """
+
+    def __init__(self, listener_name: str, own: WireProtocol, others: dict[int, tuple[str, WireProtocol | None]]
+                 ) -> None:
+        """`others`: by a request's first byte, the name of the listener speaking it and its wire (None: the
+        broker has no such listener)."""
+        self._listener_name = listener_name
+        self._own = own
+        self._others = others
+
+    async def answer(self, frame: bytes, peer: str) -> Answer:
+        other = self._others.get(frame[0]) if frame else None
+        if other is None:
+            return await self._own.answer(frame, peer)
+        name, wire = other
+        if wire is None:
+            log.warning("%s listener: closing connection from %s: the request is in the %s listener's protocol, and "
+                        "this broker has no %s listener", self._listener_name, peer, name, name)
+            return Answer(None, False)
+        return await wire.answer(frame, peer)
+
+
 def client_host(peer: str) -> str:
     """A peer's "host:port" as Kafka shows a client's host in group descriptions: "/127.0.0.1"."""
     return "/" + peer.rpartition(":")[0].strip("[]")

@@ -25,8 +25,9 @@ from kafkalite.coordination.kafka_zk import CONFIG_CHANGES_PATH, BrokerInfo, End
 from kafkalite.coordinator import GroupCoordinator
 from kafkalite.network.requests import ControlledShutdownRequest, ControlledShutdownResponse, Request, \
     RequestContext, Response
+from kafkalite.network import codec, kafka
 from kafkalite.network.kafka import KAFKA_LISTENER, KafkaListenerWire
-from kafkalite.network.listener import NativeWire, WireProtocol, serve_listener
+from kafkalite.network.listener import NativeWire, ProtocolRouter, WireProtocol, serve_listener
 from kafkalite.network.transport import Handler, PauseGate, Transport
 from kafkalite.server.kafka_apis import Controller, KafkaApis
 from kafkalite.server.log_manager import LogManager
@@ -41,6 +42,8 @@ NATIVE_LISTENER = "NATIVE"
 WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: NativeWire,
                                                             KAFKA_LISTENER: KafkaListenerWire}
 """The protocol each listener name speaks: kafkalite's own, or Apache Kafka's for Kafka's clients."""
+REQUEST_STARTS = {NATIVE_LISTENER: codec.REQUEST_START, KAFKA_LISTENER: kafka.REQUEST_START}
+"""The first byte of every request in each listener's protocol, by which any port serves either (`ProtocolRouter`)."""
 
 
 def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
@@ -104,7 +107,8 @@ class Broker:
         """Learn the cluster's id, open the listeners, start serving and register with the ports actually bound."""
         self.apis.cluster_id = self.zk.create_or_get_cluster_id(random_uuid(self._rng))
         await nursery.start(self.group_coordinator.startup)
-        self.endpoints = tuple([await self._open_listener(nursery, endpoint) for endpoint in self.endpoints])
+        wires = self._wires()
+        self.endpoints = tuple([await self._open_listener(nursery, endpoint, wires) for endpoint in self.endpoints])
         self.zk.ensure_persistent_paths()
         self.transport.register(self.broker_id, self.handle, self.gate)
         self.replica_manager.startup(nursery)
@@ -115,17 +119,27 @@ class Broker:
         nursery.start_soon(self._apply_config_changes)
         nursery.start_soon(self.log_manager.run_retention, self.gate)
 
-    async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint) -> EndPoint:
-        wire = WIRES.get(endpoint.listener)
-        if wire is None:
-            raise errors.InvalidConfigError(
-                f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks "
-                f"{' and '.join(WIRES)}")
+    def _wires(self) -> dict[str, WireProtocol]:
+        """One wire per listener name configured, shared by every port that serves its protocol."""
+        wires = {}
+        for endpoint in self.endpoints:
+            wire = WIRES.get(endpoint.listener)
+            if wire is None:
+                raise errors.InvalidConfigError(
+                    f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks "
+                    f"{' and '.join(WIRES)}")
+            wires[endpoint.listener] = wire(self._handle_from_listener, endpoint.listener)
+        return wires
+
+    async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint, wires: dict[str, WireProtocol]
+                             ) -> EndPoint:
+        """Serve the listener's protocol on its port, and the broker's other protocols too (`ProtocolRouter`)."""
+        others = {REQUEST_STARTS[name]: (name, wires.get(name)) for name in WIRES if name != endpoint.listener}
+        wire = ProtocolRouter(endpoint.listener, wires[endpoint.listener], others)
         port = await nursery.start(partial(serve_listener, self._handle_from_listener, endpoint.host, endpoint.port,
                                            max_request_bytes=self.config["socket.request.max.bytes"],
                                            max_idle_ms=self.config["connections.max.idle.ms"],
-                                           listener_name=endpoint.listener,
-                                           wire=wire(self._handle_from_listener, endpoint.listener)))
+                                           listener_name=endpoint.listener, wire=wire))
         return EndPoint(endpoint.listener, endpoint.host, port, endpoint.security_protocol)
 
     async def _register(self) -> None:

@@ -17,8 +17,8 @@ from kafkalite.common.errors import INVALID_REQUEST, UNSUPPORTED_VERSION, Invali
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.network import requests as r
 from kafkalite.network.codec import (
-    FrameDecoder, FrameTooLargeError, MalformedRequestError, RequestHeader, UnsupportedRequestVersionError,
-    decode_body, decode_request, decode_response, encode_request, encode_response,
+    REQUEST_START, FrameDecoder, FrameTooLargeError, MalformedRequestError, RequestHeader,
+    UnsupportedRequestVersionError, decode_body, decode_request, decode_response, encode_request, encode_response,
 )
 from kafkalite.network.responses import api_versions_response, error_response
 
@@ -160,7 +160,9 @@ def test_samples_cover_every_request_and_response_type() -> None:
 @pytest.mark.parametrize("request_", requests(), ids=lambda request: type(request).__name__)
 def test_every_request_round_trips(request_: r.Request) -> None:
     header = RequestHeader(request_.api_key, 0, 2**31 - 1, "client-é")
-    decoded_header, decoded = decode_request(strip_prefix(encode_request(header, request_)))
+    frame = strip_prefix(encode_request(header, request_))
+    assert frame[0] == REQUEST_START  # a port tells it from a Kafka request by this byte (ProtocolRouter)
+    decoded_header, decoded = decode_request(frame)
     assert decoded_header == header
     assert decoded_header.api_key is request_.api_key
     assert decoded == request_

@@ -22,7 +22,8 @@ from kafkalite.common.errors import CorruptMessageError
 from kafkalite.common.kafka_records import crc32c
 from kafkalite.common.records import Record, RecordBatch
 from kafkalite.common.types import TopicPartition
-from kafkalite.network.codec import FrameDecoder
+from kafkalite.network import kafka, requests as native
+from kafkalite.network.codec import FrameDecoder, RequestHeader, decode_response, encode_request
 from kafkalite.network.kafka.apis import APIS
 from kafkalite.network.kafka.protocol import (
     AlterPartitionReassignmentsRequest, ApiVersionsResponse, DeleteRecordsRequest, DescribeConfigsRequest,
@@ -122,8 +123,16 @@ async def exchange(port: int, data: bytes, answers: int | None = 1) -> list[byte
     return frames
 
 
-def kafka_port(cluster: Cluster, broker_id: int) -> int:
-    return next(ep.port for ep in cluster.broker(broker_id).endpoints if ep.listener == "KAFKA")
+def kafka_port(cluster: Cluster, broker_id: int, listener: str = "KAFKA") -> int:
+    return next(ep.port for ep in cluster.broker(broker_id).endpoints if ep.listener == listener)
+
+
+def native_port(cluster: Cluster, broker_id: int) -> int:
+    return kafka_port(cluster, broker_id, "NATIVE")
+
+
+def native_metadata_frame(*topics: str) -> bytes:
+    return encode_request(RequestHeader(native.ApiKey.METADATA, 0, 9, "native"), native.MetadataRequest(list(topics)))
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
@@ -154,6 +163,60 @@ async def test_bad_input_is_answered_or_cut_off_and_the_broker_keeps_serving(kin
             assert metadata.controller_id == cluster.controller_id
             assert {b.port for b in metadata.brokers} == {kafka_port(cluster, b) for b in (1, 2, 3)}
             assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"before"]
+
+
+async def test_each_port_serves_both_protocols_and_sends_each_client_to_its_own_listeners_ports() -> None:
+    """A Kafka client handed the NATIVE ports (`cluster.bootstrap_servers`), or kafkalite's client handed the KAFKA
+    ports (the Spark connector's option is `kafka.bootstrap.servers`), had its connections closed until it gave
+    up. A request's first byte says its protocol, so every port answers both, and Metadata names the ports
+    of the listener that speaks the client's protocol, where its next connections go. Garbage that begins like the
+    other protocol is cut off by that protocol's wire, and the broker keeps serving."""
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=3, seed=3) as cluster:
+            await cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+            leader = cluster.leader_for(TOPIC, 0)
+            [acked] = await exchange(native_port(cluster, leader), produce_frame(kafka_batch(b"at a native port")))
+            [produced] = ProduceResponse.decode(acked[4:], version=7).responses[0].partition_responses
+            assert (produced.error_code, produced.base_offset) == (0, 0)
+            for broker in (1, 2, 3):
+                [answer] = await exchange(native_port(cluster, broker), request_frame(3, version=5, topics=None))
+                metadata = MetadataResponse.decode(answer[4:], version=5)
+                assert sorted((b.node_id, b.port) for b in metadata.brokers) == [
+                    (b, kafka_port(cluster, b)) for b in (1, 2, 3)]
+                [answer] = await exchange(kafka_port(cluster, broker), native_metadata_frame(TOPIC))
+                correlation_id, answered = decode_response(answer, native.MetadataResponse)
+                assert correlation_id == 9
+                assert sorted((b.node_id, b.port) for b in answered.brokers) == [
+                    (b, native_port(cluster, b)) for b in (1, 2, 3)]
+                assert [(t.name, [p.leader for p in t.partitions]) for t in answered.topics] == [(TOPIC, [leader])]
+            assert await exchange(kafka_port(cluster, leader), struct.pack(">I", 4) + b"\x95\xc1\xc1\xc1", None) == []
+            assert await exchange(native_port(cluster, leader), struct.pack(">I", 3) + b"\x00\x03\x00", None) == []
+            assert [r.value for _, r in await cluster.fetch(TOPIC, 0, 0)] == [b"at a native port"]
+
+
+def test_every_kafka_request_begins_with_the_byte_that_tells_it_from_a_native_request() -> None:
+    assert {request_frame(key)[4] for key in APIS} == {kafka.REQUEST_START}
+
+
+@pytest.mark.parametrize("listener", ["NATIVE", "KAFKA"])
+async def test_a_request_in_the_protocol_of_a_listener_the_broker_lacks_is_refused_saying_so(
+        listener: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A broker with one listener: a request in the other's protocol closes the connection with a log line naming
+    the missing listener, and the port's own protocol is served on."""
+    other = {"NATIVE": "KAFKA", "KAFKA": "NATIVE"}[listener]
+    frames = {"KAFKA": request_frame(18, version=3), "NATIVE": native_metadata_frame()}
+    with trio.fail_after(SAFETY_TIMEOUT):
+        async with Cluster(brokers=1, config={"listeners": f"{listener}://127.0.0.1:0"}) as cluster:
+            port = kafka_port(cluster, 1, listener)
+            assert await exchange(port, frames[other], None) == []
+            assert f"{listener} listener: closing connection from 127.0.0.1:" in caplog.text
+            assert f"the request is in the {other} listener's protocol, and this broker has no {other} listener" \
+                in caplog.text
+            [answer] = await exchange(port, frames[listener])
+            if listener == "NATIVE":
+                assert [b.port for b in decode_response(answer, native.MetadataResponse)[1].brokers] == [port]
+            else:
+                assert ApiVersionsResponse.decode(answer[4:], version=3).error_code == 0
 
 
 async def test_bytes_after_a_request_body_are_ignored_as_by_kafka() -> None:

@@ -210,6 +210,17 @@ def test_a_batch_read_with_nothing_to_read_is_an_empty_frame(spark: Any, cluster
         assert reader(spark, servers, streaming=False, **options).load().collect() == []
 
 
+def test_the_kafka_bootstrap_servers_serve_the_connector_too(spark: Any, cluster: EmbeddedCluster) -> None:
+    """`kafkalite serve` prints "Kafka bootstrap servers" and the option is `kafka.bootstrap.servers`, so a pipeline
+    moving from Spark's Kafka source is likely handed the KAFKA listener's ports: they serve kafkalite's own
+    protocol too. `load()` failed there: "the cluster cannot be reached (... closed the connection)"."""
+    cluster.create_topic("kafka-ports", 2, 3)
+    produce(cluster, "kafka-ports", numbered(2, 10))
+    rows = reader(spark, cluster.kafka_bootstrap_servers, streaming=False, subscribe="kafka-ports").load().collect()
+    assert sorted((row.partition, row.offset, row.value) for row in rows) == sorted(
+        (i % 2, i // 2, f"{i % 2}:{i}".encode()) for i in range(10))
+
+
 def test_timestamp_type_is_1_on_a_log_append_time_topic(spark: Any, cluster: EmbeddedCluster) -> None:
     """As Spark's Kafka source: timestampType 1 and the leader's append time on a LogAppendTime topic."""
     cluster.create_topic("appended", 1, 3, {"message.timestamp.type": "LogAppendTime"})

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from kafkalite.network.transport import Handler
 
 KAFKA_LISTENER = "KAFKA"
+REQUEST_START = 0x00
+"""The first byte of every Kafka request: the high byte of its API key, a big-endian int16 below 256 for every API
+Kafka defines."""
 
 
 @contextlib.contextmanager
