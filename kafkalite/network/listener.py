@@ -2,7 +2,8 @@
 
 Both wire protocols a broker speaks frame requests the same way (a 4-byte big-endian length, then the
 payload), so one connection loop serves both and a `WireProtocol` turns each frame into its answer: the native
-msgpack protocol here, Apache Kafka's in `kafkalite.network.kafka`.
+msgpack protocol here, Apache Kafka's in `kafkalite.network.kafka`. Their requests begin with different bytes, so
+each port answers both (`ProtocolRouter`).
 
 Requests on one connection are handled one at a time and answered in order, as Kafka mutes a channel while
 its request is in flight: clients rely on responses arriving in request order, and a slow request (a
