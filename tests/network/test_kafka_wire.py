@@ -123,12 +123,16 @@ async def exchange(port: int, data: bytes, answers: int | None = 1) -> list[byte
     return frames
 
 
-def kafka_port(cluster: Cluster, broker_id: int, listener: str = "KAFKA") -> int:
+def listener_port(cluster: Cluster, broker_id: int, listener: str) -> int:
     return next(ep.port for ep in cluster.broker(broker_id).endpoints if ep.listener == listener)
 
 
+def kafka_port(cluster: Cluster, broker_id: int) -> int:
+    return listener_port(cluster, broker_id, "KAFKA")
+
+
 def native_port(cluster: Cluster, broker_id: int) -> int:
-    return kafka_port(cluster, broker_id, "NATIVE")
+    return listener_port(cluster, broker_id, "NATIVE")
 
 
 def native_metadata_frame(*topics: str) -> bytes:
@@ -207,7 +211,7 @@ async def test_a_request_in_the_protocol_of_a_listener_the_broker_lacks_is_refus
     frames = {"KAFKA": request_frame(18, version=3), "NATIVE": native_metadata_frame()}
     with trio.fail_after(SAFETY_TIMEOUT):
         async with Cluster(brokers=1, config={"listeners": f"{listener}://127.0.0.1:0"}) as cluster:
-            port = kafka_port(cluster, 1, listener)
+            port = listener_port(cluster, 1, listener)
             assert await exchange(port, frames[other], None) == []
             assert f"{listener} listener: closing connection from 127.0.0.1:" in caplog.text
             assert f"the request is in the {other} listener's protocol, and this broker has no {other} listener" \
