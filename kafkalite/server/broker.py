@@ -13,6 +13,7 @@ import logging
 import random
 from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
 import trio
 
@@ -39,11 +40,16 @@ from kafkalite.server.request_faults import RequestFaults
 log = logging.getLogger(__name__)
 
 NATIVE_LISTENER = "NATIVE"
-WIRES: dict[str, Callable[[Handler, str], WireProtocol]] = {NATIVE_LISTENER: NativeWire,
-                                                            KAFKA_LISTENER: KafkaListenerWire}
+
+
+class _Protocol(NamedTuple):
+    wire: Callable[[Handler, str], WireProtocol]
+    request_start: int  # the first byte of each of its requests, by which any port serves it (`ProtocolRouter`)
+
+
+PROTOCOLS = {NATIVE_LISTENER: _Protocol(NativeWire, codec.REQUEST_START),
+             KAFKA_LISTENER: _Protocol(KafkaListenerWire, kafka.REQUEST_START)}
 """The protocol each listener name speaks: kafkalite's own, or Apache Kafka's for Kafka's clients."""
-REQUEST_STARTS = {NATIVE_LISTENER: codec.REQUEST_START, KAFKA_LISTENER: kafka.REQUEST_START}
-"""The first byte of every request in each listener's protocol, by which any port serves either (`ProtocolRouter`)."""
 
 
 def parse_listeners(listeners: str) -> tuple[EndPoint, ...]:
@@ -123,18 +129,19 @@ class Broker:
         """One wire per listener name configured, shared by every port that serves its protocol."""
         wires = {}
         for endpoint in self.endpoints:
-            wire = WIRES.get(endpoint.listener)
-            if wire is None:
+            protocol = PROTOCOLS.get(endpoint.listener)
+            if protocol is None:
                 raise errors.InvalidConfigError(
                     f"Unsupported listener {endpoint.listener!r} in listeners: this broker speaks "
-                    f"{' and '.join(WIRES)}")
-            wires[endpoint.listener] = wire(self._handle_from_listener, endpoint.listener)
+                    f"{' and '.join(PROTOCOLS)}")
+            wires[endpoint.listener] = protocol.wire(self._handle_from_listener, endpoint.listener)
         return wires
 
     async def _open_listener(self, nursery: trio.Nursery, endpoint: EndPoint, wires: dict[str, WireProtocol]
                              ) -> EndPoint:
         """Serve the listener's protocol on its port, and the broker's other protocols too (`ProtocolRouter`)."""
-        others = {REQUEST_STARTS[name]: (name, wires.get(name)) for name in WIRES if name != endpoint.listener}
+        others = {protocol.request_start: (name, wires.get(name)) for name, protocol in PROTOCOLS.items()
+                  if name != endpoint.listener}
         wire = ProtocolRouter(endpoint.listener, wires[endpoint.listener], others)
         port = await nursery.start(partial(serve_listener, self._handle_from_listener, endpoint.host, endpoint.port,
                                            max_request_bytes=self.config["socket.request.max.bytes"],
